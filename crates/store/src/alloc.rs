@@ -1,0 +1,391 @@
+//! The arena allocator: TLSF (two-level segregated fit) with boundary tags, so
+//! allocation and free are O(1) and freed neighbours coalesce. All of its state
+//! lives in the segment header and in the blocks themselves, guarded by one lock
+//! and changed only through the owner's undo log, so a process killed inside
+//! `alloc` or `free` leaves nothing half-linked (docs/design.md I5, I9).
+//!
+//! A block starts with one header word: `size | FREE | PREV_FREE`, size in
+//! bytes including the header, a multiple of 8, at least 32. A free block also
+//! holds `next` and `prev` free-list links at +8 and +16 and its size again in
+//! its last word (the footer), which lets `free` find a free left neighbour.
+//! A used header of size 0 closes the arena.
+
+use crate::context::Ctx;
+use crate::error::{Error, Result};
+use crate::layout::*;
+use crate::segment::Geometry;
+use crate::shm::Region;
+
+const FREE: u64 = 1;
+const PREV_FREE: u64 = 2;
+const FLAGS: u64 = 7;
+/// Smallest block: header, two links and a footer.
+pub(crate) const MIN_BLOCK: u64 = 32;
+const SMALL: u64 = 1 << (SL_BITS + 3);
+
+/// Size of the block that holds `payload` bytes.
+pub(crate) fn block_size_for(payload: u64) -> u64 {
+    align_up(payload + 8, 8).max(MIN_BLOCK)
+}
+
+fn mapping(size: u64) -> (u64, u64) {
+    if size < SMALL {
+        (0, size / 8)
+    } else {
+        let f = 63 - size.leading_zeros() as u64;
+        (
+            (f - 6).min(FL_COUNT - 1),
+            (size >> (f - SL_BITS)) & (SL_COUNT - 1),
+        )
+    }
+}
+
+/// The class whose every block fits `size`.
+fn mapping_search(size: u64) -> (u64, u64) {
+    if size < SMALL {
+        return mapping(size);
+    }
+    let f = 63 - size.leading_zeros() as u64;
+    mapping(size + (1 << (f - SL_BITS)) - 1)
+}
+
+fn head_word(fl: u64, sl: u64) -> u64 {
+    A_HEADS + 8 * (fl * SL_COUNT + sl)
+}
+
+/// Lays out an empty arena in a segment being created (no other process can
+/// see it yet, so no undo log).
+pub(crate) fn init(region: &Region, geo: &Geometry) -> Result<()> {
+    let start = geo.arena_off;
+    let end = geo.arena_off + geo.arena_size - 8;
+    let size = (end - start) & !7;
+    let end = start + size;
+    region.store64(end, 0)?;
+    region.store64(start, size | FREE)?;
+    region.store64(start + 8, 0)?;
+    region.store64(start + 16, 0)?;
+    region.store64(end - 8, size)?;
+    let (fl, sl) = mapping(size);
+    region.store64(head_word(fl, sl), start)?;
+    region.store64(A_FL_BITMAP, 1 << fl)?;
+    region.store64(A_SL_BITMAPS + 8 * fl, 1 << sl)?;
+    region.store64(A_FREE_BYTES, size)?;
+    region.store64(A_FREE_BLOCKS, 1)?;
+    Ok(())
+}
+
+/// Allocates a block with room for `payload` bytes and records it in the
+/// context word `pending` in the same transaction; None when no free block is
+/// big enough (the caller may evict and retry).
+pub(crate) fn alloc(ctx: &mut Ctx, payload: u64, pending: u64) -> Result<Option<u64>> {
+    let need = block_size_for(payload);
+    ctx.lock(H_ALLOC_LOCK)?;
+    let got = alloc_locked(ctx, need, pending);
+    let done = got.and_then(|b| {
+        ctx.commit()?;
+        Ok(b)
+    });
+    ctx.unlock(H_ALLOC_LOCK)?;
+    done
+}
+
+fn alloc_locked(ctx: &mut Ctx, need: u64, pending: u64) -> Result<Option<u64>> {
+    let (fl, sl) = mapping_search(need);
+    if fl >= FL_COUNT {
+        return Ok(None);
+    }
+    let Some(blk) = find_suitable(ctx.region(), fl, sl)? else {
+        return Ok(None);
+    };
+    let hdr = ctx.region().load64(blk)?;
+    let bsize = hdr & !FLAGS;
+    if hdr & FREE == 0 || bsize < need {
+        return Err(Error::Corrupted(blk));
+    }
+    remove_free(ctx, blk, bsize)?;
+    let mut used = bsize;
+    if bsize - need >= MIN_BLOCK {
+        used = need;
+        let rem = blk + need;
+        ctx.wlog64(rem, (bsize - need) | FREE)?;
+        insert_free(ctx, rem, bsize - need)?;
+    } else {
+        let next = blk + bsize;
+        let nh = ctx.region().load64(next)?;
+        ctx.wlog64(next, nh & !PREV_FREE)?;
+    }
+    ctx.wlog64(blk, used | (hdr & PREV_FREE))?;
+    add(ctx, A_USED_BYTES, used as i64)?;
+    add(ctx, A_FREE_BYTES, -(used as i64))?;
+    add(ctx, A_USED_BLOCKS, 1)?;
+    ctx.wlog64(pending, blk)?;
+    Ok(Some(blk))
+}
+
+/// Frees the block at `blk` and clears the context word `pending` that named
+/// it, in one transaction.
+pub(crate) fn free(ctx: &mut Ctx, blk: u64, pending: u64) -> Result<()> {
+    ctx.lock(H_ALLOC_LOCK)?;
+    let done = free_locked(ctx, blk, pending).and_then(|_| ctx.commit());
+    ctx.unlock(H_ALLOC_LOCK)?;
+    done
+}
+
+fn free_locked(ctx: &mut Ctx, blk: u64, pending: u64) -> Result<()> {
+    let geo = ctx.sh.geo;
+    let arena_end = geo.arena_off + geo.arena_size;
+    let r = ctx.region();
+    let hdr = r.load64(blk)?;
+    let size = hdr & !FLAGS;
+    if blk < geo.arena_off || hdr & FREE != 0 || size < MIN_BLOCK || blk + size >= arena_end {
+        return Err(Error::Corrupted(blk));
+    }
+    let mut start = blk;
+    let mut total = size;
+    let next = blk + size;
+    let nh = r.load64(next)?;
+    if nh & FREE != 0 {
+        let nsize = nh & !FLAGS;
+        remove_free(ctx, next, nsize)?;
+        total += nsize;
+    }
+    if hdr & PREV_FREE != 0 {
+        let psize = ctx.region().load64(blk - 8)?;
+        let prev = blk.checked_sub(psize).ok_or(Error::Corrupted(blk))?;
+        let ph = ctx.region().load64(prev)?;
+        if prev < geo.arena_off || ph & FREE == 0 || ph & !FLAGS != psize {
+            return Err(Error::Corrupted(prev));
+        }
+        remove_free(ctx, prev, psize)?;
+        start = prev;
+        total += psize;
+    }
+    ctx.wlog64(start, total | FREE)?;
+    insert_free(ctx, start, total)?;
+    add(ctx, A_USED_BYTES, -(size as i64))?;
+    add(ctx, A_FREE_BYTES, size as i64)?;
+    add(ctx, A_USED_BLOCKS, -1)?;
+    ctx.wlog64(pending, 0)
+}
+
+fn add(ctx: &mut Ctx, word: u64, delta: i64) -> Result<()> {
+    let v = ctx.region().load64(word)?;
+    ctx.wlog64(word, v.wrapping_add(delta as u64))
+}
+
+fn find_suitable(r: &Region, fl: u64, sl: u64) -> Result<Option<u64>> {
+    let mut fl = fl;
+    let mut sl_map = r.load64(A_SL_BITMAPS + 8 * fl)? & (!0u64 << sl);
+    if sl_map == 0 {
+        let above = if fl + 1 >= 64 { 0 } else { !0u64 << (fl + 1) };
+        let fl_map = r.load64(A_FL_BITMAP)? & above;
+        if fl_map == 0 {
+            return Ok(None);
+        }
+        fl = fl_map.trailing_zeros() as u64;
+        if fl >= FL_COUNT {
+            return Err(Error::Corrupted(A_FL_BITMAP));
+        }
+        sl_map = r.load64(A_SL_BITMAPS + 8 * fl)?;
+    }
+    if sl_map == 0 {
+        return Err(Error::Corrupted(A_SL_BITMAPS + 8 * fl));
+    }
+    let sl = sl_map.trailing_zeros() as u64;
+    if sl >= SL_COUNT {
+        return Err(Error::Corrupted(A_SL_BITMAPS + 8 * fl));
+    }
+    let blk = r.load64(head_word(fl, sl))?;
+    Ok(if blk == 0 { None } else { Some(blk) })
+}
+
+/// Links the free block `blk` of `size` (header already says FREE) at the head
+/// of its class, writes its footer and tells the right neighbour.
+fn insert_free(ctx: &mut Ctx, blk: u64, size: u64) -> Result<()> {
+    let (fl, sl) = mapping(size);
+    let hw = head_word(fl, sl);
+    let head = ctx.region().load64(hw)?;
+    ctx.wlog64(blk + 8, head)?;
+    ctx.wlog64(blk + 16, 0)?;
+    if head != 0 {
+        ctx.wlog64(head + 16, blk)?;
+    }
+    ctx.wlog64(hw, blk)?;
+    let slw = A_SL_BITMAPS + 8 * fl;
+    let slm = ctx.region().load64(slw)?;
+    ctx.wlog64(slw, slm | 1 << sl)?;
+    let flm = ctx.region().load64(A_FL_BITMAP)?;
+    ctx.wlog64(A_FL_BITMAP, flm | 1 << fl)?;
+    ctx.wlog64(blk + size - 8, size)?;
+    let next = blk + size;
+    let nh = ctx.region().load64(next)?;
+    ctx.wlog64(next, nh | PREV_FREE)?;
+    add(ctx, A_FREE_BLOCKS, 1)
+}
+
+fn remove_free(ctx: &mut Ctx, blk: u64, size: u64) -> Result<()> {
+    let (fl, sl) = mapping(size);
+    let next = ctx.region().load64(blk + 8)?;
+    let prev = ctx.region().load64(blk + 16)?;
+    if next != 0 {
+        ctx.wlog64(next + 16, prev)?;
+    }
+    if prev != 0 {
+        ctx.wlog64(prev + 8, next)?;
+    } else {
+        let hw = head_word(fl, sl);
+        if ctx.region().load64(hw)? != blk {
+            return Err(Error::Corrupted(blk));
+        }
+        ctx.wlog64(hw, next)?;
+        if next == 0 {
+            let slw = A_SL_BITMAPS + 8 * fl;
+            let slm = ctx.region().load64(slw)? & !(1 << sl);
+            ctx.wlog64(slw, slm)?;
+            if slm == 0 {
+                let flm = ctx.region().load64(A_FL_BITMAP)?;
+                ctx.wlog64(A_FL_BITMAP, flm & !(1 << fl))?;
+            }
+        }
+    }
+    add(ctx, A_FREE_BLOCKS, -1)
+}
+
+/// Arena figures for INFO and the consistency check.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArenaStats {
+    /// Bytes of the arena.
+    pub total_bytes: u64,
+    /// Bytes in used blocks, block headers included.
+    pub used_bytes: u64,
+    /// Bytes in free blocks.
+    pub free_bytes: u64,
+    /// Used blocks (entries and index overflow nodes).
+    pub used_blocks: u64,
+    /// Free blocks.
+    pub free_blocks: u64,
+    /// Size of the largest free block.
+    pub largest_free: u64,
+}
+
+impl ArenaStats {
+    /// Share of free bytes that a request for all of them could not use
+    /// because they are split into pieces: 0 when one block holds all.
+    pub fn fragmentation(&self) -> f64 {
+        if self.free_bytes == 0 {
+            0.0
+        } else {
+            1.0 - self.largest_free as f64 / self.free_bytes as f64
+        }
+    }
+}
+
+/// Reads the arena counters (a racy but word-consistent view).
+pub(crate) fn stats(r: &Region, geo: &Geometry) -> Result<ArenaStats> {
+    let flm = r.load64(A_FL_BITMAP)?;
+    let mut largest = 0;
+    if flm != 0 {
+        let fl = 63 - flm.leading_zeros() as u64;
+        let slm = r.load64(A_SL_BITMAPS + 8 * fl.min(FL_COUNT - 1))?;
+        if slm != 0 {
+            let sl = 63 - slm.leading_zeros() as u64;
+            let mut blk = r.load64(head_word(fl.min(FL_COUNT - 1), sl.min(SL_COUNT - 1)))?;
+            let mut steps = 0;
+            while blk != 0 && steps < 1024 {
+                largest = largest.max(r.load64(blk)? & !FLAGS);
+                blk = r.load64(blk + 8)?;
+                steps += 1;
+            }
+        }
+    }
+    Ok(ArenaStats {
+        total_bytes: geo.arena_size,
+        used_bytes: r.load64(A_USED_BYTES)?,
+        free_bytes: r.load64(A_FREE_BYTES)?,
+        used_blocks: r.load64(A_USED_BLOCKS)?,
+        free_blocks: r.load64(A_FREE_BLOCKS)?,
+        largest_free: largest,
+    })
+}
+
+/// Walks every block of the arena (only meaningful when no writer is active):
+/// calls `f(offset, size, is_free)`. Checks the boundary tags as it goes.
+pub(crate) fn walk(r: &Region, geo: &Geometry, mut f: impl FnMut(u64, u64, bool)) -> Result<()> {
+    let mut blk = geo.arena_off;
+    let end = geo.arena_off + geo.arena_size;
+    let mut prev_free = false;
+    loop {
+        let hdr = r.load64(blk)?;
+        let size = hdr & !FLAGS;
+        if size == 0 {
+            return Ok(());
+        }
+        let free = hdr & FREE != 0;
+        if size < MIN_BLOCK || blk + size >= end || (hdr & PREV_FREE != 0) != prev_free {
+            return Err(Error::Corrupted(blk));
+        }
+        if free && (prev_free || r.load64(blk + size - 8)? != size) {
+            return Err(Error::Corrupted(blk));
+        }
+        f(blk, size, free);
+        prev_free = free;
+        blk += size;
+    }
+}
+
+/// Every block on the free lists, with the class check (for the checker).
+pub(crate) fn free_list_blocks(r: &Region) -> Result<Vec<u64>> {
+    let mut out = Vec::new();
+    let flm = r.load64(A_FL_BITMAP)?;
+    for fl in 0..FL_COUNT {
+        let slm = r.load64(A_SL_BITMAPS + 8 * fl)?;
+        if (flm >> fl) & 1 != u64::from(slm != 0) {
+            return Err(Error::Corrupted(A_FL_BITMAP));
+        }
+        for sl in 0..SL_COUNT {
+            let mut blk = r.load64(head_word(fl, sl))?;
+            if ((slm >> sl) & 1 == 1) != (blk != 0) {
+                return Err(Error::Corrupted(A_SL_BITMAPS + 8 * fl));
+            }
+            let mut prev = 0;
+            while blk != 0 {
+                let size = r.load64(blk)? & !FLAGS;
+                if mapping(size) != (fl, sl) || r.load64(blk + 16)? != prev {
+                    return Err(Error::Corrupted(blk));
+                }
+                out.push(blk);
+                prev = blk;
+                blk = r.load64(blk + 8)?;
+                if out.len() as u64 > r.len() / MIN_BLOCK {
+                    return Err(Error::Corrupted(blk));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapping_search_class_always_fits() {
+        for size in (MIN_BLOCK..100_000).step_by(8) {
+            let (fl, sl) = mapping_search(size);
+            // The smallest block in class (fl, sl) must be >= size.
+            let min_in_class = if fl == 0 {
+                sl * 8
+            } else {
+                let f = fl + 6;
+                (1 << f) | (sl << (f - SL_BITS))
+            };
+            assert!(
+                min_in_class >= size,
+                "size {size} -> ({fl},{sl}) min {min_in_class}"
+            );
+            let (ifl, isl) = mapping(size);
+            assert!((fl, sl) >= (ifl, isl));
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! The entry block: metadata, key and value of one key, in one arena block.
+//!
+//! ```text
+//! +0  u64 allocator header (size | flags)        alloc.rs
+//! +8  u32 key length       +12 u32 value length  (one atomic word: append
+//!                                                  publishes a longer value)
+//! +16 u8 type, u8 db, u8 encoding, u8 0          +20 u32 memcached flags
+//! +24 u64 absolute expiry, ms since epoch (0 = none)
+//! +32 u64 LSN of the last write
+//! +40 u32 LRU clock (seconds)                    +44 u32 reserved
+//! +48 key bytes, then value bytes, then spare capacity
+//! ```
+
+use crate::error::{Error, Result};
+use crate::layout::*;
+use crate::shm::Region;
+
+/// The kind of value a key holds (Redis's TYPE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ValueType {
+    /// A byte string.
+    String = 1,
+    /// A list.
+    List = 2,
+    /// A hash.
+    Hash = 3,
+    /// A set.
+    Set = 4,
+    /// A sorted set.
+    ZSet = 5,
+    /// A stream.
+    Stream = 6,
+}
+
+impl ValueType {
+    /// The name TYPE replies with.
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueType::String => "string",
+            ValueType::List => "list",
+            ValueType::Hash => "hash",
+            ValueType::Set => "set",
+            ValueType::ZSet => "zset",
+            ValueType::Stream => "stream",
+        }
+    }
+
+    /// Parses a type name as SCAN TYPE takes it.
+    pub fn from_name(name: &[u8]) -> Option<ValueType> {
+        Some(match name.to_ascii_lowercase().as_slice() {
+            b"string" => ValueType::String,
+            b"list" => ValueType::List,
+            b"hash" => ValueType::Hash,
+            b"set" => ValueType::Set,
+            b"zset" => ValueType::ZSet,
+            b"stream" => ValueType::Stream,
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn from_u8(v: u8) -> Option<ValueType> {
+        Some(match v {
+            1 => ValueType::String,
+            2 => ValueType::List,
+            3 => ValueType::Hash,
+            4 => ValueType::Set,
+            5 => ValueType::ZSet,
+            6 => ValueType::Stream,
+            _ => return None,
+        })
+    }
+}
+
+/// What is known about a key besides its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    /// The value's type.
+    pub vtype: ValueType,
+    /// Value length in bytes.
+    pub len: u64,
+    /// Absolute expiry in ms since the epoch, if any.
+    pub expire_at_ms: Option<u64>,
+    /// LSN of the last write (doubles as the memcached CAS value).
+    pub lsn: u64,
+    /// Memcached client flags.
+    pub mc_flags: u32,
+    /// LRU clock (seconds since the epoch, truncated to 32 bits) of last access.
+    pub lru: u32,
+    /// The encoding byte the owning value type chose.
+    pub encoding: u8,
+}
+
+/// An entry's fields as read from shared memory (validated, maybe stale).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Raw {
+    pub off: u64,
+    pub keylen: u64,
+    pub vallen: u64,
+    pub vtype: u8,
+    pub db: u8,
+    pub encoding: u8,
+    pub mc_flags: u32,
+    pub expire: u64,
+    pub lsn: u64,
+    pub lru: u32,
+    pub block: u64,
+}
+
+impl Raw {
+    pub fn read(r: &Region, off: u64) -> Result<Raw> {
+        let block = r.load64(off)? & !7;
+        let lens = r.load64(off + E_KEYLEN)?;
+        let kind = r.load64(off + E_KIND)?;
+        let raw = Raw {
+            off,
+            keylen: lens & 0xFFFF_FFFF,
+            vallen: lens >> 32,
+            vtype: kind as u8,
+            db: (kind >> 8) as u8,
+            encoding: (kind >> 16) as u8,
+            mc_flags: (kind >> 32) as u32,
+            expire: r.load64(off + E_EXPIRE)?,
+            lsn: r.load64(off + E_LSN)?,
+            lru: r.load64(off + E_LRU)? as u32,
+            block,
+        };
+        if E_KEY + raw.keylen + raw.vallen > block {
+            return Err(Error::Corrupted(off));
+        }
+        Ok(raw)
+    }
+
+    pub fn value_off(&self) -> u64 {
+        self.off + E_KEY + self.keylen
+    }
+
+    /// Bytes the value may grow to in place.
+    pub fn capacity(&self) -> u64 {
+        self.block - E_KEY - self.keylen
+    }
+
+    pub fn expired(&self, now_ms: u64) -> bool {
+        self.expire != 0 && self.expire <= now_ms
+    }
+
+    pub fn meta(&self) -> Result<Meta> {
+        Ok(Meta {
+            vtype: ValueType::from_u8(self.vtype).ok_or(Error::Corrupted(self.off + E_KIND))?,
+            len: self.vallen,
+            expire_at_ms: (self.expire != 0).then_some(self.expire),
+            lsn: self.lsn,
+            mc_flags: self.mc_flags,
+            lru: self.lru,
+            encoding: self.encoding,
+        })
+    }
+}
+
+/// Fields of an entry about to be written.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NewEntry {
+    pub db: u8,
+    pub vtype: ValueType,
+    pub encoding: u8,
+    pub mc_flags: u32,
+    pub expire: u64,
+    pub lsn: u64,
+    pub lru: u32,
+}
+
+/// Writes header, key and value parts into a freshly allocated block that no
+/// other process can reach yet.
+pub(crate) fn write(
+    r: &Region,
+    blk: u64,
+    e: &NewEntry,
+    key: &[u8],
+    parts: &[&[u8]],
+) -> Result<u64> {
+    let vallen: u64 = parts.iter().map(|p| p.len() as u64).sum();
+    r.store64(blk + E_KEYLEN, key.len() as u64 | vallen << 32)?;
+    r.store64(
+        blk + E_KIND,
+        e.vtype as u64 | (e.db as u64) << 8 | (e.encoding as u64) << 16 | (e.mc_flags as u64) << 32,
+    )?;
+    r.store64(blk + E_EXPIRE, e.expire)?;
+    r.store64(blk + E_LSN, e.lsn)?;
+    r.store64(blk + E_LRU, e.lru as u64)?;
+    r.write_bytes(blk + E_KEY, key)?;
+    let mut pos = blk + E_KEY + key.len() as u64;
+    for p in parts {
+        r.write_bytes(pos, p)?;
+        pos += p.len() as u64;
+    }
+    Ok(vallen)
+}

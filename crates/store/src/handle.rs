@@ -1,0 +1,438 @@
+//! A `Handle` is one thread's door into the store. This file holds the machinery
+//! every operation shares: lock-free lookup, the locked read-modify-publish
+//! cycle, removal, and allocation with eviction. The operations themselves live
+//! in `strings.rs` and `keys.rs`.
+
+use crate::alloc;
+use crate::context::{Ctx, Stat};
+use crate::entry::{self, NewEntry, Raw, ValueType};
+use crate::error::{Error, Result};
+use crate::index::{self, Found, KeyPos};
+use crate::layout::*;
+
+/// One thread's registration in a store. Not `Sync`: each thread that uses the
+/// store makes its own with [`crate::Store::handle`].
+pub struct Handle {
+    pub(crate) ctx: Ctx,
+    pub(crate) lsn: u64,
+}
+
+/// Where a publish puts the new entry.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Target {
+    /// Over the existing entry `Found`; the old block goes to the pending word.
+    Replace(Found, u64),
+    /// Into this empty slot word.
+    Slot(u64),
+    /// Into a fresh overflow node (block, its pending word).
+    Node(u64, u64),
+}
+
+/// What `prepare_publish` reserved.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Prepared {
+    target: Target,
+}
+
+/// A key locked for writing, with what its chain held for it.
+pub(crate) struct Locked {
+    pub db: u8,
+    pub pos: KeyPos,
+    pub found: Option<Found>,
+}
+
+pub(crate) fn check_db(db: u8) -> Result<()> {
+    if (db as usize) < NUM_DBS {
+        Ok(())
+    } else {
+        Err(Error::BadDb)
+    }
+}
+
+pub(crate) fn check_len(len: u64) -> Result<()> {
+    if len <= MAX_VALUE_LEN {
+        Ok(())
+    } else {
+        Err(Error::TooLarge)
+    }
+}
+
+impl Handle {
+    /// Sets the LSN stamped on every entry this handle writes from now on (the
+    /// log issue reserves one per write; 0 when there is no log).
+    pub fn set_lsn(&mut self, lsn: u64) {
+        self.lsn = lsn;
+    }
+
+    /// The LSN stamped on writes.
+    pub fn lsn(&self) -> u64 {
+        self.lsn
+    }
+
+    /// Index of this handle's context slot in the segment.
+    pub fn context_id(&self) -> u32 {
+        self.ctx.idx
+    }
+
+    /// Starts fetching the index bucket of `key` into the CPU cache, so that a
+    /// batch of keys (a pipeline) can be hashed and prefetched before it runs.
+    pub fn prefetch(&self, db: u8, key: &[u8]) {
+        let pos = index::key_pos(&self.ctx, db, key);
+        self.ctx.region().prefetch(pos.bucket);
+    }
+
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.ctx.sh.clock.now_ms()
+    }
+
+    pub(crate) fn lru_now(&self) -> u32 {
+        (self.now_ms() / 1000) as u32
+    }
+
+    /// Reads `key` without locking. `read_value(region, raw, out)` copies what
+    /// it needs of the value inside the seqlock check. Expired keys are removed
+    /// here (lazy expiry) and reported as missing.
+    pub(crate) fn lookup<T>(
+        &mut self,
+        db: u8,
+        key: &[u8],
+        mut read_value: impl FnMut(&crate::shm::Region, &Raw) -> Result<T>,
+    ) -> Result<Option<(Raw, T)>> {
+        check_db(db)?;
+        self.ctx.stat_add(Stat::Ops, 1);
+        let pos = index::key_pos(&self.ctx, db, key);
+        let found = index::read_stable(&mut self.ctx, pos.bucket, |r| {
+            match index::find(r, &pos, db, key)? {
+                Some(f) => Ok(Some((f.raw, read_value(r, &f.raw)?))),
+                None => Ok(None),
+            }
+        })?;
+        match found {
+            Some((raw, _)) if raw.expired(self.now_ms()) => {
+                self.expire_key(db, key)?;
+                self.ctx.stat_add(Stat::Misses, 1);
+                Ok(None)
+            }
+            Some((raw, v)) => {
+                self.ctx.stat_add(Stat::Hits, 1);
+                self.touch(&pos, &raw)?;
+                Ok(Some((raw, v)))
+            }
+            None => {
+                self.ctx.stat_add(Stat::Misses, 1);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Moves the entry's LRU clock to now, at most once a second per key, and
+    /// only if its bucket is free (under the lock, so the entry cannot be freed
+    /// while we write to it).
+    fn touch(&mut self, pos: &KeyPos, raw: &Raw) -> Result<()> {
+        let now = self.lru_now();
+        if raw.lru == now || !self.ctx.try_lock(pos.bucket)? {
+            return Ok(());
+        }
+        let mut still = false;
+        index::for_each_slot(self.ctx.region(), pos.bucket, |_, s| {
+            still = s & SLOT_OFF_MASK == raw.off;
+            Ok(still)
+        })?;
+        if still {
+            self.ctx.region().store32(raw.off + E_LRU, now)?;
+        }
+        self.ctx.unlock(pos.bucket)
+    }
+
+    fn expire_key(&mut self, db: u8, key: &[u8]) -> Result<()> {
+        // `with_key` removes the key if it is (still) expired.
+        self.with_key(db, key, |_, _| Ok(()))
+    }
+
+    /// Locks `key`'s bucket, finds the key (removing it first if expired), runs
+    /// `f`, unlocks and frees what `f` unpublished. Every write goes through here.
+    pub(crate) fn with_key<T>(
+        &mut self,
+        db: u8,
+        key: &[u8],
+        f: impl FnOnce(&mut Self, &mut Locked) -> Result<T>,
+    ) -> Result<T> {
+        check_db(db)?;
+        self.ctx.stat_add(Stat::Ops, 1);
+        let pos = index::key_pos(&self.ctx, db, key);
+        self.ctx.lock(pos.bucket)?;
+        let res = self
+            .find_locked(db, key, pos)
+            .and_then(|mut l| f(self, &mut l));
+        self.finish(&[pos.bucket], res)
+    }
+
+    /// Finds `key` under its (held) bucket lock, expiring it if due.
+    pub(crate) fn find_locked(&mut self, db: u8, key: &[u8], pos: KeyPos) -> Result<Locked> {
+        let mut found = index::find(self.ctx.region(), &pos, db, key)?;
+        if let Some(f) = found {
+            if f.raw.expired(self.now_ms()) {
+                self.remove_locked(pos.bucket, &f)?;
+                self.ctx.stat_add(Stat::Expired, 1);
+                found = None;
+            }
+        }
+        Ok(Locked { db, pos, found })
+    }
+
+    /// Rolls back an unfinished transaction (after an error), unlocks the
+    /// buckets and frees pending blocks.
+    pub(crate) fn finish<T>(&mut self, buckets: &[u64], res: Result<T>) -> Result<T> {
+        if res.is_err() {
+            self.ctx.abort()?;
+        }
+        for b in buckets {
+            self.ctx.unlock(*b)?;
+        }
+        self.drain_frees()?;
+        if res.is_err() {
+            self.drain_new()?;
+        }
+        res
+    }
+
+    // ---------- pending blocks ----------
+
+    fn pending_word(&self, base: u64, cap: u64) -> Result<Option<u64>> {
+        for i in 0..cap {
+            let w = self.ctx.off + base + 8 * i;
+            if self.ctx.region().load64(w)? == 0 {
+                return Ok(Some(w));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A context word to record a block that is allocated but not published.
+    pub(crate) fn pending_new_word(&self) -> Result<u64> {
+        self.pending_word(C_PENDING_NEW, PENDING_NEW_CAP)?
+            .ok_or(Error::Corrupted(self.ctx.off + C_PENDING_NEW))
+    }
+
+    /// Frees every block this context has unpublished.
+    pub(crate) fn drain_frees(&mut self) -> Result<()> {
+        for i in 0..PENDING_FREE_CAP {
+            let w = self.ctx.off + C_PENDING_FREE + 8 * i;
+            let blk = self.ctx.region().load64(w)?;
+            if blk != 0 {
+                alloc::free(&mut self.ctx, blk, w)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees a block that was allocated but never published, unless an error
+    /// path freed it already.
+    pub(crate) fn discard_new(&mut self, blk: u64, pending: u64) -> Result<()> {
+        if self.ctx.region().load64(pending)? == blk {
+            alloc::free(&mut self.ctx, blk, pending)?;
+        }
+        Ok(())
+    }
+
+    /// Frees every block this context allocated and did not publish (after an
+    /// operation failed halfway).
+    fn drain_new(&mut self) -> Result<()> {
+        for i in 0..PENDING_NEW_CAP {
+            let w = self.ctx.off + C_PENDING_NEW + 8 * i;
+            let blk = self.ctx.region().load64(w)?;
+            if blk != 0 {
+                alloc::free(&mut self.ctx, blk, w)?;
+            }
+        }
+        Ok(())
+    }
+
+    // ---------- allocation ----------
+
+    /// Allocates a block for `payload` bytes, recorded in `pending`, evicting by
+    /// the configured policy when the arena or `maxmemory` is full.
+    pub(crate) fn alloc_block(&mut self, payload: u64, pending: u64) -> Result<u64> {
+        let need = alloc::block_size_for(payload);
+        let mut rounds = 0u32;
+        loop {
+            let maxmem = self.ctx.region().load64(H_MAXMEMORY)?;
+            let over = maxmem != 0 && self.ctx.region().load64(A_USED_BYTES)? + need > maxmem;
+            if !over {
+                if let Some(b) = alloc::alloc(&mut self.ctx, payload, pending)? {
+                    return Ok(b);
+                }
+            }
+            rounds += 1;
+            if rounds > 100_000 || !self.evict_one()? {
+                return Err(Error::OutOfMemory);
+            }
+        }
+    }
+
+    /// Allocates and fills an entry block; returns (block, pending word).
+    pub(crate) fn new_entry(
+        &mut self,
+        e: &NewEntry,
+        key: &[u8],
+        parts: &[&[u8]],
+        capacity: u64,
+    ) -> Result<(u64, u64)> {
+        let vallen: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        check_len(key.len() as u64)?;
+        check_len(vallen)?;
+        let pending = self.pending_new_word()?;
+        let payload = E_KEY - 8 + key.len() as u64 + capacity.max(vallen);
+        let blk = self.alloc_block(payload, pending)?;
+        entry::write(self.ctx.region(), blk, e, key, parts)?;
+        Ok((blk, pending))
+    }
+
+    pub(crate) fn entry_fields(
+        &self,
+        db: u8,
+        vtype: ValueType,
+        expire: u64,
+        mc_flags: u32,
+    ) -> NewEntry {
+        NewEntry {
+            db,
+            vtype,
+            encoding: 0,
+            mc_flags,
+            expire,
+            lsn: self.lsn,
+            lru: self.lru_now(),
+        }
+    }
+
+    // ---------- publishing ----------
+
+    /// Reserves `n` distinct empty free-pending words, freeing earlier
+    /// pending blocks first if needed. Call outside a transaction.
+    pub(crate) fn pending_free_words(&mut self, n: usize) -> Result<Vec<u64>> {
+        for attempt in 0..2 {
+            let mut words = Vec::with_capacity(n);
+            for i in 0..PENDING_FREE_CAP {
+                let w = self.ctx.off + C_PENDING_FREE + 8 * i;
+                if words.len() < n && self.ctx.region().load64(w)? == 0 {
+                    words.push(w);
+                }
+            }
+            if words.len() == n {
+                return Ok(words);
+            }
+            if attempt == 0 {
+                self.drain_frees()?;
+            }
+        }
+        Err(Error::Corrupted(self.ctx.off + C_PENDING_FREE))
+    }
+
+    /// Everything publishing into `l` needs that must happen outside the
+    /// transaction: a free slot (or a fresh overflow node) and a pending word
+    /// for the replaced entry.
+    pub(crate) fn prepare_publish(&mut self, l: &Locked, free_word: u64) -> Result<Prepared> {
+        let bucket = l.pos.bucket;
+        let target = match l.found {
+            Some(f) => Target::Replace(f, free_word),
+            None => match index::empty_slot(&mut self.ctx, bucket)? {
+                Some(w) => Target::Slot(w),
+                None => {
+                    let np = self.pending_new_word()?;
+                    let nb = self.alloc_block(NODE_SIZE, np)?;
+                    self.ctx.region().zero(nb + 8, NODE_SIZE)?;
+                    Target::Node(nb, np)
+                }
+            },
+        };
+        Ok(Prepared { target })
+    }
+
+    /// The logged writes that make `blk` (recorded in `pending`) the key of `l`.
+    pub(crate) fn publish_in_txn(
+        &mut self,
+        l: &mut Locked,
+        p: Prepared,
+        blk: u64,
+        pending: u64,
+    ) -> Result<()> {
+        let new_expire = self.ctx.region().load64(blk + E_EXPIRE)?;
+        let slot_word = match p.target {
+            Target::Replace(f, _) => f.slot_word,
+            Target::Slot(w) => w,
+            Target::Node(nb, np) => {
+                let w = index::link_node(&mut self.ctx, l.pos.bucket, nb)?;
+                self.ctx.wlog64(np, 0)?;
+                w
+            }
+        };
+        self.ctx.wlog64(slot_word, l.pos.tag() | blk)?;
+        self.ctx.wlog64(pending, 0)?;
+        let (keys, expires) = match p.target {
+            Target::Replace(f, free_word) => {
+                self.ctx.wlog64(free_word, f.raw.off)?;
+                (0, (new_expire != 0) as i64 - (f.raw.expire != 0) as i64)
+            }
+            _ => (1, (new_expire != 0) as i64),
+        };
+        self.ctx.add_db_keys(l.db, keys, expires)?;
+        l.found = Some(Found {
+            slot_word,
+            raw: Raw::read(self.ctx.region(), blk)?,
+        });
+        Ok(())
+    }
+
+    /// Publishes the filled block `blk` (recorded in `pending`) as the key of
+    /// `l`, replacing what was there. One transaction (I5, I8).
+    pub(crate) fn publish(&mut self, l: &mut Locked, blk: u64, pending: u64) -> Result<()> {
+        let free_word = self.pending_free_words(1)?[0];
+        let prep = self.prepare_publish(l, free_word)?;
+        self.ctx.seq_bump(l.pos.bucket)?;
+        self.publish_in_txn(l, prep, blk, pending)?;
+        self.ctx.seq_bump(l.pos.bucket)?;
+        self.ctx.commit()
+    }
+
+    /// The logged writes that unpublish `f` from the chain of (held) `bucket`,
+    /// recording its block (and an emptied overflow node) in `words`.
+    pub(crate) fn remove_in_txn(&mut self, bucket: u64, f: &Found, words: [u64; 2]) -> Result<()> {
+        self.ctx.wlog64(f.slot_word, 0)?;
+        self.ctx.wlog64(words[0], f.raw.off)?;
+        self.ctx
+            .add_db_keys(f.raw.db, -1, -((f.raw.expire != 0) as i64))?;
+        if let Some(node) = index::unlink_empty_node(&mut self.ctx, bucket)? {
+            self.ctx.wlog64(words[1], node)?;
+        }
+        Ok(())
+    }
+
+    /// Unpublishes the entry `f` from the chain of (held) `bucket`; its block
+    /// is freed after the unlock. One transaction.
+    pub(crate) fn remove_locked(&mut self, bucket: u64, f: &Found) -> Result<()> {
+        let w = self.pending_free_words(2)?;
+        self.ctx.seq_bump(bucket)?;
+        self.remove_in_txn(bucket, f, [w[0], w[1]])?;
+        self.ctx.seq_bump(bucket)?;
+        self.ctx.commit()
+    }
+
+    /// Changes words of a published entry in place (expiry, LSN, lengths) in
+    /// one transaction, bumping the seqlock so readers see all or none.
+    pub(crate) fn update_in_place(&mut self, l: &Locked, words: &[(u64, u64)]) -> Result<()> {
+        let f = l.found.ok_or(Error::NoSuchKey)?;
+        let bucket = l.pos.bucket;
+        self.ctx.seq_bump(bucket)?;
+        for &(field, val) in words {
+            if field == E_EXPIRE {
+                let delta = (val != 0) as i64 - (f.raw.expire != 0) as i64;
+                self.ctx.add_db_keys(l.db, 0, delta)?;
+            }
+            self.ctx.wlog64(f.raw.off + field, val)?;
+        }
+        self.ctx.wlog64(f.raw.off + E_LSN, self.lsn)?;
+        self.ctx.seq_bump(bucket)?;
+        self.ctx.commit()
+    }
+}

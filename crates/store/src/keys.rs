@@ -1,0 +1,367 @@
+//! Key-space operations: DEL, EXISTS, TYPE, EXPIRE and friends, TTL, PERSIST,
+//! RENAME, DBSIZE, FLUSHDB/FLUSHALL, SCAN.
+
+use crate::context::Stat;
+use crate::entry::{Raw, ValueType};
+use crate::error::{Error, Result};
+use crate::glob::glob_match;
+use crate::handle::{check_db, Handle};
+use crate::index::{self, Found};
+use crate::layout::*;
+
+/// EXPIRE's NX / XX / GT / LT.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ExpireCondition {
+    /// Always set.
+    #[default]
+    Always,
+    /// NX: only when the key has no expiry.
+    IfNone,
+    /// XX: only when the key has an expiry.
+    IfSome,
+    /// GT: only when the new expiry is later (no expiry counts as infinite).
+    IfGreater,
+    /// LT: only when the new expiry is sooner (no expiry counts as infinite).
+    IfLess,
+}
+
+/// The answer to TTL/PTTL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ttl {
+    /// The key does not exist (-2).
+    Missing,
+    /// The key exists and has no expiry (-1).
+    Persistent,
+    /// Milliseconds left.
+    Ms(u64),
+}
+
+/// One page of a SCAN.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScanPage {
+    /// Cursor for the next call; 0 when the scan is complete.
+    pub cursor: u64,
+    /// Keys of this page.
+    pub keys: Vec<Vec<u8>>,
+}
+
+/// A key as seen by a scan of one bucket.
+pub(crate) struct Seen {
+    pub raw: Raw,
+    pub key: Vec<u8>,
+}
+
+impl Handle {
+    /// DEL of one key: whether it existed.
+    pub fn delete(&mut self, db: u8, key: &[u8]) -> Result<bool> {
+        self.with_key(db, key, |h, l| match l.found {
+            Some(f) => {
+                h.remove_locked(l.pos.bucket, &f)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        })
+    }
+
+    /// EXISTS of one key.
+    pub fn exists(&mut self, db: u8, key: &[u8]) -> Result<bool> {
+        Ok(self.lookup(db, key, |_, _| Ok(()))?.is_some())
+    }
+
+    /// TYPE: the value type, or None for a missing key.
+    pub fn key_type(&mut self, db: u8, key: &[u8]) -> Result<Option<ValueType>> {
+        match self.lookup(db, key, |_, _| Ok(()))? {
+            Some((raw, ())) => Ok(Some(raw.meta()?.vtype)),
+            None => Ok(None),
+        }
+    }
+
+    /// PEXPIREAT with a condition. A time not in the future deletes the key.
+    /// Returns whether the expiry was set (or the key deleted).
+    pub fn expire_at(
+        &mut self,
+        db: u8,
+        key: &[u8],
+        at_ms: i64,
+        cond: ExpireCondition,
+    ) -> Result<bool> {
+        let now = self.now_ms() as i64;
+        self.with_key(db, key, |h, l| {
+            let Some(f) = l.found else { return Ok(false) };
+            let current = (f.raw.expire != 0).then_some(f.raw.expire as i64);
+            let allowed = match cond {
+                ExpireCondition::Always => true,
+                ExpireCondition::IfNone => current.is_none(),
+                ExpireCondition::IfSome => current.is_some(),
+                ExpireCondition::IfGreater => current.is_some_and(|c| at_ms > c),
+                ExpireCondition::IfLess => current.is_none_or(|c| at_ms < c),
+            };
+            if !allowed {
+                return Ok(false);
+            }
+            if at_ms <= now {
+                h.remove_locked(l.pos.bucket, &f)?;
+                return Ok(true);
+            }
+            h.update_in_place(l, &[(E_EXPIRE, at_ms as u64)])?;
+            Ok(true)
+        })
+    }
+
+    /// EXPIRE: `seconds` from now. `None` when now + seconds overflows (Redis
+    /// answers "invalid expire time" then).
+    pub fn expire(
+        &mut self,
+        db: u8,
+        key: &[u8],
+        seconds: i64,
+        cond: ExpireCondition,
+    ) -> Result<Option<bool>> {
+        match seconds.checked_mul(1000) {
+            Some(ms) => self.pexpire(db, key, ms, cond),
+            None => Ok(None),
+        }
+    }
+
+    /// PEXPIRE: `ms` from now; `None` on overflow.
+    pub fn pexpire(
+        &mut self,
+        db: u8,
+        key: &[u8],
+        ms: i64,
+        cond: ExpireCondition,
+    ) -> Result<Option<bool>> {
+        match (self.now_ms() as i64).checked_add(ms) {
+            Some(at) => self.expire_at(db, key, at, cond).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// PTTL in a typed form.
+    pub fn ttl(&mut self, db: u8, key: &[u8]) -> Result<Ttl> {
+        let now = self.now_ms();
+        Ok(match self.lookup(db, key, |_, _| Ok(()))? {
+            None => Ttl::Missing,
+            Some((raw, ())) if raw.expire == 0 => Ttl::Persistent,
+            Some((raw, ())) => Ttl::Ms(raw.expire.saturating_sub(now)),
+        })
+    }
+
+    /// PERSIST: whether an expiry was removed.
+    pub fn persist(&mut self, db: u8, key: &[u8]) -> Result<bool> {
+        self.with_key(db, key, |h, l| match l.found {
+            Some(f) if f.raw.expire != 0 => {
+                h.update_in_place(l, &[(E_EXPIRE, 0)])?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        })
+    }
+
+    /// RENAME (`nx` = RENAMENX): moves the value and its expiry. Errors with
+    /// `NoSuchKey` when `src` is missing; false when `nx` and `dst` exists.
+    pub fn rename(&mut self, db: u8, src: &[u8], dst: &[u8], nx: bool) -> Result<bool> {
+        check_db(db)?;
+        self.ctx.stat_add(Stat::Ops, 1);
+        let sp = index::key_pos(&self.ctx, db, src);
+        let dp = index::key_pos(&self.ctx, db, dst);
+        // Fixed lock order (lower bucket first) so two renames never deadlock.
+        let mut buckets = vec![sp.bucket.min(dp.bucket)];
+        if sp.bucket != dp.bucket {
+            buckets.push(sp.bucket.max(dp.bucket));
+        }
+        for (i, b) in buckets.iter().enumerate() {
+            if let Err(e) = self.ctx.lock(*b) {
+                return self.finish(&buckets[..i], Err(e));
+            }
+        }
+        let res = (|| {
+            let s = self.find_locked(db, src, sp)?;
+            let Some(sf) = s.found else {
+                return Err(Error::NoSuchKey);
+            };
+            if src == dst {
+                return Ok(!nx);
+            }
+            let mut d = self.find_locked(db, dst, dp)?;
+            if nx && d.found.is_some() {
+                return Ok(false);
+            }
+            let fields = crate::entry::NewEntry {
+                db,
+                vtype: crate::entry::ValueType::from_u8(sf.raw.vtype)
+                    .ok_or(Error::Corrupted(sf.raw.off))?,
+                encoding: sf.raw.encoding,
+                mc_flags: sf.raw.mc_flags,
+                expire: sf.raw.expire,
+                lsn: self.lsn,
+                lru: sf.raw.lru,
+            };
+            let (blk, pending) = self.new_entry(&fields, dst, &[], sf.raw.vallen)?;
+            let r = self.ctx.region();
+            r.copy_within(
+                sf.raw.value_off(),
+                blk + E_KEY + dst.len() as u64,
+                sf.raw.vallen,
+            )?;
+            r.store64(blk + E_KEYLEN, dst.len() as u64 | sf.raw.vallen << 32)?;
+            // One transaction for both keys, with both seqlocks odd throughout,
+            // so no reader and no crash ever sees both keys or neither.
+            let words = self.pending_free_words(3)?;
+            let prep = self.prepare_publish(&d, words[0])?;
+            for b in &buckets {
+                self.ctx.seq_bump(*b)?;
+            }
+            self.publish_in_txn(&mut d, prep, blk, pending)?;
+            self.remove_in_txn(sp.bucket, &sf, [words[1], words[2]])?;
+            for b in &buckets {
+                self.ctx.seq_bump(*b)?;
+            }
+            self.ctx.commit()?;
+            Ok(true)
+        })();
+        self.finish(&buckets, res)
+    }
+
+    /// DBSIZE: keys in `db` (expired keys not yet removed included, as Redis).
+    pub fn dbsize(&self, db: u8) -> Result<u64> {
+        check_db(db)?;
+        self.ctx_sum(H_DB_KEYS_BASE, C_DB_KEYS, db)
+    }
+
+    /// Keys in `db` that have an expiry (INFO keyspace's `expires`).
+    pub fn expires_count(&self, db: u8) -> Result<u64> {
+        check_db(db)?;
+        self.ctx_sum(H_DB_EXPIRES_BASE, C_DB_EXPIRES, db)
+    }
+
+    fn ctx_sum(&self, base: u64, per_ctx: u64, db: u8) -> Result<u64> {
+        let r = self.ctx.region();
+        let geo = &self.ctx.sh.geo;
+        let mut sum = r.load64(base + 8 * db as u64)?;
+        for i in 0..geo.ctx_count as u64 {
+            sum = sum.wrapping_add(r.load64(geo.ctx_off + i * CTX_SIZE + per_ctx + 8 * db as u64)?);
+        }
+        Ok((sum as i64).max(0) as u64)
+    }
+
+    /// FLUSHDB: removes every key of `db`.
+    pub fn flushdb(&mut self, db: u8) -> Result<()> {
+        check_db(db)?;
+        self.flush(Some(db))
+    }
+
+    /// FLUSHALL: removes every key of every db.
+    pub fn flushall(&mut self) -> Result<()> {
+        self.flush(None)
+    }
+
+    fn flush(&mut self, db: Option<u8>) -> Result<()> {
+        self.ctx.stat_add(Stat::Ops, 1);
+        for i in 0..self.ctx.sh.geo.buckets {
+            let bucket = index::bucket_at(&self.ctx, i);
+            self.remove_where(bucket, |raw| db.is_none_or(|d| raw.db == d), None)?;
+        }
+        Ok(())
+    }
+
+    /// Removes the entries of `bucket` for which `pred` holds (checked again
+    /// under the lock); counts them under `stat`. Returns how many.
+    pub(crate) fn remove_where(
+        &mut self,
+        bucket: u64,
+        pred: impl Fn(&Raw) -> bool,
+        stat: Option<Stat>,
+    ) -> Result<u64> {
+        let mut any = false;
+        index::read_stable(&mut self.ctx, bucket, |r| {
+            any = false;
+            index::for_each_slot(r, bucket, |_, s| {
+                any = pred(&Raw::read(r, s & SLOT_OFF_MASK)?);
+                Ok(any)
+            })
+        })?;
+        if !any {
+            return Ok(0);
+        }
+        self.ctx.lock(bucket)?;
+        let res = (|| {
+            let mut n = 0;
+            loop {
+                let mut victim = None;
+                let r = self.ctx.region();
+                index::for_each_slot(r, bucket, |w, s| {
+                    let raw = Raw::read(r, s & SLOT_OFF_MASK)?;
+                    if pred(&raw) {
+                        victim = Some(Found { slot_word: w, raw });
+                    }
+                    Ok(victim.is_some())
+                })?;
+                let Some(f) = victim else { return Ok(n) };
+                self.remove_locked(bucket, &f)?;
+                if let Some(stat) = stat {
+                    self.ctx.stat_add(stat, 1);
+                }
+                n += 1;
+            }
+        })();
+        self.finish(&[bucket], res)
+    }
+
+    /// Reads the live entries (with keys) of one bucket's chain, lock-free.
+    pub(crate) fn scan_bucket(&mut self, bucket: u64, out: &mut Vec<Seen>) -> Result<()> {
+        index::read_stable(&mut self.ctx, bucket, |r| {
+            out.clear();
+            index::for_each_slot(r, bucket, |_, s| {
+                let raw = Raw::read(r, s & SLOT_OFF_MASK)?;
+                let mut key = Vec::with_capacity(raw.keylen as usize);
+                r.read_bytes(raw.off + E_KEY, raw.keylen, &mut key)?;
+                out.push(Seen { raw, key });
+                Ok(false)
+            })
+        })
+    }
+
+    /// SCAN: from `cursor`, about `count` keys of `db` matching `pattern` and
+    /// `vtype`. The index never rehashes, so every key present for the whole
+    /// scan is returned exactly once.
+    pub fn scan(
+        &mut self,
+        db: u8,
+        cursor: u64,
+        pattern: Option<&[u8]>,
+        count: usize,
+        vtype: Option<ValueType>,
+    ) -> Result<ScanPage> {
+        check_db(db)?;
+        self.ctx.stat_add(Stat::Ops, 1);
+        let buckets = self.ctx.sh.geo.buckets;
+        let count = count.max(1);
+        let max_visits = 16_384 + count as u64 * 10;
+        let now = self.now_ms();
+        let mut page = ScanPage::default();
+        let mut seen = Vec::new();
+        let mut examined = 0;
+        let mut i = cursor;
+        let mut visits = 0;
+        while i < buckets && examined < count && visits < max_visits {
+            self.scan_bucket(index::bucket_at(&self.ctx, i), &mut seen)?;
+            for s in seen.drain(..) {
+                if s.raw.db != db || s.raw.expired(now) {
+                    continue;
+                }
+                examined += 1;
+                if vtype.is_some_and(|t| t as u8 != s.raw.vtype) {
+                    continue;
+                }
+                if pattern.is_none_or(|p| glob_match(p, &s.key, false)) {
+                    page.keys.push(s.key);
+                }
+            }
+            i += 1;
+            visits += 1;
+        }
+        page.cursor = if i >= buckets { 0 } else { i };
+        Ok(page)
+    }
+}

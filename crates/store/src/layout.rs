@@ -1,0 +1,116 @@
+//! Byte offsets of everything in the segment. docs/design.md draws the picture;
+//! this file is the single source of the numbers.
+
+/// "SHOALSEG": the first eight bytes of every segment.
+pub(crate) const MAGIC: [u8; 8] = *b"SHOALSEG";
+/// Bumped whenever any offset or record format below changes.
+pub const LAYOUT_VERSION: u32 = 1;
+
+/// Number of Redis-style logical databases.
+pub const NUM_DBS: usize = 16;
+
+/// Bytes before the context table: geometry, shared counters, allocator state.
+pub(crate) const HEADER_SIZE: u64 = 16 * 1024;
+
+// --- header: geometry, written once by the creator (I2) ---
+pub(crate) const H_MAGIC: u64 = 0;
+pub(crate) const H_VERSION: u64 = 8;
+pub(crate) const H_HEADER_SIZE: u64 = 12;
+pub(crate) const H_SEG_SIZE: u64 = 16;
+pub(crate) const H_CTX_OFF: u64 = 24;
+pub(crate) const H_CTX_COUNT: u64 = 32;
+pub(crate) const H_CTX_SIZE: u64 = 36;
+pub(crate) const H_INDEX_OFF: u64 = 40;
+pub(crate) const H_BUCKETS: u64 = 48;
+pub(crate) const H_ARENA_OFF: u64 = 56;
+pub(crate) const H_ARENA_SIZE: u64 = 64;
+pub(crate) const H_CREATOR_PID: u64 = 72;
+pub(crate) const H_CREATOR_UID: u64 = 76;
+pub(crate) const H_CREATED_MS: u64 = 80;
+pub(crate) const H_PAGE_SIZE: u64 = 88;
+
+// --- header: shared mutable words ---
+/// The allocator lock (owner word + seq word, like every lock).
+pub(crate) const H_ALLOC_LOCK: u64 = 256;
+/// The admin lock: guards the retired per-db counters. A leaf lock.
+pub(crate) const H_ADMIN_LOCK: u64 = 264;
+pub(crate) const H_POLICY: u64 = 272;
+pub(crate) const H_SAMPLES: u64 = 276;
+pub(crate) const H_MAXMEMORY: u64 = 280;
+/// Next bucket the active expiry sweeper visits (own cache line).
+pub(crate) const H_SWEEP_CURSOR: u64 = 320;
+/// Stats folded in from contexts that detached or died.
+pub(crate) const H_RETIRED_STATS: u64 = 384;
+/// Keys per db folded in from retired contexts (i64 × NUM_DBS).
+pub(crate) const H_DB_KEYS_BASE: u64 = 1024;
+/// Keys with an expiry per db folded in from retired contexts.
+pub(crate) const H_DB_EXPIRES_BASE: u64 = H_DB_KEYS_BASE + 8 * NUM_DBS as u64;
+
+// --- header: allocator state (alloc.rs), every word written through the undo log ---
+pub(crate) const A_USED_BYTES: u64 = 2048;
+pub(crate) const A_FREE_BYTES: u64 = 2056;
+pub(crate) const A_USED_BLOCKS: u64 = 2064;
+pub(crate) const A_FREE_BLOCKS: u64 = 2072;
+pub(crate) const A_FL_BITMAP: u64 = 2080;
+pub(crate) const A_SL_BITMAPS: u64 = 2088;
+pub(crate) const FL_COUNT: u64 = 44;
+pub(crate) const SL_BITS: u64 = 4;
+pub(crate) const SL_COUNT: u64 = 1 << SL_BITS;
+pub(crate) const A_HEADS: u64 = A_SL_BITMAPS + 8 * FL_COUNT;
+const A_END: u64 = A_HEADS + 8 * FL_COUNT * SL_COUNT;
+const _: () = assert!(A_END <= HEADER_SIZE);
+const _: () = assert!(H_DB_EXPIRES_BASE + 8 * NUM_DBS as u64 <= A_USED_BYTES);
+
+// --- context record (context.rs) ---
+pub(crate) const CTX_SIZE: u64 = 4096;
+/// Context slots a new segment has unless told otherwise.
+pub const DEFAULT_CONTEXTS: u32 = 256;
+pub(crate) const C_STATE: u64 = 0;
+pub(crate) const C_START_TIME: u64 = 8;
+pub(crate) const C_TID: u64 = 16;
+pub(crate) const C_ATTACHED_MS: u64 = 24;
+pub(crate) const C_UNDO_LEN: u64 = 32;
+pub(crate) const C_HELD: u64 = 64;
+pub(crate) const HELD_CAP: u64 = 8;
+pub(crate) const C_PENDING_NEW: u64 = 128;
+pub(crate) const PENDING_NEW_CAP: u64 = 4;
+pub(crate) const C_PENDING_FREE: u64 = 160;
+pub(crate) const PENDING_FREE_CAP: u64 = 6;
+pub(crate) const C_DB_KEYS: u64 = 256;
+pub(crate) const C_DB_EXPIRES: u64 = C_DB_KEYS + 8 * NUM_DBS as u64;
+pub(crate) const C_STATS: u64 = 512;
+pub(crate) const C_UNDO: u64 = 1024;
+pub(crate) const UNDO_CAP: u64 = (CTX_SIZE - C_UNDO) / 16;
+const _: () = assert!(C_DB_EXPIRES + 8 * NUM_DBS as u64 <= C_STATS);
+const _: () = assert!(C_PENDING_FREE + 8 * PENDING_FREE_CAP <= C_DB_KEYS);
+
+// --- index bucket (index.rs): 64 bytes, one cache line ---
+pub(crate) const BUCKET_SIZE: u64 = 64;
+/// Lock owner word, then the bucket's seqlock word.
+pub(crate) const B_LOCK: u64 = 0;
+pub(crate) const B_SEQ: u64 = 4;
+/// A chain node: `next` then `SLOTS` slots. In a home bucket it starts at +8;
+/// an overflow node is an arena block whose payload is the same 56 bytes.
+pub(crate) const B_NODE: u64 = 8;
+pub(crate) const N_NEXT: u64 = 0;
+pub(crate) const N_SLOTS: u64 = 8;
+pub(crate) const SLOTS: u64 = 6;
+pub(crate) const NODE_SIZE: u64 = N_SLOTS + 8 * SLOTS;
+/// A slot is `tag << 48 | entry offset`; 0 is empty.
+pub(crate) const SLOT_OFF_MASK: u64 = (1 << 48) - 1;
+
+// --- entry block (entry.rs) ---
+pub(crate) const E_KEYLEN: u64 = 8;
+pub(crate) const E_KIND: u64 = 16;
+pub(crate) const E_EXPIRE: u64 = 24;
+pub(crate) const E_LSN: u64 = 32;
+pub(crate) const E_LRU: u64 = 40;
+pub(crate) const E_KEY: u64 = 48;
+
+/// Largest key or value the store holds (Redis's proto-max-bulk-len default).
+pub const MAX_VALUE_LEN: u64 = 512 * 1024 * 1024;
+
+/// Rounds `v` up to a multiple of `to` (a power of two).
+pub(crate) const fn align_up(v: u64, to: u64) -> u64 {
+    (v + to - 1) & !(to - 1)
+}

@@ -1,0 +1,52 @@
+//! The shoal store: a key-value store in a shared-memory segment that many
+//! processes attach at once. It knows nothing of sockets or protocols; the
+//! server and any embedding program call the same API.
+//!
+//! ```
+//! use store::{Location, OpenOptions, SetOptions, Store};
+//!
+//! let path = std::env::temp_dir().join(format!("shoal-doc-{}", std::process::id()));
+//! let store = Store::open(&OpenOptions {
+//!     location: Location::Path(path.clone()),
+//!     size: 8 << 20,
+//!     ..OpenOptions::default()
+//! })?;
+//! let mut h = store.handle()?;
+//! h.set(0, b"greeting", b"hello", &SetOptions::default())?;
+//! assert_eq!(h.get(0, b"greeting")?, Some(b"hello".to_vec()));
+//! assert_eq!(h.incr_by(0, b"n", 5)?, 5);
+//! # std::fs::remove_file(path).unwrap();
+//! # Ok::<(), store::Error>(())
+//! ```
+//!
+//! How it stays correct with processes dying at any instruction is written
+//! down in `docs/design.md`; code comments cite its invariants as I1, I2, …
+#![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+mod alloc;
+mod context;
+mod entry;
+mod error;
+mod evict;
+pub mod glob;
+mod handle;
+mod index;
+mod keys;
+mod layout;
+mod segment;
+mod shm;
+mod store;
+mod strings;
+
+pub use alloc::ArenaStats;
+pub use context::{Stat, STATS, STAT_COUNT};
+pub use entry::{Meta, ValueType};
+pub use error::{Error, Result};
+pub use evict::{EvictionPolicy, Sweep};
+pub use handle::Handle;
+pub use keys::{ExpireCondition, ScanPage, Ttl};
+pub use layout::{DEFAULT_CONTEXTS, LAYOUT_VERSION, MAX_VALUE_LEN, NUM_DBS};
+pub use segment::{parse_size, Clock, Location, OpenOptions, MIN_SEGMENT};
+pub use store::{CheckReport, Store, StoreInfo};
+pub use strings::{parse_i64, resolve_range, Expiry, SetCondition, SetOptions, SetResult};

@@ -1,0 +1,238 @@
+//! The lowest layer: a mapped shared-memory region and offset-checked atomic
+//! accessors over it. This is the only module of the workspace with `unsafe`.
+//!
+//! Why this is sound (docs/design.md, invariant I1): every access to the mapping
+//! goes through an atomic type (`AtomicU8/U32/U64`) created from a pointer that was
+//! bounds- and alignment-checked against the mapping just before. Other processes
+//! write the same bytes concurrently, so no access here is ever a plain load or
+//! store, and no `&T` to a non-atomic type in the mapping is ever handed out.
+//! Byte copies are done word by word with relaxed atomics; callers validate the
+//! copied bytes afterwards (seqlock, docs/design.md I4) because another process
+//! may have changed them halfway.
+
+use std::fs::File;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use crate::error::{Error, Result};
+
+/// A shared mapping. Offsets are bytes from the start of the segment.
+pub(crate) struct Region {
+    map: MmapRaw,
+    len: u64,
+}
+
+impl Region {
+    /// Maps `len` bytes of `file` shared, read-write.
+    pub(crate) fn map(file: &File, len: u64) -> Result<Region> {
+        let map = MmapOptions::new()
+            .len(len as usize)
+            .map_raw(file)
+            .map_err(|e| Error::Io("mmap".into(), e))?;
+        // Transparent huge pages for the mapping where the kernel allows them for
+        // shmem; a refusal is harmless (4 KiB pages).
+        let _ = map.advise(memmap2::Advice::HugePage);
+        Ok(Region { map, len })
+    }
+
+    /// Mapped length in bytes.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    #[inline]
+    fn checked(&self, off: u64, size: u64) -> Result<*mut u8> {
+        let end = off.checked_add(size).ok_or(Error::Corrupted(off))?;
+        if end > self.len || off % size.min(8).max(1) != 0 {
+            return Err(Error::Corrupted(off));
+        }
+        // SAFETY: `off + size <= len`, so the pointer stays inside the mapping.
+        Ok(unsafe { self.map.as_mut_ptr().add(off as usize) })
+    }
+
+    #[inline]
+    pub(crate) fn a64(&self, off: u64) -> Result<&AtomicU64> {
+        let p = self.checked(off, 8)?;
+        // SAFETY: `p` is 8-aligned and inside the mapping (checked above), which
+        // lives as long as `self`; the memory is only ever accessed atomically (I1).
+        Ok(unsafe { AtomicU64::from_ptr(p.cast()) })
+    }
+
+    #[inline]
+    pub(crate) fn a32(&self, off: u64) -> Result<&AtomicU32> {
+        let p = self.checked(off, 4)?;
+        // SAFETY: as in `a64`, with 4-byte alignment.
+        Ok(unsafe { AtomicU32::from_ptr(p.cast()) })
+    }
+
+    #[inline]
+    fn a8(&self, off: u64) -> Result<&AtomicU8> {
+        let p = self.checked(off, 1)?;
+        // SAFETY: as in `a64`; bytes need no alignment.
+        Ok(unsafe { AtomicU8::from_ptr(p) })
+    }
+
+    #[inline]
+    pub(crate) fn load64(&self, off: u64) -> Result<u64> {
+        Ok(self.a64(off)?.load(Ordering::Acquire))
+    }
+
+    #[inline]
+    pub(crate) fn store64(&self, off: u64, v: u64) -> Result<()> {
+        self.a64(off)?.store(v, Ordering::Release);
+        Ok(())
+    }
+
+    #[inline]
+    pub(crate) fn load32(&self, off: u64) -> Result<u32> {
+        Ok(self.a32(off)?.load(Ordering::Acquire))
+    }
+
+    #[inline]
+    pub(crate) fn store32(&self, off: u64, v: u32) -> Result<()> {
+        self.a32(off)?.store(v, Ordering::Release);
+        Ok(())
+    }
+
+    /// Appends `len` bytes at `off` to `out`, word by word.
+    pub(crate) fn read_bytes(&self, off: u64, len: u64, out: &mut Vec<u8>) -> Result<()> {
+        let end = off.checked_add(len).ok_or(Error::Corrupted(off))?;
+        if end > self.len {
+            return Err(Error::Corrupted(off));
+        }
+        out.reserve(len as usize);
+        let mut pos = off;
+        while pos < end && pos % 8 != 0 {
+            out.push(self.a8(pos)?.load(Ordering::Relaxed));
+            pos += 1;
+        }
+        while pos + 8 <= end {
+            let w = self.a64(pos)?.load(Ordering::Relaxed);
+            out.extend_from_slice(&w.to_le_bytes());
+            pos += 8;
+        }
+        while pos < end {
+            out.push(self.a8(pos)?.load(Ordering::Relaxed));
+            pos += 1;
+        }
+        Ok(())
+    }
+
+    /// Whether the `bytes.len()` bytes at `off` equal `bytes`.
+    pub(crate) fn bytes_eq(&self, off: u64, bytes: &[u8]) -> Result<bool> {
+        let end = off
+            .checked_add(bytes.len() as u64)
+            .ok_or(Error::Corrupted(off))?;
+        if end > self.len {
+            return Err(Error::Corrupted(off));
+        }
+        let mut pos = off;
+        let mut i = 0;
+        while pos < end && pos % 8 != 0 {
+            if self.a8(pos)?.load(Ordering::Relaxed) != bytes[i] {
+                return Ok(false);
+            }
+            pos += 1;
+            i += 1;
+        }
+        while pos + 8 <= end {
+            let w = self.a64(pos)?.load(Ordering::Relaxed);
+            let mut chunk = [0u8; 8];
+            chunk.copy_from_slice(&bytes[i..i + 8]);
+            if w != u64::from_le_bytes(chunk) {
+                return Ok(false);
+            }
+            pos += 8;
+            i += 8;
+        }
+        while pos < end {
+            if self.a8(pos)?.load(Ordering::Relaxed) != bytes[i] {
+                return Ok(false);
+            }
+            pos += 1;
+            i += 1;
+        }
+        Ok(true)
+    }
+
+    /// Writes `bytes` at `off`, word by word. Callers only write bytes that no
+    /// reader can reach yet, or that readers validate (I4).
+    pub(crate) fn write_bytes(&self, off: u64, bytes: &[u8]) -> Result<()> {
+        let end = off
+            .checked_add(bytes.len() as u64)
+            .ok_or(Error::Corrupted(off))?;
+        if end > self.len {
+            return Err(Error::Corrupted(off));
+        }
+        let mut pos = off;
+        let mut i = 0;
+        while pos < end && pos % 8 != 0 {
+            self.a8(pos)?.store(bytes[i], Ordering::Relaxed);
+            pos += 1;
+            i += 1;
+        }
+        while pos + 8 <= end {
+            let mut chunk = [0u8; 8];
+            chunk.copy_from_slice(&bytes[i..i + 8]);
+            self.a64(pos)?
+                .store(u64::from_le_bytes(chunk), Ordering::Relaxed);
+            pos += 8;
+            i += 8;
+        }
+        while pos < end {
+            self.a8(pos)?.store(bytes[i], Ordering::Relaxed);
+            pos += 1;
+            i += 1;
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes inside the mapping from `src` to `dst` (non-overlapping).
+    pub(crate) fn copy_within(&self, src: u64, dst: u64, len: u64) -> Result<()> {
+        let mut buf = Vec::with_capacity(len.min(1 << 20) as usize);
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(1 << 20);
+            buf.clear();
+            self.read_bytes(src + done, n, &mut buf)?;
+            self.write_bytes(dst + done, &buf)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Zeroes `len` bytes at `off`.
+    pub(crate) fn zero(&self, off: u64, len: u64) -> Result<()> {
+        let end = off.checked_add(len).ok_or(Error::Corrupted(off))?;
+        let mut pos = off;
+        while pos < end && pos % 8 != 0 {
+            self.a8(pos)?.store(0, Ordering::Relaxed);
+            pos += 1;
+        }
+        while pos + 8 <= end {
+            self.a64(pos)?.store(0, Ordering::Relaxed);
+            pos += 8;
+        }
+        while pos < end {
+            self.a8(pos)?.store(0, Ordering::Relaxed);
+            pos += 1;
+        }
+        Ok(())
+    }
+
+    /// Hints the CPU to fetch the cache line at `off`.
+    #[inline]
+    pub(crate) fn prefetch(&self, off: u64) {
+        if let Ok(p) = self.checked(off, 1) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a prefetch never faults and reads nothing architecturally;
+            // `p` is inside the mapping anyway.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = p;
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! String operations: GET, SET and its options, INCRBY/DECRBY, APPEND,
+//! GETRANGE, SETRANGE.
+
+use crate::entry::{Meta, ValueType};
+use crate::error::{Error, Result};
+use crate::handle::{check_len, Handle};
+use crate::layout::*;
+
+/// SET's NX / XX.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SetCondition {
+    /// Write whether or not the key exists.
+    #[default]
+    Always,
+    /// NX: only if the key does not exist.
+    IfAbsent,
+    /// XX: only if the key exists.
+    IfPresent,
+}
+
+/// What happens to the key's time to live on a write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Expiry {
+    /// No expiry (a plain SET clears any TTL).
+    #[default]
+    Persist,
+    /// KEEPTTL: keep whatever expiry the key had.
+    Keep,
+    /// Expire at this absolute time, ms since the epoch.
+    At(u64),
+}
+
+/// Options of [`Handle::set`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetOptions {
+    /// NX / XX.
+    pub condition: SetCondition,
+    /// EX / PX / EXAT / PXAT / KEEPTTL.
+    pub expiry: Expiry,
+    /// GET: return the old value (an error if it is not a string).
+    pub get: bool,
+    /// Memcached client flags stored with the value.
+    pub mc_flags: u32,
+}
+
+/// What [`Handle::set`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetResult {
+    /// Whether the value was written (false when NX/XX said no).
+    pub written: bool,
+    /// The old value, when `get` was asked for and the key existed.
+    pub old: Option<Vec<u8>>,
+}
+
+/// Parses a Redis integer exactly as Redis's `string2ll` does: optional `-`,
+/// no `+`, no spaces, no leading zeros, within i64.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || !(b'1'..=b'9').contains(&digits[0]) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((d - b'0') as u64)?;
+    }
+    if neg {
+        if v > i64::MAX as u64 + 1 {
+            None
+        } else {
+            Some((v as i64).wrapping_neg())
+        }
+    } else {
+        i64::try_from(v).ok()
+    }
+}
+
+/// Resolves Redis's (start, end) range arguments against a length; None when
+/// the range is empty.
+pub fn resolve_range(start: i64, end: i64, len: u64) -> Option<(u64, u64)> {
+    let len = len as i64;
+    if len == 0 {
+        return None;
+    }
+    let mut s = if start < 0 { len + start } else { start };
+    let mut e = if end < 0 { len + end } else { end };
+    if s < 0 {
+        s = 0;
+    }
+    if e < 0 {
+        e = 0;
+    }
+    if e >= len {
+        e = len - 1;
+    }
+    if s > e || s >= len {
+        return None;
+    }
+    Some((s as u64, e as u64))
+}
+
+impl Handle {
+    /// GET: the string value of `key`. `WrongType` if it holds another type.
+    pub fn get(&mut self, db: u8, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut out = Vec::new();
+        Ok(match self.get_into(db, key, &mut out)? {
+            Some(meta) if meta.vtype != ValueType::String => return Err(Error::WrongType),
+            Some(_) => Some(out),
+            None => None,
+        })
+    }
+
+    /// Copies the value of `key` (any type) into `out` and returns its metadata.
+    pub fn get_into(&mut self, db: u8, key: &[u8], out: &mut Vec<u8>) -> Result<Option<Meta>> {
+        let got = self.lookup(db, key, |r, raw| {
+            out.clear();
+            r.read_bytes(raw.value_off(), raw.vallen, out)
+        })?;
+        match got {
+            Some((raw, ())) => Ok(Some(raw.meta()?)),
+            None => {
+                out.clear();
+                Ok(None)
+            }
+        }
+    }
+
+    /// The metadata of `key` without its value.
+    pub fn meta(&mut self, db: u8, key: &[u8]) -> Result<Option<Meta>> {
+        match self.lookup(db, key, |_, _| Ok(()))? {
+            Some((raw, ())) => Ok(Some(raw.meta()?)),
+            None => Ok(None),
+        }
+    }
+
+    /// SET with Redis's options.
+    pub fn set(
+        &mut self,
+        db: u8,
+        key: &[u8],
+        value: &[u8],
+        opts: &SetOptions,
+    ) -> Result<SetResult> {
+        self.write_value(db, key, ValueType::String, value, opts)
+    }
+
+    /// Writes a value of any type (SET semantics: replaces whatever was there).
+    /// Collection types store their own encoded bytes through this.
+    pub fn write_value(
+        &mut self,
+        db: u8,
+        key: &[u8],
+        vtype: ValueType,
+        value: &[u8],
+        opts: &SetOptions,
+    ) -> Result<SetResult> {
+        crate::handle::check_db(db)?;
+        let expire = match opts.expiry {
+            Expiry::At(at) => at.max(1),
+            _ => 0,
+        };
+        if let Expiry::At(at) = opts.expiry {
+            if at <= self.now_ms() && !opts.get && opts.condition == SetCondition::Always {
+                // Already expired: the write is a delete (as Redis does).
+                self.delete(db, key)?;
+                return Ok(SetResult {
+                    written: true,
+                    old: None,
+                });
+            }
+        }
+        // Allocate and fill before locking, so the lock is held only to publish.
+        let fields = self.entry_fields(db, vtype, expire, opts.mc_flags);
+        let (blk, pending) = self.new_entry(&fields, key, &[value], 0)?;
+        let res = self.with_key(db, key, |h, l| {
+            let mut out = SetResult::default();
+            if let Some(f) = l.found {
+                if opts.get {
+                    if f.raw.vtype != ValueType::String as u8 {
+                        return Err(Error::WrongType);
+                    }
+                    let mut old = Vec::new();
+                    h.ctx
+                        .region()
+                        .read_bytes(f.raw.value_off(), f.raw.vallen, &mut old)?;
+                    out.old = Some(old);
+                }
+            }
+            let allowed = match opts.condition {
+                SetCondition::Always => true,
+                SetCondition::IfAbsent => l.found.is_none(),
+                SetCondition::IfPresent => l.found.is_some(),
+            };
+            if !allowed {
+                return Ok(out);
+            }
+            if opts.expiry == Expiry::Keep {
+                if let Some(f) = l.found {
+                    // The block is still private: a plain store is enough.
+                    h.ctx.region().store64(blk + E_EXPIRE, f.raw.expire)?;
+                }
+            }
+            h.publish(l, blk, pending)?;
+            out.written = true;
+            Ok(out)
+        });
+        if !matches!(res, Ok(SetResult { written: true, .. })) {
+            self.discard_new(blk, pending)?;
+        }
+        if let (Ok(r), Expiry::At(at)) = (&res, opts.expiry) {
+            if r.written && at <= self.now_ms() {
+                self.delete(db, key)?;
+            }
+        }
+        res
+    }
+
+    /// INCRBY / DECRBY (negative `delta`): the new value.
+    pub fn incr_by(&mut self, db: u8, key: &[u8], delta: i64) -> Result<i64> {
+        self.with_key(db, key, |h, l| {
+            let (current, expire, flags) = match l.found {
+                None => (0, 0, 0),
+                Some(f) => {
+                    if f.raw.vtype != ValueType::String as u8 {
+                        return Err(Error::WrongType);
+                    }
+                    let mut buf = Vec::with_capacity(24);
+                    if f.raw.vallen > 20 {
+                        return Err(Error::NotInteger);
+                    }
+                    h.ctx
+                        .region()
+                        .read_bytes(f.raw.value_off(), f.raw.vallen, &mut buf)?;
+                    let v = parse_i64(&buf).ok_or(Error::NotInteger)?;
+                    (v, f.raw.expire, f.raw.mc_flags)
+                }
+            };
+            let new = current.checked_add(delta).ok_or(Error::Overflow)?;
+            let text = new.to_string();
+            let fields = h.entry_fields(l.db, ValueType::String, expire, flags);
+            let (blk, pending) = h.new_entry(&fields, key, &[text.as_bytes()], 0)?;
+            h.publish(l, blk, pending)?;
+            Ok(new)
+        })
+    }
+
+    /// APPEND: the new length. Grows in place when the block has room, else
+    /// moves to a block with twice the room, so appends cost amortized O(1).
+    pub fn append(&mut self, db: u8, key: &[u8], tail: &[u8]) -> Result<u64> {
+        self.with_key(db, key, |h, l| {
+            let Some(f) = l.found else {
+                let fields = h.entry_fields(l.db, ValueType::String, 0, 0);
+                let (blk, pending) = h.new_entry(&fields, key, &[tail], 0)?;
+                h.publish(l, blk, pending)?;
+                return Ok(tail.len() as u64);
+            };
+            if f.raw.vtype != ValueType::String as u8 {
+                return Err(Error::WrongType);
+            }
+            let new_len = f.raw.vallen + tail.len() as u64;
+            check_len(new_len)?;
+            if tail.is_empty() {
+                return Ok(new_len);
+            }
+            if new_len <= f.raw.capacity() {
+                // Bytes past the current length are invisible to readers until
+                // the length word moves (I8).
+                h.ctx
+                    .region()
+                    .write_bytes(f.raw.value_off() + f.raw.vallen, tail)?;
+                h.update_in_place(l, &[(E_KEYLEN, f.raw.keylen | new_len << 32)])?;
+                return Ok(new_len);
+            }
+            let fields = h.entry_fields(l.db, ValueType::String, f.raw.expire, f.raw.mc_flags);
+            let capacity = (new_len * 2).min(MAX_VALUE_LEN);
+            let (blk, pending) = h.new_entry(&fields, key, &[], capacity)?;
+            let r = h.ctx.region();
+            r.copy_within(
+                f.raw.value_off(),
+                blk + E_KEY + key.len() as u64,
+                f.raw.vallen,
+            )?;
+            r.write_bytes(blk + E_KEY + key.len() as u64 + f.raw.vallen, tail)?;
+            r.store64(blk + E_KEYLEN, key.len() as u64 | new_len << 32)?;
+            h.publish(l, blk, pending)?;
+            Ok(new_len)
+        })
+    }
+
+    /// GETRANGE: bytes `start..=end` of the string (Redis's index rules).
+    pub fn get_range(&mut self, db: u8, key: &[u8], start: i64, end: i64) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        let got = self.lookup(db, key, |r, raw| {
+            out.clear();
+            if raw.vtype != ValueType::String as u8 {
+                return Ok(false);
+            }
+            if let Some((s, e)) = resolve_range(start, end, raw.vallen) {
+                r.read_bytes(raw.value_off() + s, e - s + 1, &mut out)?;
+            }
+            Ok(true)
+        })?;
+        match got {
+            Some((_, false)) => Err(Error::WrongType),
+            Some((_, true)) => Ok(out),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// SETRANGE: overwrites from `offset`, zero-padding; the new length.
+    pub fn set_range(&mut self, db: u8, key: &[u8], offset: u64, bytes: &[u8]) -> Result<u64> {
+        let end = offset
+            .checked_add(bytes.len() as u64)
+            .ok_or(Error::TooLarge)?;
+        if !bytes.is_empty() {
+            check_len(end)?;
+        }
+        self.with_key(db, key, |h, l| {
+            let (old_len, expire, flags) = match l.found {
+                Some(f) if f.raw.vtype != ValueType::String as u8 => return Err(Error::WrongType),
+                Some(f) => (f.raw.vallen, f.raw.expire, f.raw.mc_flags),
+                None => (0, 0, 0),
+            };
+            if bytes.is_empty() {
+                return Ok(old_len);
+            }
+            let new_len = old_len.max(end);
+            let fields = h.entry_fields(l.db, ValueType::String, expire, flags);
+            let (blk, pending) = h.new_entry(&fields, key, &[], new_len)?;
+            let r = h.ctx.region();
+            let val = blk + E_KEY + key.len() as u64;
+            if let Some(f) = l.found {
+                r.copy_within(f.raw.value_off(), val, old_len)?;
+            }
+            if offset > old_len {
+                r.zero(val + old_len, offset - old_len)?;
+            }
+            r.write_bytes(val + offset, bytes)?;
+            r.store64(blk + E_KEYLEN, key.len() as u64 | new_len << 32)?;
+            h.publish(l, blk, pending)?;
+            Ok(new_len)
+        })
+    }
+}
