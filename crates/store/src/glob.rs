@@ -407,7 +407,8 @@ mod tests {
         (b"[\x80-\xfe]", b"\x90", true, true),
         (b"[\x80-\xff]", b"\x90", true, false),
         (b"[\x00-\xff]", b"a", true, false),
-        (b"[\x00-\xff]", b"\xff", true, false),
+        (b"[\x00-\xff]", b"\xff", true, true),
+        (b"[\x00-\xff]", b"\x80", true, false),
         // Embedded NUL bytes are ordinary bytes.
         (b"a\x00*", b"a\x00bc", false, true),
         (b"[\x00]", b"\x00", false, true),
@@ -576,7 +577,9 @@ mod tests {
     fn reference_agrees_with_table() {
         // Check the reference itself against the ASCII rows of the table.
         for &(pattern, string, nocase, expected) in CASES {
-            if pattern.is_ascii() && string.is_ascii() && pattern.len() <= 64 {
+            // (Skip rows with many stars: the reference is exponential in them.)
+            let stars = pattern.iter().filter(|&&b| b == b'*').count();
+            if pattern.is_ascii() && string.is_ascii() && stars <= 4 {
                 assert_eq!(
                     reference(pattern, string, nocase),
                     expected,

@@ -339,6 +339,9 @@ impl Handle {
         let count = count.max(1);
         let max_visits = 16_384 + count as u64 * 10;
         let now = self.now_ms();
+        // As Redis: a lone `*` is no filter at all (the matcher itself would
+        // not match the empty key with it).
+        let pattern = pattern.filter(|p| *p != b"*");
         let mut page = ScanPage::default();
         let mut seen = Vec::new();
         let mut examined = 0;

@@ -50,3 +50,47 @@ impl Drop for TempSegment {
         let _ = std::fs::remove_file(&self.path);
     }
 }
+
+/// SET options with an absolute expiry (ms since the epoch).
+pub fn expiring_at(at_ms: u64) -> store::SetOptions {
+    store::SetOptions {
+        expiry: store::Expiry::At(at_ms),
+        ..store::SetOptions::default()
+    }
+}
+
+/// A plain SET that must succeed.
+pub fn put(h: &mut store::Handle, db: u8, key: &[u8], value: &[u8]) {
+    let r = h
+        .set(db, key, value, &store::SetOptions::default())
+        .expect("set");
+    assert!(r.written, "plain SET must write");
+}
+
+/// A stat by its INFO name, summed over contexts.
+pub fn stat(store: &Store, name: &str) -> u64 {
+    store
+        .info()
+        .expect("info")
+        .stats
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("no stat named {name}"))
+}
+
+/// Every key of `db`, by a full SCAN (sorted).
+pub fn all_keys(h: &mut store::Handle, db: u8) -> Vec<Vec<u8>> {
+    let mut keys = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let page = h.scan(db, cursor, None, 100, None).expect("scan");
+        keys.extend(page.keys);
+        cursor = page.cursor;
+        if cursor == 0 {
+            break;
+        }
+    }
+    keys.sort();
+    keys
+}
