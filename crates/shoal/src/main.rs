@@ -1,1 +1,34 @@
-fn main() {}
+//! The `shoal` command: parses flags and hands over to one subcommand module.
+#![forbid(unsafe_code)]
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+/// shoal: a shared-memory data server for low-latency caching and distribution.
+#[derive(Parser)]
+#[command(name = "shoal", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Inspect or create a shared-memory segment.
+    Store(cmd::store::StoreArgs),
+    /// Load generators and comparison runs.
+    Bench(cmd::bench::BenchArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Store(args) => cmd::store::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
+    };
+    if let Err(e) = result {
+        eprintln!("shoal: {e:#}");
+        std::process::exit(1);
+    }
+}

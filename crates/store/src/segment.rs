@@ -117,7 +117,9 @@ impl Geometry {
         }
         let ctx_off = HEADER_SIZE;
         let index_off = align_up(ctx_off + ctx_count as u64 * CTX_SIZE, 4096);
-        let buckets = (seg_size / 8 / BUCKET_SIZE).max(64);
+        // One sixteenth of the segment for the table: about 8 bytes of index per
+        // key when the arena is full of small entries, with chains absorbing more.
+        let buckets = (seg_size / 16 / BUCKET_SIZE).max(64);
         let arena_off = align_up(index_off + buckets * BUCKET_SIZE, 4096);
         if arena_off + (256 << 10) > seg_size {
             return Err(Error::Attach(format!(

@@ -1,0 +1,41 @@
+//! One module per subcommand.
+
+pub mod bench;
+pub mod store;
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Result};
+use clap::Args;
+use ::store::{Location, OpenOptions};
+
+/// Which segment to use: `--name` (POSIX shm) or `--segment PATH`.
+#[derive(Args, Clone, Debug)]
+pub struct SegmentArgs {
+    /// Shared-memory name of the segment (a file under /dev/shm).
+    #[arg(long, default_value = "shoal")]
+    pub name: String,
+    /// Path of the segment file, instead of a shared-memory name.
+    #[arg(long, conflicts_with = "name")]
+    pub segment: Option<PathBuf>,
+    /// Segment size when it is created (64m, 1g, ...).
+    #[arg(long, default_value = "1g")]
+    pub memory: String,
+}
+
+impl SegmentArgs {
+    /// Open options for this segment; `create` says whether a missing one is made.
+    pub fn options(&self, create: bool) -> Result<OpenOptions> {
+        let size = ::store::parse_size(&self.memory)
+            .ok_or_else(|| anyhow!("bad size {:?}: use a number with k, m or g", self.memory))?;
+        Ok(OpenOptions {
+            location: match &self.segment {
+                Some(p) => Location::Path(p.clone()),
+                None => Location::Name(self.name.clone()),
+            },
+            size,
+            create,
+            ..OpenOptions::default()
+        })
+    }
+}
