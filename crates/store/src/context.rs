@@ -274,7 +274,7 @@ impl Ctx {
             } else {
                 std::thread::yield_now();
             }
-            if spins % 512 == 0 {
+            if spins.is_multiple_of(512) {
                 self.check_holder(lock_off, cur)?;
             }
         }

@@ -142,7 +142,7 @@ pub(crate) fn read_stable<T>(
         } else {
             std::thread::yield_now();
         }
-        if spins % 512 == 0 {
+        if spins.is_multiple_of(512) {
             let owner = ctx.region().load32(bucket + B_LOCK)?;
             if owner != 0 {
                 ctx.check_holder(bucket, owner)?;

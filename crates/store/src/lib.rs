@@ -22,6 +22,8 @@
 //! How it stays correct with processes dying at any instruction is written
 //! down in `docs/design.md`; code comments cite its invariants as I1, I2, …
 #![deny(missing_docs)]
+// Only the lowest layer, `shm.rs`, may allow unsafe code (STYLE 1, I1).
+#![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod alloc;

@@ -9,6 +9,7 @@
 //! Byte copies are done word by word with relaxed atomics; callers validate the
 //! copied bytes afterwards (seqlock, docs/design.md I4) because another process
 //! may have changed them halfway.
+#![allow(unsafe_code)]
 
 use std::fs::File;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -44,7 +45,7 @@ impl Region {
     #[inline]
     fn checked(&self, off: u64, size: u64) -> Result<*mut u8> {
         let end = off.checked_add(size).ok_or(Error::Corrupted(off))?;
-        if end > self.len || off % size.min(8).max(1) != 0 {
+        if end > self.len || !off.is_multiple_of(size.clamp(1, 8)) {
             return Err(Error::Corrupted(off));
         }
         // SAFETY: `off + size <= len`, so the pointer stays inside the mapping.
@@ -103,7 +104,7 @@ impl Region {
         }
         out.reserve(len as usize);
         let mut pos = off;
-        while pos < end && pos % 8 != 0 {
+        while pos < end && !pos.is_multiple_of(8) {
             out.push(self.a8(pos)?.load(Ordering::Relaxed));
             pos += 1;
         }
@@ -129,7 +130,7 @@ impl Region {
         }
         let mut pos = off;
         let mut i = 0;
-        while pos < end && pos % 8 != 0 {
+        while pos < end && !pos.is_multiple_of(8) {
             if self.a8(pos)?.load(Ordering::Relaxed) != bytes[i] {
                 return Ok(false);
             }
@@ -167,7 +168,7 @@ impl Region {
         }
         let mut pos = off;
         let mut i = 0;
-        while pos < end && pos % 8 != 0 {
+        while pos < end && !pos.is_multiple_of(8) {
             self.a8(pos)?.store(bytes[i], Ordering::Relaxed);
             pos += 1;
             i += 1;
@@ -206,7 +207,7 @@ impl Region {
     pub(crate) fn zero(&self, off: u64, len: u64) -> Result<()> {
         let end = off.checked_add(len).ok_or(Error::Corrupted(off))?;
         let mut pos = off;
-        while pos < end && pos % 8 != 0 {
+        while pos < end && !pos.is_multiple_of(8) {
             self.a8(pos)?.store(0, Ordering::Relaxed);
             pos += 1;
         }

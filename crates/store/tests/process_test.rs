@@ -195,7 +195,7 @@ fn torture_writer(h: &mut Handle, id: u32) {
     let mut seq = 0u64;
     loop {
         seq += 1;
-        if seq % 4096 == 0 && std::os::unix::process::parent_id() != parent {
+        if seq.is_multiple_of(4096) && std::os::unix::process::parent_id() != parent {
             // The test that started us is gone; do not run on as an orphan.
             std::process::exit(1);
         }
