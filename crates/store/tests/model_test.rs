@@ -247,7 +247,7 @@ proptest! {
 #[test]
 fn overflow_chains_grow_and_shrink_back() {
     const N: u32 = 10_000;
-    // 10,000 keys over 2048 buckets of six slots: many chains need overflow
+    // 10,000 keys over 1024 buckets of six slots: most chains need overflow
     // nodes; deleting everything must unlink and free every node.
     let seg = TempSegment::new("chains");
     let mut opts = seg.options(1 << 20);
