@@ -94,7 +94,14 @@ fn alloc_locked(ctx: &mut Ctx, need: u64, pending: u64) -> Result<Option<u64>> {
     if fl >= FL_COUNT {
         return Ok(None);
     }
-    let Some(blk) = find_suitable(ctx.region(), fl, sl)? else {
+    let found = match find_suitable(ctx.region(), fl, sl)? {
+        Some(b) => Some(b),
+        // Every block of a larger class fits; none does. A block of the
+        // request's own class may still be big enough: look at a few, so a
+        // full arena can still reuse exactly the space a free just made.
+        None => first_fit_in_class(ctx.region(), need)?,
+    };
+    let Some(blk) = found else {
         return Ok(None);
     };
     let hdr = ctx.region().load64(blk)?;
@@ -197,6 +204,24 @@ fn find_suitable(r: &Region, fl: u64, sl: u64) -> Result<Option<u64>> {
     }
     let blk = r.load64(head_word(fl, sl))?;
     Ok(if blk == 0 { None } else { Some(blk) })
+}
+
+/// Blocks of a size class looked at by the first-fit fallback.
+const FIRST_FIT_PROBES: u32 = 64;
+
+fn first_fit_in_class(r: &Region, need: u64) -> Result<Option<u64>> {
+    let (fl, sl) = mapping(need);
+    let mut blk = r.load64(head_word(fl, sl))?;
+    for _ in 0..FIRST_FIT_PROBES {
+        if blk == 0 {
+            break;
+        }
+        if r.load64(blk)? & !FLAGS >= need {
+            return Ok(Some(blk));
+        }
+        blk = r.load64(blk + 8)?;
+    }
+    Ok(None)
 }
 
 /// Links the free block `blk` of `size` (header already says FREE) at the head

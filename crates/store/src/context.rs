@@ -311,6 +311,11 @@ impl Ctx {
         Ok(())
     }
 
+    /// Whether this context holds (or is taking) the lock at `lock_off`.
+    pub fn holds(&self, lock_off: u64) -> bool {
+        self.held.contains(&lock_off)
+    }
+
     /// Records the intent to hold `lock_off` before trying it (I6).
     fn claim_held(&mut self, lock_off: u64) -> Result<usize> {
         let slot = self

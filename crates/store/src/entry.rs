@@ -125,7 +125,9 @@ impl Raw {
             lru: r.load64(off + E_LRU)? as u32,
             block,
         };
-        if E_KEY + raw.keylen + raw.vallen > block {
+        // Bytes of a block freed and reused under a racing reader can be any
+        // value: bound every length by the block and the block by the segment.
+        if E_KEY + raw.keylen + raw.vallen > block || off.saturating_add(block) > r.len() {
             return Err(Error::Corrupted(off));
         }
         Ok(raw)
@@ -140,8 +142,10 @@ impl Raw {
         self.block - E_KEY - self.keylen
     }
 
+    /// Redis's rule: a key is expired once now is past its time; at exactly
+    /// its time it still exists (with a PTTL of 0).
     pub fn expired(&self, now_ms: u64) -> bool {
-        self.expire != 0 && self.expire <= now_ms
+        self.expire != 0 && self.expire < now_ms
     }
 
     pub fn meta(&self) -> Result<Meta> {

@@ -4,7 +4,7 @@
 //! writer that is itself allocating.
 
 use crate::context::Stat;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::handle::Handle;
 use crate::index;
 use crate::keys::Seen;
@@ -70,6 +70,17 @@ impl EvictionPolicy {
     }
 }
 
+/// What one eviction attempt did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Evicted {
+    /// A key was removed.
+    One,
+    /// Candidates exist but their buckets were locked by other writers.
+    Busy,
+    /// Nothing the policy allows to evict (or only the caller's own keys).
+    Nothing,
+}
+
 /// What one sweep slice did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sweep {
@@ -82,64 +93,75 @@ pub struct Sweep {
 impl Handle {
     /// Evicts one key by the segment's policy, like Redis's sampling
     /// approximation: look at `maxmemory-samples` keys from a random place and
-    /// remove the best candidate. False when there is nothing to evict.
-    pub(crate) fn evict_one(&mut self) -> Result<bool> {
+    /// remove the best candidate that is not locked (by us or anyone).
+    pub(crate) fn evict_one(&mut self) -> Result<Evicted> {
         let policy = EvictionPolicy::from_u32(self.ctx.region().load32(H_POLICY)?);
         if policy == EvictionPolicy::NoEviction {
-            return Ok(false);
+            return Ok(Evicted::Nothing);
         }
-        if policy.volatile_only()
-            && (0..NUM_DBS as u8)
-                .try_fold(0, |n, db| Ok::<_, Error>(n + self.expires_count(db)?))?
-                == 0
-        {
-            return Ok(false);
+        if policy.volatile_only() {
+            let mut volatile = 0;
+            for db in 0..NUM_DBS as u8 {
+                volatile += self.expires_count(db)?;
+            }
+            if volatile == 0 {
+                return Ok(Evicted::Nothing);
+            }
         }
         let samples = self.ctx.region().load32(H_SAMPLES)?.clamp(1, 64) as usize;
         let buckets = self.ctx.sh.geo.buckets;
         let now_s = self.lru_now();
         let mut seen: Vec<Seen> = Vec::new();
-        for _attempt in 0..8 {
-            let start = self.ctx.random() % buckets;
-            let mut best: Option<(u64, u64, u64)> = None; // (score, bucket, entry)
-            let mut sampled = 0;
-            let mut visited = 0;
-            while sampled < samples && visited < buckets {
-                let bucket = index::bucket_at(&self.ctx, (start + visited) % buckets);
-                visited += 1;
-                self.scan_bucket(bucket, &mut seen)?;
-                for s in &seen {
-                    if policy.volatile_only() && s.raw.expire == 0 {
-                        continue;
-                    }
-                    sampled += 1;
-                    let score = match policy {
-                        EvictionPolicy::AllKeysLru | EvictionPolicy::VolatileLru => {
-                            now_s.wrapping_sub(s.raw.lru) as u64
-                        }
-                        EvictionPolicy::VolatileTtl => u64::MAX - s.raw.expire,
-                        _ => self.ctx.random(),
-                    };
-                    if best.is_none_or(|(b, _, _)| score > b) {
-                        best = Some((score, bucket, s.raw.off));
-                    }
+        // (score, bucket, entry): higher score evicts first.
+        let mut candidates: Vec<(u64, u64, u64)> = Vec::new();
+        let start = self.ctx.random() % buckets;
+        let mut visited = 0;
+        while candidates.len() < samples && visited < buckets {
+            let bucket = index::bucket_at(&self.ctx, (start + visited) % buckets);
+            visited += 1;
+            self.scan_bucket(bucket, &mut seen)?;
+            for s in &seen {
+                if policy.volatile_only() && s.raw.expire == 0 {
+                    continue;
                 }
-            }
-            let Some((_, bucket, off)) = best else {
-                return Ok(false);
-            };
-            if self.evict_entry(bucket, off)? {
-                return Ok(true);
+                let score = match policy {
+                    EvictionPolicy::AllKeysLru | EvictionPolicy::VolatileLru => {
+                        now_s.wrapping_sub(s.raw.lru) as u64
+                    }
+                    EvictionPolicy::VolatileTtl => u64::MAX - s.raw.expire,
+                    _ => self.ctx.random(),
+                };
+                candidates.push((score, bucket, s.raw.off));
             }
         }
-        // Every candidate was busy: report progress anyway so the caller
-        // retries its allocation (bounded by the caller).
-        Ok(true)
+        if candidates.is_empty() {
+            return Ok(Evicted::Nothing);
+        }
+        candidates.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
+        let mut busy = false;
+        for (_, bucket, off) in candidates {
+            if self.ctx.holds(bucket) {
+                // The caller's own key (or its neighbour): never ours to evict.
+                continue;
+            }
+            match self.evict_entry(bucket, off)? {
+                Some(true) => return Ok(Evicted::One),
+                Some(false) => {}
+                None => busy = true,
+            }
+        }
+        Ok(if busy {
+            Evicted::Busy
+        } else {
+            Evicted::Nothing
+        })
     }
 
-    fn evict_entry(&mut self, bucket: u64, off: u64) -> Result<bool> {
+    /// Removes entry `off` from `bucket` if it is still there: Some(true) if it
+    /// was, Some(false) if it was gone, None if the bucket is locked.
+    fn evict_entry(&mut self, bucket: u64, off: u64) -> Result<Option<bool>> {
         if !self.ctx.try_lock(bucket)? {
-            return Ok(false);
+            return Ok(None);
         }
         let res = (|| {
             let r = self.ctx.region();
@@ -157,9 +179,9 @@ impl Handle {
                 Some(f) => {
                     self.remove_locked(bucket, &f)?;
                     self.ctx.stat_add(Stat::Evicted, 1);
-                    Ok(true)
+                    Ok(Some(true))
                 }
-                None => Ok(false),
+                None => Ok(Some(false)),
             }
         })();
         self.finish(&[bucket], res)

@@ -7,8 +7,13 @@ use crate::alloc;
 use crate::context::{Ctx, Stat};
 use crate::entry::{self, NewEntry, Raw, ValueType};
 use crate::error::{Error, Result};
+use crate::evict::Evicted;
 use crate::index::{self, Found, KeyPos};
 use crate::layout::*;
+
+/// Eviction attempts in a row that may find every candidate locked by other
+/// writers before a write gives up with an out-of-memory error.
+const MAX_BUSY_ROUNDS: u32 = 64;
 
 /// One thread's registration in a store. Not `Sync`: each thread that uses the
 /// store makes its own with [`crate::Store::handle`].
@@ -254,20 +259,29 @@ impl Handle {
     /// the configured policy when the arena or `maxmemory` is full.
     pub(crate) fn alloc_block(&mut self, payload: u64, pending: u64) -> Result<u64> {
         let need = alloc::block_size_for(payload);
-        let mut rounds = 0u32;
+        let mut busy_rounds = 0u32;
         loop {
-            let maxmem = self.ctx.region().load64(H_MAXMEMORY)?;
-            let over = maxmem != 0 && self.ctx.region().load64(A_USED_BYTES)? + need > maxmem;
-            if !over {
-                if let Some(b) = alloc::alloc(&mut self.ctx, payload, pending)? {
-                    return Ok(b);
-                }
+            if let Some(b) = self.try_alloc_block(payload, need, pending)? {
+                return Ok(b);
             }
-            rounds += 1;
-            if rounds > 100_000 || !self.evict_one()? {
-                return Err(Error::OutOfMemory);
+            match self.evict_one()? {
+                Evicted::One => busy_rounds = 0,
+                Evicted::Busy if busy_rounds < MAX_BUSY_ROUNDS => {
+                    busy_rounds += 1;
+                    std::thread::yield_now();
+                }
+                Evicted::Busy | Evicted::Nothing => return Err(Error::OutOfMemory),
             }
         }
+    }
+
+    /// One allocation attempt without eviction, honouring `maxmemory`.
+    fn try_alloc_block(&mut self, payload: u64, need: u64, pending: u64) -> Result<Option<u64>> {
+        let maxmem = self.ctx.region().load64(H_MAXMEMORY)?;
+        if maxmem != 0 && self.ctx.region().load64(A_USED_BYTES)? + need > maxmem {
+            return Ok(None);
+        }
+        alloc::alloc(&mut self.ctx, payload, pending)
     }
 
     /// Allocates and fills an entry block; returns (block, pending word).
@@ -285,6 +299,29 @@ impl Handle {
         let payload = E_KEY - 8 + key.len() as u64 + capacity.max(vallen);
         let blk = self.alloc_block(payload, pending)?;
         entry::write(self.ctx.region(), blk, e, key, parts)?;
+        Ok((blk, pending))
+    }
+
+    /// Like `new_entry` with no value yet, for a value that will grow: room
+    /// for `want` bytes if that fits without evicting anything, else exactly
+    /// `need` bytes (evicting if the policy allows).
+    pub(crate) fn new_growable_entry(
+        &mut self,
+        e: &NewEntry,
+        key: &[u8],
+        need: u64,
+        want: u64,
+    ) -> Result<(u64, u64)> {
+        check_len(key.len() as u64)?;
+        check_len(need)?;
+        let pending = self.pending_new_word()?;
+        let base = E_KEY - 8 + key.len() as u64;
+        let roomy = base + want.max(need);
+        let blk = match self.try_alloc_block(roomy, alloc::block_size_for(roomy), pending)? {
+            Some(b) => b,
+            None => self.alloc_block(base + need, pending)?,
+        };
+        entry::write(self.ctx.region(), blk, e, key, &[])?;
         Ok((blk, pending))
     }
 

@@ -23,6 +23,14 @@ pub enum Location {
     Path(PathBuf),
 }
 
+impl Location {
+    /// The file this location names now: an existing segment's file, or where
+    /// a new one would go.
+    pub fn file_path(&self) -> PathBuf {
+        resolve(self, 0)
+    }
+}
+
 /// The time source for expiry and the LRU clock; injectable for tests.
 #[derive(Clone, Debug, Default)]
 pub enum Clock {
@@ -159,11 +167,14 @@ pub(crate) fn resolve(loc: &Location, size: u64) -> PathBuf {
         Location::Path(p) => p.clone(),
         Location::Name(name) => {
             let name = name.trim_start_matches('/');
+            let shm = Path::new("/dev/shm").join(name);
             let huge = Path::new("/dev/hugepages").join(name);
-            if huge.exists() || (size > 0 && huge_pages_free() >= size) {
+            if shm.exists() {
+                shm
+            } else if huge.exists() || (size > 0 && huge_pages_free() >= size) {
                 huge
             } else {
-                Path::new("/dev/shm").join(name)
+                shm
             }
         }
     }
@@ -216,7 +227,9 @@ fn create(file: File, path: PathBuf, opts: &OpenOptions) -> Result<Shared> {
     };
     let size = align_up(opts.size, page);
     let made = (|| {
-        let geo = Geometry::compute(size, opts.contexts)?;
+        // Context records take at most a quarter of a small segment.
+        let contexts = opts.contexts.min((size / 4 / CTX_SIZE).max(1) as u32);
+        let geo = Geometry::compute(size, contexts)?;
         file.set_len(size)
             .map_err(io(format!("size {} to {size} bytes", path.display())))?;
         let region = Region::map(&file, size)?;

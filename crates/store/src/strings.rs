@@ -283,8 +283,8 @@ impl Handle {
                 return Ok(new_len);
             }
             let fields = h.entry_fields(l.db, ValueType::String, f.raw.expire, f.raw.mc_flags);
-            let capacity = (new_len * 2).min(MAX_VALUE_LEN);
-            let (blk, pending) = h.new_entry(&fields, key, &[], capacity)?;
+            let (blk, pending) =
+                h.new_growable_entry(&fields, key, new_len, (new_len * 2).min(MAX_VALUE_LEN))?;
             let r = h.ctx.region();
             r.copy_within(
                 f.raw.value_off(),
@@ -320,13 +320,8 @@ impl Handle {
 
     /// SETRANGE: overwrites from `offset`, zero-padding; the new length.
     pub fn set_range(&mut self, db: u8, key: &[u8], offset: u64, bytes: &[u8]) -> Result<u64> {
-        let end = offset
-            .checked_add(bytes.len() as u64)
-            .ok_or(Error::TooLarge)?;
-        if !bytes.is_empty() {
-            check_len(end)?;
-        }
         self.with_key(db, key, |h, l| {
+            // Redis's order: type, then an empty patch, then the size limit.
             let (old_len, expire, flags) = match l.found {
                 Some(f) if f.raw.vtype != ValueType::String as u8 => return Err(Error::WrongType),
                 Some(f) => (f.raw.vallen, f.raw.expire, f.raw.mc_flags),
@@ -335,6 +330,10 @@ impl Handle {
             if bytes.is_empty() {
                 return Ok(old_len);
             }
+            let end = offset
+                .checked_add(bytes.len() as u64)
+                .ok_or(Error::TooLarge)?;
+            check_len(end)?;
             let new_len = old_len.max(end);
             let fields = h.entry_fields(l.db, ValueType::String, expire, flags);
             let (blk, pending) = h.new_entry(&fields, key, &[], new_len)?;

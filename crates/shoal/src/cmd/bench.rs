@@ -129,7 +129,10 @@ fn store_bench(b: &StoreBench) -> Result<()> {
     let opts = SetOptions::default();
     let mut buf = Vec::with_capacity(64);
 
-    println!("shoal bench store: {n} keys, 16-byte keys and values, one thread, best of {}", b.runs);
+    println!(
+        "shoal bench store: {n} keys, 16-byte keys and values, one thread, best of {}",
+        b.runs
+    );
     // Inserts: the first run inserts, later runs start from an empty store.
     let store_insert = best_rate(b.runs, n, |_| {
         h.flushall()?;
@@ -179,7 +182,10 @@ fn store_bench(b: &StoreBench) -> Result<()> {
     drop(map);
 
     println!();
-    println!("{:<24}{:>16}{:>16}{:>10}", "operation", "shoal ops/s", "HashMap ops/s", "ratio");
+    println!(
+        "{:<24}{:>16}{:>16}{:>10}",
+        "operation", "shoal ops/s", "HashMap ops/s", "ratio"
+    );
     for (name, s, m) in [
         ("SET (insert)", store_insert, map_insert),
         ("SET (overwrite)", store_set, map_set),
@@ -192,7 +198,10 @@ fn store_bench(b: &StoreBench) -> Result<()> {
     let arena_per_key = a.used_bytes as f64 / n as f64;
     let index_per_key = (info.buckets * 64) as f64 / n as f64;
     println!();
-    println!("memory after {n} inserts ({} segment, {} index buckets):", b.memory, info.buckets);
+    println!(
+        "memory after {n} inserts ({} segment, {} index buckets):",
+        b.memory, info.buckets
+    );
     println!("  arena bytes used per key:            {arena_per_key:.1} (key + value = 32)");
     println!("  index table bytes per key:           {index_per_key:.1}");
     println!(
@@ -211,7 +220,14 @@ fn two_processes(b: &StoreBench, path: &Path) -> Result<()> {
     let exe = std::env::current_exe()?;
     let have_taskset = Command::new("taskset").arg("-V").output().is_ok();
     println!();
-    println!("two processes on one segment, started together{}:", if have_taskset { ", pinned to cores 0 and 1" } else { "" });
+    println!(
+        "two processes on one segment, started together{}:",
+        if have_taskset {
+            ", pinned to cores 0 and 1"
+        } else {
+            ""
+        }
+    );
     for role in ["get", "set"] {
         let mut kids = Vec::new();
         for idx in 0..2u64 {
@@ -222,14 +238,21 @@ fn two_processes(b: &StoreBench, path: &Path) -> Result<()> {
             } else {
                 Command::new(&exe)
             };
-            cmd.args(["bench", "store", "--child", role, "--keys", &b.keys.to_string()])
-                .arg("--runs")
-                .arg(b.runs.to_string())
-                .arg("--segment-path")
-                .arg(path)
-                .args(["--child-index", &idx.to_string()])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped());
+            cmd.args([
+                "bench",
+                "store",
+                "--child",
+                role,
+                "--keys",
+                &b.keys.to_string(),
+            ])
+            .arg("--runs")
+            .arg(b.runs.to_string())
+            .arg("--segment-path")
+            .arg(path)
+            .args(["--child-index", &idx.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
             let mut child = cmd.spawn().context("spawn bench worker")?;
             let mut out = BufReader::new(child.stdout.take().context("worker stdout")?);
             let mut line = String::new();
@@ -246,7 +269,11 @@ fn two_processes(b: &StoreBench, path: &Path) -> Result<()> {
         for (mut child, mut out) in kids {
             let mut line = String::new();
             out.read_line(&mut line)?;
-            rates.push(line.trim().parse::<f64>().with_context(|| format!("worker said {line:?}"))?);
+            rates.push(
+                line.trim()
+                    .parse::<f64>()
+                    .with_context(|| format!("worker said {line:?}"))?,
+            );
             child.wait()?;
         }
         let total: f64 = rates.iter().sum();
@@ -285,7 +312,11 @@ fn store_child(b: &StoreBench, role: &str) -> Result<()> {
         })?,
         "set" => {
             // Each process overwrites its own half of the keys.
-            let mine: Vec<u64> = order.iter().copied().filter(|i| i % 2 == b.child_index).collect();
+            let mine: Vec<u64> = order
+                .iter()
+                .copied()
+                .filter(|i| i % 2 == b.child_index)
+                .collect();
             best_rate(b.runs, mine.len() as u64, |r| {
                 for &i in &mine {
                     h.set(0, &key(i), &value(i, 100 + r as u64), &opts)?;

@@ -5,21 +5,21 @@ pub mod store;
 
 use std::path::PathBuf;
 
+use ::store::{Location, OpenOptions};
 use anyhow::{anyhow, Result};
 use clap::Args;
-use ::store::{Location, OpenOptions};
 
 /// Which segment to use: `--name` (POSIX shm) or `--segment PATH`.
 #[derive(Args, Clone, Debug)]
 pub struct SegmentArgs {
     /// Shared-memory name of the segment (a file under /dev/shm).
-    #[arg(long, default_value = "shoal")]
+    #[arg(long, global = true, default_value = "shoal")]
     pub name: String,
     /// Path of the segment file, instead of a shared-memory name.
-    #[arg(long, conflicts_with = "name")]
+    #[arg(long, global = true)]
     pub segment: Option<PathBuf>,
     /// Segment size when it is created (64m, 1g, ...).
-    #[arg(long, default_value = "1g")]
+    #[arg(long, global = true, default_value = "1g")]
     pub memory: String,
 }
 

@@ -1,8 +1,8 @@
 //! `shoal store info|check|create|remove`: look at a segment from the outside.
 
+use ::store::Store;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use ::store::Store;
 
 use super::SegmentArgs;
 
@@ -29,9 +29,11 @@ enum Action {
 
 /// Runs `shoal store ...`.
 pub fn run(args: StoreArgs) -> Result<()> {
-    let opts = args.segment.options(matches!(args.action, Action::Create))?;
+    let opts = args
+        .segment
+        .options(matches!(args.action, Action::Create))?;
     if let Action::Remove = args.action {
-        let path = store_path(&opts);
+        let path = opts.location.file_path();
         std::fs::remove_file(&path).with_context(|| format!("remove {}", path.display()))?;
         println!("removed {}", path.display());
         return Ok(());
@@ -50,13 +52,6 @@ pub fn run(args: StoreArgs) -> Result<()> {
             Ok(())
         }
         Action::Remove => unreachable!("handled above"),
-    }
-}
-
-fn store_path(opts: &::store::OpenOptions) -> std::path::PathBuf {
-    match &opts.location {
-        ::store::Location::Path(p) => p.clone(),
-        ::store::Location::Name(n) => std::path::Path::new("/dev/shm").join(n.trim_start_matches('/')),
     }
 }
 
