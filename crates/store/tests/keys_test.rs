@@ -180,6 +180,16 @@ fn lazy_expiry_hides_and_removes_keys_on_access() {
     assert_eq!(h.expires_count(0).unwrap(), 5);
     let expired_before = stat(&store, "expired_keys");
     advance(&clock, 100);
+    // At exactly the expiry time the keys are still alive (Redis 7.0: a key
+    // is expired only once now > T), with PTTL 0.
+    assert_eq!(h.ttl(0, b"c").unwrap(), Ttl::Ms(0));
+    assert_eq!(h.get(0, b"a").unwrap(), Some(b"1".to_vec()));
+    assert!(h.exists(0, b"b").unwrap());
+    assert_eq!(h.key_type(0, b"l").unwrap(), Some(ValueType::List));
+    assert_eq!(h.dbsize(0).unwrap(), 6);
+    assert_eq!(h.expires_count(0).unwrap(), 5);
+    assert_eq!(stat(&store, "expired_keys"), expired_before);
+    advance(&clock, 1);
     // Each kind of access sees the key as gone and removes it.
     assert_eq!(h.get(0, b"a").unwrap(), None);
     assert!(!h.exists(0, b"b").unwrap());
@@ -243,6 +253,17 @@ fn sweep_removes_expired_keys_nobody_reads() {
         }
     );
     advance(&clock, 100);
+    // At exactly the expiry time the keys are still alive: nothing to sweep.
+    assert_eq!(
+        h.sweep_expired(buckets).unwrap(),
+        Sweep {
+            visited: buckets,
+            expired: 0
+        }
+    );
+    assert_eq!(h.expires_count(0).unwrap(), 1_300);
+    assert_eq!(h.expires_count(1).unwrap(), 200);
+    advance(&clock, 1);
     // Like Redis, DBSIZE still counts expired keys nobody touched.
     assert_eq!(h.dbsize(0).unwrap(), 1_800);
     let before = stat(&store, "expired_keys");
@@ -366,13 +387,17 @@ fn expire_and_pexpire_are_relative_to_now() {
     assert_eq!(h.expire(0, b"s", 50, IfLess).unwrap(), Some(true));
     assert_eq!(h.ttl(0, b"s").unwrap(), Ttl::Ms(50_000));
     advance(&clock, 600);
+    // Alive at exactly its expiry time, gone 1 ms later.
+    assert_eq!(h.ttl(0, b"p").unwrap(), Ttl::Ms(0));
+    assert!(h.exists(0, b"p").unwrap());
+    advance(&clock, 1);
     assert!(!h.exists(0, b"p").unwrap());
     assert!(h.exists(0, b"s").unwrap());
     // Overflowing times are refused ("invalid expire time") and change nothing.
     assert_eq!(h.expire(0, b"s", i64::MAX, Always).unwrap(), None);
     assert_eq!(h.expire(0, b"s", i64::MAX / 1000, Always).unwrap(), None);
     assert_eq!(h.pexpire(0, b"s", i64::MAX, Always).unwrap(), None);
-    assert_eq!(h.ttl(0, b"s").unwrap(), Ttl::Ms(49_400));
+    assert_eq!(h.ttl(0, b"s").unwrap(), Ttl::Ms(49_399));
     drop(h);
     store.check().unwrap();
 }
@@ -513,8 +538,13 @@ fn renamenx_refuses_an_existing_destination() {
     assert_eq!(h.get(0, b"a").unwrap(), Some(b"A".to_vec()));
     assert_eq!(h.get(0, b"b").unwrap(), Some(b"B".to_vec()));
     assert_eq!(h.ttl(0, b"b").unwrap(), Ttl::Ms(1_000));
-    // Once the destination has expired it no longer exists.
+    // At exactly its expiry time the destination still exists.
     advance(&clock, 1_000);
+    assert!(!h.rename(0, b"a", b"b", true).unwrap());
+    assert_eq!(h.get(0, b"b").unwrap(), Some(b"B".to_vec()));
+    assert_eq!(h.ttl(0, b"b").unwrap(), Ttl::Ms(0));
+    // Once the destination has expired it no longer exists.
+    advance(&clock, 1);
     assert!(h.rename(0, b"a", b"b", true).unwrap());
     assert_eq!(h.get(0, b"b").unwrap(), Some(b"A".to_vec()));
     assert_eq!(h.ttl(0, b"b").unwrap(), Ttl::Persistent);
@@ -544,6 +574,8 @@ fn rename_of_a_missing_or_expired_source_is_no_such_key() {
     }
     put_at(&mut h, 0, b"old", b"O", T0 + 10);
     advance(&clock, 10);
+    assert_eq!(h.ttl(0, b"old").unwrap(), Ttl::Ms(0));
+    advance(&clock, 1);
     assert!(matches!(
         h.rename(0, b"old", b"dst", false),
         Err(Error::NoSuchKey)
@@ -865,6 +897,9 @@ fn scan_type_filter_and_expired_keys() {
     }
     assert_eq!(scan_all(&mut h, 0, Some(b"e*"), 10, None).0.len(), 50);
     advance(&clock, 10);
+    // At exactly their expiry time the keys are still alive.
+    assert_eq!(scan_all(&mut h, 0, Some(b"e*"), 10, None).0.len(), 50);
+    advance(&clock, 1);
     assert!(scan_all(&mut h, 0, Some(b"e*"), 10, None).0.is_empty());
     assert_eq!(all_keys(&mut h, 0).len(), 430);
     drop(h);
@@ -985,6 +1020,8 @@ fn expire_and_persist_on_an_expired_key_see_no_key() {
     let mut h = store.handle().unwrap();
     put_at(&mut h, 0, b"k", b"v", T0 + 10);
     advance(&clock, 10);
+    assert_eq!(h.ttl(0, b"k").unwrap(), Ttl::Ms(0));
+    advance(&clock, 1);
     assert!(!h.expire_at(0, b"k", (T0 + 100_000) as i64, Always).unwrap());
     assert!(!h.exists(0, b"k").unwrap());
     assert_eq!(h.dbsize(0).unwrap(), 0);
