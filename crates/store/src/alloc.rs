@@ -104,8 +104,8 @@ fn alloc_locked(ctx: &mut Ctx, need: u64, pending: u64) -> Result<Option<u64>> {
     let Some(blk) = found else {
         return Ok(None);
     };
-    let hdr = ctx.region().load64(blk)?;
-    let bsize = hdr & !FLAGS;
+    let (bsize, flags) = ctx.region().load_block_header(blk)?;
+    let hdr = bsize | flags;
     if hdr & FREE == 0 || bsize < need {
         return Err(Error::Corrupted(blk));
     }
@@ -142,22 +142,21 @@ fn free_locked(ctx: &mut Ctx, blk: u64, pending: u64) -> Result<()> {
     let geo = ctx.sh.geo;
     let arena_end = geo.arena_off + geo.arena_size;
     let r = ctx.region();
-    let hdr = r.load64(blk)?;
-    let size = hdr & !FLAGS;
+    let (size, flags) = r.load_block_header(blk)?;
+    let hdr = size | flags;
     if blk < geo.arena_off || hdr & FREE != 0 || size < MIN_BLOCK || blk + size >= arena_end {
         return Err(Error::Corrupted(blk));
     }
     let mut start = blk;
     let mut total = size;
     let next = blk + size;
-    let nh = r.load64(next)?;
-    if nh & FREE != 0 {
-        let nsize = nh & !FLAGS;
+    let (nsize, nflags) = r.load_block_header(next)?;
+    if nflags & FREE != 0 {
         remove_free(ctx, next, nsize)?;
         total += nsize;
     }
     if hdr & PREV_FREE != 0 {
-        let psize = ctx.region().load64(blk - 8)?;
+        let (psize, _) = ctx.region().load_block_header(blk - 8)?;
         let prev = blk.checked_sub(psize).ok_or(Error::Corrupted(blk))?;
         let ph = ctx.region().load64(prev)?;
         if prev < geo.arena_off || ph & FREE == 0 || ph & !FLAGS != psize {
@@ -202,7 +201,7 @@ fn find_suitable(r: &Region, fl: u64, sl: u64) -> Result<Option<u64>> {
     if sl >= SL_COUNT {
         return Err(Error::Corrupted(A_SL_BITMAPS + 8 * fl));
     }
-    let blk = r.load64(head_word(fl, sl))?;
+    let blk = r.load_ptr(head_word(fl, sl))?;
     Ok(if blk == 0 { None } else { Some(blk) })
 }
 
@@ -211,15 +210,15 @@ const FIRST_FIT_PROBES: u32 = 64;
 
 fn first_fit_in_class(r: &Region, need: u64) -> Result<Option<u64>> {
     let (fl, sl) = mapping(need);
-    let mut blk = r.load64(head_word(fl, sl))?;
+    let mut blk = r.load_ptr(head_word(fl, sl))?;
     for _ in 0..FIRST_FIT_PROBES {
         if blk == 0 {
             break;
         }
-        if r.load64(blk)? & !FLAGS >= need {
+        if r.load_block_header(blk)?.0 >= need {
             return Ok(Some(blk));
         }
-        blk = r.load64(blk + 8)?;
+        blk = r.load_ptr(blk + 8)?;
     }
     Ok(None)
 }
@@ -229,7 +228,7 @@ fn first_fit_in_class(r: &Region, need: u64) -> Result<Option<u64>> {
 fn insert_free(ctx: &mut Ctx, blk: u64, size: u64) -> Result<()> {
     let (fl, sl) = mapping(size);
     let hw = head_word(fl, sl);
-    let head = ctx.region().load64(hw)?;
+    let head = ctx.region().load_ptr(hw)?;
     ctx.wlog64(blk + 8, head)?;
     ctx.wlog64(blk + 16, 0)?;
     if head != 0 {
@@ -250,8 +249,8 @@ fn insert_free(ctx: &mut Ctx, blk: u64, size: u64) -> Result<()> {
 
 fn remove_free(ctx: &mut Ctx, blk: u64, size: u64) -> Result<()> {
     let (fl, sl) = mapping(size);
-    let next = ctx.region().load64(blk + 8)?;
-    let prev = ctx.region().load64(blk + 16)?;
+    let next = ctx.region().load_ptr(blk + 8)?;
+    let prev = ctx.region().load_ptr(blk + 16)?;
     if next != 0 {
         ctx.wlog64(next + 16, prev)?;
     }
@@ -314,11 +313,11 @@ pub(crate) fn stats(r: &Region, geo: &Geometry) -> Result<ArenaStats> {
         let slm = r.load64(A_SL_BITMAPS + 8 * fl.min(FL_COUNT - 1))?;
         if slm != 0 {
             let sl = 63 - slm.leading_zeros() as u64;
-            let mut blk = r.load64(head_word(fl.min(FL_COUNT - 1), sl.min(SL_COUNT - 1)))?;
+            let mut blk = r.load_ptr(head_word(fl.min(FL_COUNT - 1), sl.min(SL_COUNT - 1)))?;
             let mut steps = 0;
             while blk != 0 && steps < 1024 {
-                largest = largest.max(r.load64(blk)? & !FLAGS);
-                blk = r.load64(blk + 8)?;
+                largest = largest.max(r.load_block_header(blk)?.0);
+                blk = r.load_ptr(blk + 8)?;
                 steps += 1;
             }
         }
@@ -340,8 +339,8 @@ pub(crate) fn walk(r: &Region, geo: &Geometry, mut f: impl FnMut(u64, u64, bool)
     let end = geo.arena_off + geo.arena_size;
     let mut prev_free = false;
     loop {
-        let hdr = r.load64(blk)?;
-        let size = hdr & !FLAGS;
+        let (size, flags) = r.load_block_header(blk)?;
+        let hdr = size | flags;
         if size == 0 {
             return Ok(());
         }
@@ -368,19 +367,19 @@ pub(crate) fn free_list_blocks(r: &Region) -> Result<Vec<u64>> {
             return Err(Error::Corrupted(A_FL_BITMAP));
         }
         for sl in 0..SL_COUNT {
-            let mut blk = r.load64(head_word(fl, sl))?;
+            let mut blk = r.load_ptr(head_word(fl, sl))?;
             if ((slm >> sl) & 1 == 1) != (blk != 0) {
                 return Err(Error::Corrupted(A_SL_BITMAPS + 8 * fl));
             }
             let mut prev = 0;
             while blk != 0 {
-                let size = r.load64(blk)? & !FLAGS;
-                if mapping(size) != (fl, sl) || r.load64(blk + 16)? != prev {
+                let size = r.load_block_header(blk)?.0;
+                if mapping(size) != (fl, sl) || r.load_ptr(blk + 16)? != prev {
                     return Err(Error::Corrupted(blk));
                 }
                 out.push(blk);
                 prev = blk;
-                blk = r.load64(blk + 8)?;
+                blk = r.load_ptr(blk + 8)?;
                 if out.len() as u64 > r.len() / MIN_BLOCK {
                     return Err(Error::Corrupted(blk));
                 }

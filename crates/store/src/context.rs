@@ -299,8 +299,13 @@ impl Ctx {
         }
     }
 
+    /// Releases a lock. A transaction still open here failed halfway (an
+    /// error on corrupt shared bytes): it is rolled back first, while every
+    /// lock it needs is still held.
     pub fn unlock(&mut self, lock_off: u64) -> Result<()> {
-        debug_assert_eq!(self.undo_len, 0, "commit before unlocking");
+        if self.undo_len != 0 {
+            self.abort()?;
+        }
         self.sh
             .region
             .a32(lock_off + B_LOCK)?
@@ -344,6 +349,21 @@ impl Ctx {
             Ordering::Release,
         );
         std::sync::atomic::fence(Ordering::Release);
+        Ok(())
+    }
+
+    /// A seqlock that stays odd with nobody holding its lock was left so by
+    /// damage, not by a writer (writers hold the lock while it is odd): make
+    /// it even under the lock.
+    pub fn repair_stale_seq(&mut self, lock_off: u64) -> Result<()> {
+        if self.try_lock(lock_off)? {
+            let seq = self.region().a32(lock_off + B_SEQ)?;
+            let s = seq.load(Ordering::Acquire);
+            if s & 1 == 1 {
+                seq.store(s.wrapping_add(1), Ordering::Release);
+            }
+            self.unlock(lock_off)?;
+        }
         Ok(())
     }
 
@@ -482,6 +502,9 @@ impl Ctx {
             let lock_off = r.load64(slot)?;
             if lock_off == 0 {
                 continue;
+            }
+            if lock_off.checked_add(8).is_none_or(|end| end > r.len()) {
+                return Err(Error::Corrupted(slot));
             }
             let word = r.a32(lock_off + B_LOCK)?;
             if word.load(Ordering::Acquire) == owner {

@@ -64,7 +64,7 @@ pub(crate) fn for_each_slot(
                 return Ok(());
             }
         }
-        let next = r.load64(node + N_NEXT)?;
+        let next = r.load_ptr(node + N_NEXT)?;
         if next == 0 {
             return Ok(());
         }
@@ -146,6 +146,8 @@ pub(crate) fn read_stable<T>(
             let owner = ctx.region().load32(bucket + B_LOCK)?;
             if owner != 0 {
                 ctx.check_holder(bucket, owner)?;
+            } else {
+                ctx.repair_stale_seq(bucket)?;
             }
         }
     }
@@ -165,7 +167,7 @@ pub(crate) fn empty_slot(ctx: &mut Ctx, bucket: u64) -> Result<Option<u64>> {
                 return Ok(Some(w));
             }
         }
-        let next = r.load64(node + N_NEXT)?;
+        let next = r.load_ptr(node + N_NEXT)?;
         if next == 0 {
             return Ok(None);
         }
@@ -182,7 +184,7 @@ pub(crate) fn empty_slot(ctx: &mut Ctx, bucket: u64) -> Result<Option<u64>> {
 pub(crate) fn link_node(ctx: &mut Ctx, bucket: u64, blk: u64) -> Result<u64> {
     let mut node = bucket + B_NODE;
     loop {
-        let next = ctx.region().load64(node + N_NEXT)?;
+        let next = ctx.region().load_ptr(node + N_NEXT)?;
         if next == 0 {
             break;
         }
@@ -198,7 +200,7 @@ pub(crate) fn link_node(ctx: &mut Ctx, bucket: u64, blk: u64) -> Result<u64> {
 pub(crate) fn unlink_empty_node(ctx: &mut Ctx, bucket: u64) -> Result<Option<u64>> {
     let mut node = bucket + B_NODE;
     loop {
-        let next = ctx.region().load64(node + N_NEXT)?;
+        let next = ctx.region().load_ptr(node + N_NEXT)?;
         if next == 0 {
             return Ok(None);
         }
@@ -211,7 +213,7 @@ pub(crate) fn unlink_empty_node(ctx: &mut Ctx, bucket: u64) -> Result<Option<u64
             }
         }
         if empty {
-            let after = ctx.region().load64(child + N_NEXT)?;
+            let after = ctx.region().load_ptr(child + N_NEXT)?;
             ctx.wlog64(node + N_NEXT, after)?;
             return Ok(Some(next));
         }

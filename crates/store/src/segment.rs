@@ -232,7 +232,8 @@ fn create(file: File, path: PathBuf, opts: &OpenOptions) -> Result<Shared> {
         let geo = Geometry::compute(size, contexts)?;
         file.set_len(size)
             .map_err(io(format!("size {} to {size} bytes", path.display())))?;
-        let region = Region::map(&file, size)?;
+        let mut region = Region::map(&file, size)?;
+        region.set_arena(geo.arena_off, geo.arena_off + geo.arena_size);
         let created_ms = opts.clock.now_ms();
         init_header(&region, &geo, page, created_ms)?;
         crate::alloc::init(&region, &geo)?;
@@ -347,7 +348,8 @@ fn attach(path: PathBuf, clock: Clock) -> Result<Shared> {
         )));
     }
     drop(header);
-    let region = Region::map(&file, seg_size)?;
+    let mut region = Region::map(&file, seg_size)?;
+    region.set_arena(geo.arena_off, geo.arena_off + geo.arena_size);
     Ok(Shared {
         region,
         geo,

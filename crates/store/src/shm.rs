@@ -22,6 +22,9 @@ use crate::error::{Error, Result};
 pub(crate) struct Region {
     map: MmapRaw,
     len: u64,
+    /// Where arena pointers may point: [lo, hi). The whole mapping until the
+    /// geometry is known.
+    arena: (u64, u64),
 }
 
 impl Region {
@@ -34,7 +37,41 @@ impl Region {
         // Transparent huge pages for the mapping where the kernel allows them for
         // shmem; a refusal is harmless (4 KiB pages).
         let _ = map.advise(memmap2::Advice::HugePage);
-        Ok(Region { map, len })
+        Ok(Region {
+            map,
+            len,
+            arena: (0, len),
+        })
+    }
+
+    /// Restricts arena pointers to [lo, hi) once the geometry is validated.
+    pub(crate) fn set_arena(&mut self, lo: u64, hi: u64) {
+        self.arena = (lo, hi);
+    }
+
+    /// Loads a word that must be 0 or an 8-aligned offset inside the arena
+    /// (a block pointer): anything else is corruption, reported before any
+    /// arithmetic on it can overflow.
+    #[inline]
+    pub(crate) fn load_ptr(&self, off: u64) -> Result<u64> {
+        let v = self.load64(off)?;
+        if v == 0 || (v >= self.arena.0 && v < self.arena.1 && v.is_multiple_of(8)) {
+            Ok(v)
+        } else {
+            Err(Error::Corrupted(off))
+        }
+    }
+
+    /// Loads a block header at `blk` and returns (size, flag bits); a size
+    /// larger than the arena is corruption.
+    #[inline]
+    pub(crate) fn load_block_header(&self, blk: u64) -> Result<(u64, u64)> {
+        let h = self.load64(blk)?;
+        let size = h & !7;
+        if size > self.arena.1 - self.arena.0 {
+            return Err(Error::Corrupted(blk));
+        }
+        Ok((size, h & 7))
     }
 
     /// Mapped length in bytes.

@@ -229,11 +229,11 @@ impl Store {
             if r.load32(bucket + B_SEQ)? & 1 != 0 {
                 return fail(bucket, "bucket seqlock odd");
             }
-            let mut node = r.load64(bucket + B_NODE + N_NEXT)?;
+            let mut node = r.load_ptr(bucket + B_NODE + N_NEXT)?;
             while node != 0 {
                 claim(node, "overflow node")?;
                 report.nodes += 1;
-                node = r.load64(node + 8 + N_NEXT)?;
+                node = r.load_ptr(node + 8 + N_NEXT)?;
             }
             let mut bad = None;
             index::for_each_slot(r, bucket, |w, s| {

@@ -14,18 +14,58 @@ use store::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Set { db: u8, key: u8, len: u16, ttl: Option<u16>, nx: bool },
-    Get { db: u8, key: u8 },
-    Del { db: u8, key: u8 },
-    Incr { db: u8, key: u8, by: i16 },
-    Append { db: u8, key: u8, len: u8 },
-    SetRange { db: u8, key: u8, offset: u16, len: u8 },
-    Expire { db: u8, key: u8, ms: u16 },
-    Persist { db: u8, key: u8 },
-    Rename { db: u8, from: u8, to: u8 },
-    Advance { ms: u16 },
+    Set {
+        db: u8,
+        key: u8,
+        len: u16,
+        ttl: Option<u16>,
+        nx: bool,
+    },
+    Get {
+        db: u8,
+        key: u8,
+    },
+    Del {
+        db: u8,
+        key: u8,
+    },
+    Incr {
+        db: u8,
+        key: u8,
+        by: i16,
+    },
+    Append {
+        db: u8,
+        key: u8,
+        len: u8,
+    },
+    SetRange {
+        db: u8,
+        key: u8,
+        offset: u16,
+        len: u8,
+    },
+    Expire {
+        db: u8,
+        key: u8,
+        ms: u16,
+    },
+    Persist {
+        db: u8,
+        key: u8,
+    },
+    Rename {
+        db: u8,
+        from: u8,
+        to: u8,
+    },
+    Advance {
+        ms: u16,
+    },
     Sweep,
-    FlushDb { db: u8 },
+    FlushDb {
+        db: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -60,7 +100,7 @@ type Model = HashMap<(u8, Vec<u8>), Item>;
 
 fn live<'a>(m: &'a mut Model, now: u64, db: u8, key: &[u8]) -> Option<&'a mut Item> {
     let k = (db, key.to_vec());
-    if m.get(&k).is_some_and(|i| i.expire.is_some_and(|e| e <= now)) {
+    if m.get(&k).is_some_and(|i| i.expire.is_some_and(|e| e < now)) {
         m.remove(&k);
     }
     m.get_mut(&k)
@@ -78,19 +118,35 @@ fn run(ops: &[Op]) {
     for (step, op) in ops.iter().enumerate() {
         let now = clock.load(Ordering::Relaxed);
         match *op {
-            Op::Set { db, key, len, ttl, nx } => {
+            Op::Set {
+                db,
+                key,
+                len,
+                ttl,
+                nx,
+            } => {
                 let k = [b'k', key];
                 let v = bytes(step as u8, len as usize);
                 let exists = live(&mut m, now, db, &k).is_some();
                 let opts = SetOptions {
-                    condition: if nx { SetCondition::IfAbsent } else { SetCondition::Always },
+                    condition: if nx {
+                        SetCondition::IfAbsent
+                    } else {
+                        SetCondition::Always
+                    },
                     expiry: ttl.map_or(Expiry::Persist, |t| Expiry::At(now + t as u64)),
                     ..SetOptions::default()
                 };
                 let r = h.set(db, &k, &v, &opts).unwrap();
                 assert_eq!(r.written, !(nx && exists), "step {step}");
                 if r.written {
-                    m.insert((db, k.to_vec()), Item { value: v, expire: ttl.map(|t| now + t as u64) });
+                    m.insert(
+                        (db, k.to_vec()),
+                        Item {
+                            value: v,
+                            expire: ttl.map(|t| now + t as u64),
+                        },
+                    );
                 }
             }
             Op::Get { db, key } => {
@@ -116,7 +172,13 @@ fn run(ops: &[Op]) {
                     Some(n) => {
                         assert_eq!(got.unwrap(), n, "step {step}");
                         let expire = live(&mut m, now, db, &k).and_then(|i| i.expire);
-                        m.insert((db, k.to_vec()), Item { value: n.to_string().into_bytes(), expire });
+                        m.insert(
+                            (db, k.to_vec()),
+                            Item {
+                                value: n.to_string().into_bytes(),
+                                expire,
+                            },
+                        );
                     }
                     None => assert!(got.is_err(), "step {step}"),
                 }
@@ -131,13 +193,28 @@ fn run(ops: &[Op]) {
                         i.value.len()
                     }
                     None => {
-                        m.insert((db, k.to_vec()), Item { value: tail.clone(), expire: None });
+                        m.insert(
+                            (db, k.to_vec()),
+                            Item {
+                                value: tail.clone(),
+                                expire: None,
+                            },
+                        );
                         tail.len()
                     }
                 };
-                assert_eq!(h.append(db, &k, &tail).unwrap(), new_len as u64, "step {step}");
+                assert_eq!(
+                    h.append(db, &k, &tail).unwrap(),
+                    new_len as u64,
+                    "step {step}"
+                );
             }
-            Op::SetRange { db, key, offset, len } => {
+            Op::SetRange {
+                db,
+                key,
+                offset,
+                len,
+            } => {
                 let k = [b'k', key];
                 let patch = bytes(step as u8 ^ 0xAA, len as usize);
                 let got = h.set_range(db, &k, offset as u64, &patch).unwrap();
@@ -148,7 +225,13 @@ fn run(ops: &[Op]) {
                         let mut v = vec![0; offset as usize];
                         v.extend_from_slice(&patch);
                         let n = v.len();
-                        m.insert((db, k.to_vec()), Item { value: v, expire: None });
+                        m.insert(
+                            (db, k.to_vec()),
+                            Item {
+                                value: v,
+                                expire: None,
+                            },
+                        );
                         n
                     }
                     Some(i) => {
@@ -167,7 +250,9 @@ fn run(ops: &[Op]) {
             Op::Expire { db, key, ms } => {
                 let k = [b'k', key];
                 let exists = live(&mut m, now, db, &k).is_some();
-                let got = h.pexpire(db, &k, ms as i64, ExpireCondition::Always).unwrap();
+                let got = h
+                    .pexpire(db, &k, ms as i64, ExpireCondition::Always)
+                    .unwrap();
                 assert_eq!(got, Some(exists), "step {step}");
                 if ms == 0 {
                     m.remove(&(db, k.to_vec()));
@@ -198,7 +283,7 @@ fn run(ops: &[Op]) {
             }
             Op::Sweep => {
                 h.sweep_expired(1 << 20).unwrap();
-                m.retain(|_, i| i.expire.is_none_or(|e| e > now));
+                m.retain(|_, i| i.expire.is_none_or(|e| e >= now));
             }
             Op::FlushDb { db } => {
                 if db < 100 {
@@ -210,7 +295,7 @@ fn run(ops: &[Op]) {
     }
     // Final: every model key reads back, nothing else exists.
     let now = clock.load(Ordering::Relaxed);
-    m.retain(|_, i| i.expire.is_none_or(|e| e > now));
+    m.retain(|_, i| i.expire.is_none_or(|e| e >= now));
     h.sweep_expired(1 << 20).unwrap();
     for db in 0..3u8 {
         let mut keys = Vec::new();
@@ -224,12 +309,19 @@ fn run(ops: &[Op]) {
             }
         }
         keys.sort();
-        let mut want: Vec<Vec<u8>> = m.keys().filter(|(d, _)| *d == db).map(|(_, k)| k.clone()).collect();
+        let mut want: Vec<Vec<u8>> = m
+            .keys()
+            .filter(|(d, _)| *d == db)
+            .map(|(_, k)| k.clone())
+            .collect();
         want.sort();
         assert_eq!(keys, want);
         assert_eq!(h.dbsize(db).unwrap(), want.len() as u64);
         for k in want {
-            assert_eq!(h.get(db, &k).unwrap().as_ref(), Some(&m[&(db, k.clone())].value));
+            assert_eq!(
+                h.get(db, &k).unwrap().as_ref(),
+                Some(&m[&(db, k.clone())].value)
+            );
         }
     }
     drop(h);
@@ -255,10 +347,19 @@ fn overflow_chains_grow_and_shrink_back() {
     let store = Store::open(&opts).unwrap();
     let mut h = store.handle().unwrap();
     for i in 0..N {
-        h.set(0, &i.to_le_bytes(), &i.to_be_bytes(), &SetOptions::default()).unwrap();
+        h.set(
+            0,
+            &i.to_le_bytes(),
+            &i.to_be_bytes(),
+            &SetOptions::default(),
+        )
+        .unwrap();
     }
     for i in 0..N {
-        assert_eq!(h.get(0, &i.to_le_bytes()).unwrap(), Some(i.to_be_bytes().to_vec()));
+        assert_eq!(
+            h.get(0, &i.to_le_bytes()).unwrap(),
+            Some(i.to_be_bytes().to_vec())
+        );
     }
     drop(h);
     assert_eq!(store.check().unwrap().keys, N as u64);
@@ -269,5 +370,9 @@ fn overflow_chains_grow_and_shrink_back() {
     drop(h);
     let report = store.check().unwrap();
     assert_eq!((report.keys, report.nodes, report.used_blocks), (0, 0, 0));
-    assert_eq!(store.arena_stats().unwrap().free_blocks, 1, "freed space coalesces back into one block");
+    assert_eq!(
+        store.arena_stats().unwrap().free_blocks,
+        1,
+        "freed space coalesces back into one block"
+    );
 }

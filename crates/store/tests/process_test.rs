@@ -32,13 +32,19 @@ fn make_value(writer: u32, seq: u64, size: usize) -> Vec<u8> {
 
 fn valid_value(v: &[u8]) -> Result<(u32, u64), String> {
     if v.len() < 16 {
-        return Err(format!("value of {} bytes is shorter than its header", v.len()));
+        return Err(format!(
+            "value of {} bytes is shorter than its header",
+            v.len()
+        ));
     }
     let writer = u32::from_le_bytes(v[0..4].try_into().unwrap());
     let seq = u64::from_le_bytes(v[4..12].try_into().unwrap());
     let size = u32::from_le_bytes(v[12..16].try_into().unwrap()) as usize;
     if make_value(writer, seq, size) != v {
-        return Err(format!("torn value: writer {writer} seq {seq} size {size}, len {}", v.len()));
+        return Err(format!(
+            "torn value: writer {writer} seq {seq} size {size}, len {}",
+            v.len()
+        ));
     }
     Ok((writer, seq))
 }
@@ -145,7 +151,9 @@ fn child_store() -> Store {
 /// Not a test of its own: the body of every child process.
 #[test]
 fn child_entry() {
-    let Ok(role) = std::env::var("SHOAL_CHILD") else { return };
+    let Ok(role) = std::env::var("SHOAL_CHILD") else {
+        return;
+    };
     let id: u32 = std::env::var("SHOAL_CHILD_ID").unwrap().parse().unwrap();
     let store = child_store();
     let mut h = store.handle().unwrap();
@@ -155,11 +163,20 @@ fn child_entry() {
             let n: u64 = std::env::var("SHOAL_N").unwrap().parse().unwrap();
             for i in 0..n {
                 let key = format!("w{id}:{i}");
-                h.set(0, key.as_bytes(), &make_value(id, i, (i % 300) as usize), &SetOptions::default())
-                    .unwrap();
+                h.set(
+                    0,
+                    key.as_bytes(),
+                    &make_value(id, i, (i % 300) as usize),
+                    &SetOptions::default(),
+                )
+                .unwrap();
                 h.incr_by(0, b"shared", 1).unwrap();
-                h.append(0, format!("log{id}").as_bytes(), format!("<{id}:{i}>|").as_bytes())
-                    .unwrap();
+                h.append(
+                    0,
+                    format!("log{id}").as_bytes(),
+                    format!("<{id}:{i}>|").as_bytes(),
+                )
+                .unwrap();
                 if i % 3 == 0 {
                     assert!(h.delete(0, key.as_bytes()).unwrap());
                 }
@@ -168,8 +185,13 @@ fn child_entry() {
         }
         "hold" => {
             for i in 0..1000u64 {
-                h.set(0, format!("r{i}").as_bytes(), &make_value(id, i, 100), &SetOptions::default())
-                    .unwrap();
+                h.set(
+                    0,
+                    format!("r{i}").as_bytes(),
+                    &make_value(id, i, 100),
+                    &SetOptions::default(),
+                )
+                .unwrap();
             }
             println!("ready");
             // Stay attached until killed (or orphaned).
@@ -208,23 +230,36 @@ fn torture_writer(h: &mut Handle, id: u32) {
                     _ => (r >> 44) as usize % 600,
                 };
                 let opts = SetOptions {
-                    expiry: if r >> 60 == 0 { Expiry::Keep } else { Expiry::Persist },
+                    expiry: if r >> 60 == 0 {
+                        Expiry::Keep
+                    } else {
+                        Expiry::Persist
+                    },
                     ..SetOptions::default()
                 };
-                h.set(0, &vkey(i), &make_value(id, seq, size), &opts).unwrap();
+                h.set(0, &vkey(i), &make_value(id, seq, size), &opts)
+                    .unwrap();
             }
             6 => {
                 h.delete(0, &vkey(i)).unwrap();
             }
             7 => {
-                h.pexpire(0, &vkey(i), 1 + (r >> 50) as i64 % 30, ExpireCondition::Always).unwrap();
+                h.pexpire(
+                    0,
+                    &vkey(i),
+                    1 + (r >> 50) as i64 % 30,
+                    ExpireCondition::Always,
+                )
+                .unwrap();
             }
             8 => {
                 let _ = h.rename(0, &vkey(i), &vkey(next() % KEYS), (r >> 50) & 1 == 0);
             }
             9 | 10 => {
                 let k = akey(i % APPEND_KEYS);
-                let len = h.append(0, &k, format!("<{id}:{seq}>|").as_bytes()).unwrap();
+                let len = h
+                    .append(0, &k, format!("<{id}:{seq}>|").as_bytes())
+                    .unwrap();
                 if len > 4000 {
                     h.delete(0, &k).unwrap();
                 }
@@ -273,7 +308,10 @@ fn writers_in_separate_processes_all_land() {
     for c in &mut children {
         assert!(c.wait().unwrap().success());
     }
-    assert_eq!(h.get(0, b"shared").unwrap(), Some((WRITERS as u64 * N).to_string().into_bytes()));
+    assert_eq!(
+        h.get(0, b"shared").unwrap(),
+        Some((WRITERS as u64 * N).to_string().into_bytes())
+    );
     for id in 0..WRITERS {
         for i in 0..N {
             let got = h.get(0, format!("w{id}:{i}").as_bytes()).unwrap();
@@ -288,7 +326,10 @@ fn writers_in_separate_processes_all_land() {
         assert_eq!(log, expected.into_bytes());
     }
     let kept = N - N.div_ceil(3);
-    assert_eq!(h.dbsize(0).unwrap(), WRITERS as u64 * kept + 1 + WRITERS as u64);
+    assert_eq!(
+        h.dbsize(0).unwrap(),
+        WRITERS as u64 * kept + 1 + WRITERS as u64
+    );
     drop(h);
     store.check().unwrap();
 }
@@ -299,9 +340,12 @@ fn restart_after_every_process_is_killed_keeps_everything() {
     {
         let store = seg.open(16 * MB);
         let mut h = store.handle().unwrap();
-        h.set(3, b"mine", b"from the parent", &SetOptions::default()).unwrap();
+        h.set(3, b"mine", b"from the parent", &SetOptions::default())
+            .unwrap();
     }
-    let mut kids: Vec<Child> = (0..2).map(|id| spawn_child("hold", &seg, id, &[])).collect();
+    let mut kids: Vec<Child> = (0..2)
+        .map(|id| spawn_child("hold", &seg, id, &[]))
+        .collect();
     for k in &mut kids {
         wait_for_line(k, "ready");
     }
@@ -313,9 +357,15 @@ fn restart_after_every_process_is_killed_keeps_everything() {
     let store = seg.open(16 * MB);
     assert!(!store.created());
     let mut h = store.handle().unwrap();
-    assert_eq!(h.get(3, b"mine").unwrap(), Some(b"from the parent".to_vec()));
+    assert_eq!(
+        h.get(3, b"mine").unwrap(),
+        Some(b"from the parent".to_vec())
+    );
     for i in 0..1000u64 {
-        let v = h.get(0, format!("r{i}").as_bytes()).unwrap().expect("key survives");
+        let v = h
+            .get(0, format!("r{i}").as_bytes())
+            .unwrap()
+            .expect("key survives");
         let (writer, seq) = valid_value(&v).unwrap();
         assert!(writer < 2 && seq == i);
     }
@@ -353,7 +403,12 @@ fn kill_9_torture() {
     let last_pass = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let checker = {
-        let (store, stop, passes, last_pass) = (store.clone(), stop.clone(), passes.clone(), last_pass.clone());
+        let (store, stop, passes, last_pass) = (
+            store.clone(),
+            stop.clone(),
+            passes.clone(),
+            last_pass.clone(),
+        );
         std::thread::spawn(move || -> Result<u64, String> {
             let mut h = store.handle().map_err(|e| e.to_string())?;
             let mut values = 0;
@@ -376,8 +431,15 @@ fn kill_9_torture() {
         writers[victim].wait().unwrap();
         writers[victim] = spawn(&seg);
         let stalled = started.elapsed().as_millis() as u64 - last_pass.load(Ordering::Relaxed);
-        assert!(stalled < 30_000, "the checker has not finished a pass for {stalled} ms");
-        assert!(!checker.is_finished(), "checker stopped: {:?}", checker.join());
+        assert!(
+            stalled < 30_000,
+            "the checker has not finished a pass for {stalled} ms"
+        );
+        assert!(
+            !checker.is_finished(),
+            "checker stopped: {:?}",
+            checker.join()
+        );
     }
     for w in &mut writers {
         w.kill().unwrap();
@@ -394,7 +456,12 @@ fn kill_9_torture() {
     drop(h);
     let report = store.check().unwrap();
     let info = store.info().unwrap();
-    let recovered = info.stats.iter().find(|(n, _)| *n == "recovered_contexts").unwrap().1;
+    let recovered = info
+        .stats
+        .iter()
+        .find(|(n, _)| *n == "recovered_contexts")
+        .unwrap()
+        .1;
     eprintln!(
         "torture: {kills} kills, {} checker passes, {values} values verified, {recovered} contexts recovered, {report:?}",
         passes.load(Ordering::Relaxed)
