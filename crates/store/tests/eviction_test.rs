@@ -323,18 +323,9 @@ fn volatile_ttl_evicts_the_soonest_expiring_first() {
         .unwrap();
     }
     // Persistent writes until about one group had to go.
-    let mut i = 0;
-    while stat(&store, "evicted_keys") < group * 3 / 4 {
-        put(&mut h, 1, &key("p", i), &val(i, VAL));
-        i += 1;
-        assert!(i < cap * 2, "no eviction happened");
-    }
-    let near = (0..group)
-        .filter(|i| h.exists(0, &key("near", *i)).unwrap())
-        .count() as u64;
-    let far = (0..group)
-        .filter(|i| h.exists(0, &key("far", *i)).unwrap())
-        .count() as u64;
+    fill_until_evicted(&store, &mut h, "p", group * 3 / 4, cap * 2);
+    let near = surviving(&mut h, "near", group);
+    let far = surviving(&mut h, "far", group);
     assert!(
         far * 10 >= group * 8,
         "only {far} of {group} far keys survived ({near} near ones did)"
@@ -366,18 +357,9 @@ fn allkeys_lru_prefers_keys_not_read_recently() {
     }
     clock.fetch_add(10_000, Ordering::Relaxed);
     // New writes until about 3/4 of a group was evicted.
-    let mut i = 0;
-    while stat(&store, "evicted_keys") < group * 3 / 4 {
-        put(&mut h, 1, &key("n", i), &val(i, VAL));
-        i += 1;
-        assert!(i < cap * 2, "no eviction happened");
-    }
-    let a = (0..group)
-        .filter(|i| h.exists(0, &key("a", *i)).unwrap())
-        .count() as u64;
-    let b = (0..group)
-        .filter(|i| h.exists(0, &key("b", *i)).unwrap())
-        .count() as u64;
+    fill_until_evicted(&store, &mut h, "n", group * 3 / 4, cap * 2);
+    let a = surviving(&mut h, "a", group);
+    let b = surviving(&mut h, "b", group);
     assert!(
         a * 10 >= group * 8,
         "only {a} of {group} recently read keys survived ({b} unread ones did)"
@@ -546,4 +528,22 @@ fn append_to_a_big_value_succeeds_while_the_result_fits() {
     assert_eq!(h.get(0, b"big").unwrap(), Some(want));
     drop(h);
     store.check().unwrap();
+}
+
+/// Writes fresh keys into db 1 until `evicted` keys have been evicted; fails
+/// if that takes more than `limit` writes.
+fn fill_until_evicted(store: &Store, h: &mut Handle, prefix: &str, evicted: u64, limit: u64) {
+    let mut i = 0;
+    while stat(store, "evicted_keys") < evicted {
+        put(h, 1, &key(prefix, i), &val(i, VAL));
+        i += 1;
+        assert!(i < limit, "no eviction happened");
+    }
+}
+
+/// How many of the keys `prefix0..prefix{n-1}` in db 0 still exist.
+fn surviving(h: &mut Handle, prefix: &str, n: u64) -> u64 {
+    (0..n)
+        .filter(|i| h.exists(0, &key(prefix, *i)).unwrap())
+        .count() as u64
 }
