@@ -376,3 +376,50 @@ fn overflow_chains_grow_and_shrink_back() {
         "freed space coalesces back into one block"
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    /// Values from empty to hundreds of KB, written over and deleted in any
+    /// order: every block is accounted for, and once all keys are gone the
+    /// arena has coalesced back into one free block.
+    #[test]
+    fn arena_accounts_for_every_size_and_coalesces(
+        ops in proptest::collection::vec(
+            (0u8..30, prop_oneof![0u32..200, 0u32..5_000, 0u32..300_000], any::<bool>()),
+            1..200,
+        )
+    ) {
+        let seg = TempSegment::new("arena");
+        let mut opts = seg.options(8 << 20);
+        opts.contexts = 8;
+        let store = Store::open(&opts).unwrap();
+        let mut h = store.handle().unwrap();
+        let mut model: HashMap<u8, u32> = HashMap::new();
+        for (k, size, delete) in ops {
+            if delete {
+                prop_assert_eq!(h.delete(0, &[k]).unwrap(), model.remove(&k).is_some());
+                continue;
+            }
+            match h.set(0, &[k], &vec![k; size as usize], &SetOptions::default()) {
+                Ok(_) => {
+                    model.insert(k, size);
+                }
+                Err(Error::OutOfMemory) => {}
+                Err(e) => panic!("set of {size} bytes: {e}"),
+            }
+        }
+        for (k, size) in &model {
+            prop_assert_eq!(h.get(0, &[*k]).unwrap(), Some(vec![*k; *size as usize]));
+        }
+        drop(h);
+        store.check().unwrap();
+        let a = store.arena_stats().unwrap();
+        prop_assert_eq!(a.used_bytes + a.free_bytes, (a.total_bytes - 8) & !7);
+        let mut h = store.handle().unwrap();
+        h.flushall().unwrap();
+        drop(h);
+        store.check().unwrap();
+        let a = store.arena_stats().unwrap();
+        prop_assert_eq!((a.used_bytes, a.used_blocks, a.free_blocks), (0, 0, 1));
+    }
+}

@@ -399,10 +399,13 @@ fn kill_9_torture() {
     // fails the test if one pass ever takes longer than a generous bound
     // (a lock or seqlock left behind by a dead writer would hang it).
     let stop = Arc::new(AtomicBool::new(false));
+    let pause = Arc::new(AtomicBool::new(false));
+    let parked = Arc::new(AtomicBool::new(false));
     let passes = Arc::new(AtomicU64::new(0));
     let last_pass = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let checker = {
+        let (pause, parked) = (pause.clone(), parked.clone());
         let (store, stop, passes, last_pass) = (
             store.clone(),
             stop.clone(),
@@ -413,6 +416,13 @@ fn kill_9_torture() {
             let mut h = store.handle().map_err(|e| e.to_string())?;
             let mut values = 0;
             while !stop.load(Ordering::Relaxed) {
+                if pause.load(Ordering::Acquire) {
+                    parked.store(true, Ordering::Release);
+                    while pause.load(Ordering::Acquire) {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    parked.store(false, Ordering::Release);
+                }
                 values += check_all(&mut h)?;
                 passes.fetch_add(1, Ordering::Relaxed);
                 last_pass.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
@@ -421,7 +431,30 @@ fn kill_9_torture() {
         })
     };
     let mut rng = 0x1234_5678_9abc_def1u64;
-    for _ in 0..kills {
+    let mut sigkills = 0u32;
+    for kill in 1..=kills {
+        if kill % 50 == 0 {
+            // Every 50 kills, stop everything and check the accounting too.
+            for w in &mut writers {
+                w.kill().unwrap();
+                w.wait().unwrap();
+                sigkills += 1;
+            }
+            pause.store(true, Ordering::Release);
+            while !parked.load(Ordering::Acquire) && !checker.is_finished() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop(store.handle().unwrap());
+            store
+                .check()
+                .unwrap_or_else(|e| panic!("after {kill} kills: {e}"));
+            pause.store(false, Ordering::Release);
+            for w in &mut writers {
+                *w = spawn(&seg);
+            }
+            last_pass.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+            continue;
+        }
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
@@ -429,6 +462,7 @@ fn kill_9_torture() {
         let victim = (rng >> 32) as usize % writers.len();
         writers[victim].kill().unwrap();
         writers[victim].wait().unwrap();
+        sigkills += 1;
         writers[victim] = spawn(&seg);
         let stalled = started.elapsed().as_millis() as u64 - last_pass.load(Ordering::Relaxed);
         assert!(
@@ -444,6 +478,7 @@ fn kill_9_torture() {
     for w in &mut writers {
         w.kill().unwrap();
         w.wait().unwrap();
+        sigkills += 1;
     }
     stop.store(true, Ordering::Relaxed);
     let values = checker.join().unwrap().unwrap();
@@ -463,8 +498,8 @@ fn kill_9_torture() {
         .unwrap()
         .1;
     eprintln!(
-        "torture: {kills} kills, {} checker passes, {values} values verified, {recovered} contexts recovered, {report:?}",
+        "torture: {sigkills} SIGKILLs, {} checker passes, {values} values verified, {recovered} contexts recovered, {report:?}",
         passes.load(Ordering::Relaxed)
     );
-    assert!(recovered > 0);
+    assert!(sigkills >= kills && recovered > 0);
 }
