@@ -461,6 +461,12 @@ impl Ctx {
     fn salvage(&mut self, voff: u64, owner: u32) -> Result<()> {
         self.undo_dead(voff)?;
         self.release_dead_locks(voff, owner)?;
+        if voff == self.off {
+            // Cleaning up our own slot (detach or adoption): the locks just
+            // released were ours.
+            self.undo_len = 0;
+            self.held = [0; HELD_CAP as usize];
+        }
         for i in 0..PENDING_NEW_CAP {
             let word = voff + C_PENDING_NEW + 8 * i;
             let blk = self.region().load64(word)?;
@@ -550,14 +556,16 @@ impl Ctx {
         Ok(())
     }
 
-    /// Detaches cleanly: counters folded, slot freed.
+    /// Detaches: leaves nothing behind, exactly as a recoverer would after a
+    /// crash (an unfinished transaction undone, locks released, pending blocks
+    /// freed, counters folded), then frees the slot. Normally there is nothing
+    /// to undo; a panic unwinding out of an operation is the exception.
     pub fn detach(&mut self) -> Result<()> {
         if self.idx == u32::MAX {
             return Ok(());
         }
-        self.commit()?;
-        let voff = self.off;
-        self.retire_counters(voff)?;
+        let (off, owner) = (self.off, self.owner());
+        self.salvage(off, owner)?;
         self.region()
             .store64(self.off + C_STATE, state_word(KIND_FREE, 0, 0))?;
         self.idx = u32::MAX;

@@ -40,6 +40,8 @@ mod segment;
 mod shm;
 mod store;
 mod strings;
+#[doc(hidden)]
+pub mod testing;
 
 pub use alloc::ArenaStats;
 pub use context::{Stat, STATS, STAT_COUNT};

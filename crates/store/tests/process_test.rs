@@ -200,6 +200,11 @@ fn child_entry() {
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
+        "die-holding-allocator" => {
+            store::testing::hold_allocator_lock(&mut h).unwrap();
+            // No destructors: the context stays registered, lock held.
+            std::process::exit(0);
+        }
         other => panic!("unknown child role {other}"),
     }
 }
@@ -332,6 +337,38 @@ fn writers_in_separate_processes_all_land() {
     );
     drop(h);
     store.check().unwrap();
+}
+
+/// A writer waiting for the allocator lock recovers its dead holder; that
+/// recovery takes the same lock again, nested inside the wait. Afterwards the
+/// write has landed, no lock is recorded as held and the segment is whole.
+#[test]
+fn waiting_on_a_dead_allocator_holder_recovers_it() {
+    let seg = TempSegment::new("dead-alloc");
+    let store = seg.open(16 * MB);
+    // Attached before the child dies, so attaching does not recover it: the
+    // SET below meets the dead holder while waiting for the lock.
+    let mut h = store.handle().unwrap();
+    let mut child = spawn_child("die-holding-allocator", &seg, 7, &[]);
+    assert!(child.wait().unwrap().success());
+    h.set(0, b"after", b"the holder died", &SetOptions::default())
+        .unwrap();
+    assert_eq!(store::testing::held_locks(&h).unwrap(), Vec::<u64>::new());
+    assert_eq!(
+        h.get(0, b"after").unwrap(),
+        Some(b"the holder died".to_vec())
+    );
+    drop(h);
+    store.check().unwrap();
+    let info = store.info().unwrap();
+    assert_eq!(
+        info.stats
+            .iter()
+            .find(|(n, _)| *n == "recovered_contexts")
+            .unwrap()
+            .1,
+        1
+    );
 }
 
 #[test]

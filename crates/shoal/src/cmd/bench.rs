@@ -37,6 +37,9 @@ struct StoreBench {
     /// Best of this many runs per figure (the machine is shared and noisy).
     #[arg(long, default_value_t = 3)]
     runs: u32,
+    /// Skip the two-process run (e.g. under a profiler).
+    #[arg(long)]
+    one_process: bool,
     /// Internal: run as one of the two worker processes (get|set).
     #[arg(long, hide = true)]
     child: Option<String>,
@@ -210,7 +213,9 @@ fn store_bench(b: &StoreBench) -> Result<()> {
     );
     drop(h);
 
-    two_processes(b, &path)?;
+    if !b.one_process {
+        two_processes(b, &path)?;
+    }
     Ok(())
 }
 

@@ -1,0 +1,28 @@
+//! Hooks for tests that need a process to die in a precise state. Not part of
+//! the API: hidden from the docs, and nothing in the store calls them.
+
+use crate::error::Result;
+use crate::handle::Handle;
+use crate::layout::H_ALLOC_LOCK;
+
+/// Takes the allocator lock and keeps it: a process that exits after this
+/// leaves the lock owned by a dead context.
+pub fn hold_allocator_lock(h: &mut Handle) -> Result<()> {
+    h.ctx.lock(H_ALLOC_LOCK)
+}
+
+/// The lock offsets this handle's context records as held (should be none
+/// between operations).
+pub fn held_locks(h: &Handle) -> Result<Vec<u64>> {
+    let mut out = Vec::new();
+    for i in 0..crate::layout::HELD_CAP {
+        let v = h
+            .ctx
+            .region()
+            .load64(h.ctx.off + crate::layout::C_HELD + 8 * i)?;
+        if v != 0 {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
