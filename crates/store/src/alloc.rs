@@ -57,8 +57,7 @@ fn head_word(fl: u64, sl: u64) -> u64 {
 /// see it yet, so no undo log).
 pub(crate) fn init(region: &Region, geo: &Geometry) -> Result<()> {
     let start = geo.arena_off;
-    let end = geo.arena_off + geo.arena_size - 8;
-    let size = (end - start) & !7;
+    let size = arena_capacity(geo);
     let end = start + size;
     region.store64(end, 0)?;
     region.store64(start, size | FREE)?;
@@ -69,7 +68,6 @@ pub(crate) fn init(region: &Region, geo: &Geometry) -> Result<()> {
     region.store64(head_word(fl, sl), start)?;
     region.store64(A_FL_BITMAP, 1 << fl)?;
     region.store64(A_SL_BITMAPS + 8 * fl, 1 << sl)?;
-    region.store64(A_FREE_BYTES, size)?;
     region.store64(A_FREE_BLOCKS, 1)?;
     Ok(())
 }
@@ -117,13 +115,13 @@ fn alloc_locked(ctx: &mut Ctx, need: u64, pending: u64) -> Result<Option<u64>> {
         ctx.wlog64(rem, (bsize - need) | FREE)?;
         insert_free(ctx, rem, bsize - need)?;
     } else {
+        add(ctx, A_FREE_BLOCKS, -1)?;
         let next = blk + bsize;
         let nh = ctx.region().load64(next)?;
         ctx.wlog64(next, nh & !PREV_FREE)?;
     }
     ctx.wlog64(blk, used | (hdr & PREV_FREE))?;
     add(ctx, A_USED_BYTES, used as i64)?;
-    add(ctx, A_FREE_BYTES, -(used as i64))?;
     add(ctx, A_USED_BLOCKS, 1)?;
     ctx.wlog64(pending, blk)?;
     Ok(Some(blk))
@@ -149,11 +147,14 @@ fn free_locked(ctx: &mut Ctx, blk: u64, pending: u64) -> Result<()> {
     }
     let mut start = blk;
     let mut total = size;
+    // Free blocks: +1 for this one, -1 for each neighbour it absorbs.
+    let mut free_blocks = 1;
     let next = blk + size;
     let (nsize, nflags) = r.load_block_header(next)?;
     if nflags & FREE != 0 {
         remove_free(ctx, next, nsize)?;
         total += nsize;
+        free_blocks -= 1;
     }
     if hdr & PREV_FREE != 0 {
         let (psize, _) = ctx.region().load_block_header(blk - 8)?;
@@ -165,16 +166,20 @@ fn free_locked(ctx: &mut Ctx, blk: u64, pending: u64) -> Result<()> {
         remove_free(ctx, prev, psize)?;
         start = prev;
         total += psize;
+        free_blocks -= 1;
     }
     ctx.wlog64(start, total | FREE)?;
     insert_free(ctx, start, total)?;
     add(ctx, A_USED_BYTES, -(size as i64))?;
-    add(ctx, A_FREE_BYTES, size as i64)?;
     add(ctx, A_USED_BLOCKS, -1)?;
+    add(ctx, A_FREE_BLOCKS, free_blocks)?;
     ctx.wlog64(pending, 0)
 }
 
 fn add(ctx: &mut Ctx, word: u64, delta: i64) -> Result<()> {
+    if delta == 0 {
+        return Ok(());
+    }
     let v = ctx.region().load64(word)?;
     ctx.wlog64(word, v.wrapping_add(delta as u64))
 }
@@ -243,8 +248,7 @@ fn insert_free(ctx: &mut Ctx, blk: u64, size: u64) -> Result<()> {
     ctx.wlog64(blk + size - 8, size)?;
     let next = blk + size;
     let nh = ctx.region().load64(next)?;
-    ctx.wlog64(next, nh | PREV_FREE)?;
-    add(ctx, A_FREE_BLOCKS, 1)
+    ctx.wlog64(next, nh | PREV_FREE)
 }
 
 fn remove_free(ctx: &mut Ctx, blk: u64, size: u64) -> Result<()> {
@@ -272,7 +276,7 @@ fn remove_free(ctx: &mut Ctx, blk: u64, size: u64) -> Result<()> {
             }
         }
     }
-    add(ctx, A_FREE_BLOCKS, -1)
+    Ok(())
 }
 
 /// Arena figures for INFO and the consistency check.
@@ -304,6 +308,12 @@ impl ArenaStats {
     }
 }
 
+/// Bytes of blocks the arena holds (all of it but the closing header): used
+/// plus free always add up to this, so only the used bytes are counted.
+fn arena_capacity(geo: &Geometry) -> u64 {
+    (geo.arena_size - 8) & !7
+}
+
 /// Reads the arena counters (a racy but word-consistent view).
 pub(crate) fn stats(r: &Region, geo: &Geometry) -> Result<ArenaStats> {
     let flm = r.load64(A_FL_BITMAP)?;
@@ -325,7 +335,7 @@ pub(crate) fn stats(r: &Region, geo: &Geometry) -> Result<ArenaStats> {
     Ok(ArenaStats {
         total_bytes: geo.arena_size,
         used_bytes: r.load64(A_USED_BYTES)?,
-        free_bytes: r.load64(A_FREE_BYTES)?,
+        free_bytes: arena_capacity(geo).saturating_sub(r.load64(A_USED_BYTES)?),
         used_blocks: r.load64(A_USED_BLOCKS)?,
         free_blocks: r.load64(A_FREE_BLOCKS)?,
         largest_free: largest,

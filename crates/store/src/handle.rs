@@ -112,15 +112,17 @@ impl Handle {
                 None => Ok(None),
             }
         })?;
+        // One clock read serves both the expiry check and the LRU touch.
+        let now_ms = self.now_ms();
         match found {
-            Some((raw, _)) if raw.expired(self.now_ms()) => {
+            Some((raw, _)) if raw.expired(now_ms) => {
                 self.expire_key(db, key)?;
                 self.ctx.stat_add(Stat::Misses, 1);
                 Ok(None)
             }
             Some((raw, v)) => {
                 self.ctx.stat_add(Stat::Hits, 1);
-                self.touch(&pos, &raw)?;
+                self.touch(&pos, &raw, (now_ms / 1000) as u32)?;
                 Ok(Some((raw, v)))
             }
             None => {
@@ -133,8 +135,7 @@ impl Handle {
     /// Moves the entry's LRU clock to now, at most once a second per key, and
     /// only if its bucket is free (under the lock, so the entry cannot be freed
     /// while we write to it).
-    fn touch(&mut self, pos: &KeyPos, raw: &Raw) -> Result<()> {
-        let now = self.lru_now();
+    fn touch(&mut self, pos: &KeyPos, raw: &Raw, now: u32) -> Result<()> {
         if raw.lru == now || !self.ctx.try_lock(pos.bucket)? {
             return Ok(());
         }

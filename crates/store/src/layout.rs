@@ -48,7 +48,7 @@ pub(crate) const H_DB_EXPIRES_BASE: u64 = H_DB_KEYS_BASE + 8 * NUM_DBS as u64;
 
 // --- header: allocator state (alloc.rs), every word written through the undo log ---
 pub(crate) const A_USED_BYTES: u64 = 2048;
-pub(crate) const A_FREE_BYTES: u64 = 2056;
+// 2056: unused (free bytes are derived from used bytes).
 pub(crate) const A_USED_BLOCKS: u64 = 2064;
 pub(crate) const A_FREE_BLOCKS: u64 = 2072;
 pub(crate) const A_FL_BITMAP: u64 = 2080;
