@@ -16,6 +16,10 @@ use crate::shm::Region;
 const KIND_FREE: u64 = 0;
 const KIND_ALIVE: u64 = 1;
 const KIND_RECOVERING: u64 = 2;
+/// Aux bits of an ALIVE state whose start time is not written yet: liveness is
+/// then judged by the pid alone (the slot may still hold an earlier owner's
+/// start time, which must not make a live newcomer look dead).
+const AUX_STARTING: u64 = 1;
 
 fn state_word(kind: u64, aux: u64, pid: u32) -> u64 {
     kind << 56 | (aux & 0xFF_FFFF) << 32 | pid as u64
@@ -109,15 +113,14 @@ impl Ctx {
                 let a = sh.region.a64(off + C_STATE)?;
                 let st = a.load(Ordering::Acquire);
                 let claimable = if adopt {
-                    st >> 56 == KIND_ALIVE
-                        && !process_alive(st as u32, sh.region.load64(off + C_START_TIME)?)
+                    st >> 56 == KIND_ALIVE && !state_alive(&sh.region, off, st)?
                 } else {
                     st >> 56 == KIND_FREE
                 };
                 if !claimable
                     || a.compare_exchange(
                         st,
-                        state_word(KIND_ALIVE, 0, pid),
+                        state_word(KIND_ALIVE, AUX_STARTING, pid),
                         Ordering::AcqRel,
                         Ordering::Relaxed,
                     )
@@ -129,6 +132,7 @@ impl Ctx {
                 r.store64(off + C_START_TIME, start)?;
                 r.store64(off + C_TID, thread_id())?;
                 r.store64(off + C_ATTACHED_MS, sh.clock.now_ms())?;
+                a.store(state_word(KIND_ALIVE, 0, pid), Ordering::Release);
                 let mut ctx = Ctx {
                     sh: sh.clone(),
                     idx,
@@ -419,8 +423,7 @@ impl Ctx {
         let st = state.load(Ordering::Acquire);
         match st >> 56 {
             KIND_ALIVE => {
-                let start = self.region().load64(voff + C_START_TIME)?;
-                if process_alive(st as u32, start) {
+                if state_alive(self.region(), voff, st)? {
                     return Ok(false);
                 }
             }
@@ -431,8 +434,7 @@ impl Ctx {
                 }
                 let roff = self.ctx_off(rec - 1);
                 let rst = self.region().load64(roff + C_STATE)?;
-                let rstart = self.region().load64(roff + C_START_TIME)?;
-                if rst >> 56 == KIND_ALIVE && process_alive(rst as u32, rstart) {
+                if rst >> 56 == KIND_ALIVE && state_alive(self.region(), roff, rst)? {
                     return Ok(false);
                 }
                 // The recoverer died too: recover it first, then take over.
@@ -597,6 +599,17 @@ fn thread_id() -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     std::thread::current().id().hash(&mut h);
     h.finish()
+}
+
+/// Whether the ALIVE context at `off`, whose state word is `st`, belongs to a
+/// running process (the same one that registered, when its start time is in).
+fn state_alive(r: &Region, off: u64, st: u64) -> Result<bool> {
+    let start = if (st >> 32) & 0xFF_FFFF == AUX_STARTING {
+        0
+    } else {
+        r.load64(off + C_START_TIME)?
+    };
+    Ok(process_alive(st as u32, start))
 }
 
 /// Start time of `pid` in clock ticks since boot (field 22 of /proc/PID/stat),
