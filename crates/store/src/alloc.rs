@@ -127,6 +127,66 @@ fn alloc_locked(ctx: &mut Ctx, need: u64, pending: u64) -> Result<Option<u64>> {
     Ok(Some(blk))
 }
 
+/// Blocks up to this size go to the freeing context's stash (I10).
+const STASH_MAX_BLOCK: u64 = 512;
+
+/// Takes a block for `payload` bytes from the context's own stash, recording
+/// it in `pending`: no shared lock at all (I10). None when no stashed block
+/// fits within less than a minimum block of waste.
+pub(crate) fn stash_take(ctx: &mut Ctx, payload: u64, pending: u64) -> Result<Option<u64>> {
+    let need = block_size_for(payload);
+    if need > STASH_MAX_BLOCK {
+        return Ok(None);
+    }
+    let Some(i) = ctx
+        .stash
+        .iter()
+        .position(|&(b, size)| b != 0 && size >= need && size - need < MIN_BLOCK)
+    else {
+        return Ok(None);
+    };
+    let blk = ctx.stash[i].0;
+    ctx.wlog64(pending, blk)?;
+    ctx.wlog64(ctx.off + C_STASH + 8 * i as u64, 0)?;
+    ctx.commit()?;
+    ctx.stash[i] = (0, 0);
+    Ok(Some(blk))
+}
+
+/// Keeps a small freed block in the context's stash for its next allocation
+/// of that size, clearing `pending` in the same transaction. False when the
+/// block is too big or the stash is full (the caller frees it for real).
+pub(crate) fn stash_put(ctx: &mut Ctx, blk: u64, pending: u64) -> Result<bool> {
+    let (size, flags) = ctx.region().load_block_header(blk)?;
+    if !(MIN_BLOCK..=STASH_MAX_BLOCK).contains(&size)
+        || flags & FREE != 0
+        || blk < ctx.sh.geo.arena_off
+    {
+        return Ok(false);
+    }
+    let Some(i) = ctx.stash.iter().position(|&(b, _)| b == 0) else {
+        return Ok(false);
+    };
+    ctx.wlog64(ctx.off + C_STASH + 8 * i as u64, blk)?;
+    ctx.wlog64(pending, 0)?;
+    ctx.commit()?;
+    ctx.stash[i] = (blk, size);
+    Ok(true)
+}
+
+/// Frees every block of the context's stash into the shared arena (before
+/// evicting anything, and when the context leaves).
+pub(crate) fn stash_flush(ctx: &mut Ctx) -> Result<()> {
+    for i in 0..STASH_CAP {
+        if ctx.stash[i as usize].0 != 0 {
+            let blk = ctx.stash[i as usize].0;
+            free(ctx, blk, ctx.off + C_STASH + 8 * i)?;
+            ctx.stash[i as usize] = (0, 0);
+        }
+    }
+    Ok(())
+}
+
 /// Frees the block at `blk` and clears the context word `pending` that named
 /// it, in one transaction.
 pub(crate) fn free(ctx: &mut Ctx, blk: u64, pending: u64) -> Result<()> {
@@ -294,6 +354,9 @@ pub struct ArenaStats {
     pub free_blocks: u64,
     /// Size of the largest free block.
     pub largest_free: u64,
+    /// Bytes of small freed blocks kept by contexts for their next writes
+    /// (counted in `used_bytes`).
+    pub stashed_bytes: u64,
 }
 
 impl ArenaStats {
@@ -332,7 +395,17 @@ pub(crate) fn stats(r: &Region, geo: &Geometry) -> Result<ArenaStats> {
             }
         }
     }
+    let mut stashed = 0;
+    for c in 0..geo.ctx_count as u64 {
+        for i in 0..STASH_CAP {
+            let blk = r.load_ptr(geo.ctx_off + c * CTX_SIZE + C_STASH + 8 * i)?;
+            if blk != 0 {
+                stashed += r.load_block_header(blk)?.0;
+            }
+        }
+    }
     Ok(ArenaStats {
+        stashed_bytes: stashed,
         total_bytes: geo.arena_size,
         used_bytes: r.load64(A_USED_BYTES)?,
         free_bytes: arena_capacity(geo).saturating_sub(r.load64(A_USED_BYTES)?),

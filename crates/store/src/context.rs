@@ -93,6 +93,8 @@ pub(crate) struct Ctx {
     pub off: u64,
     undo_len: u64,
     held: [u64; HELD_CAP as usize],
+    /// Mirror of the stash words (block, size); only this context writes them.
+    pub stash: [(u64, u64); STASH_CAP as usize],
     rng: u64,
 }
 
@@ -139,6 +141,7 @@ impl Ctx {
                     off,
                     undo_len: 0,
                     held: [0; HELD_CAP as usize],
+                    stash: [(0, 0); STASH_CAP as usize],
                     rng: seed | 1,
                 };
                 if adopt {
@@ -225,6 +228,7 @@ impl Ctx {
         }
         self.undo_dead(self.off)?;
         self.undo_len = 0;
+        self.sync_stash()?;
         for lock_off in self.held {
             if lock_off != 0 {
                 let seq = self.region().a32(lock_off + B_SEQ)?;
@@ -233,6 +237,20 @@ impl Ctx {
                     seq.store(s.wrapping_add(1), Ordering::Release);
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Re-reads the stash words into the mirror (after an undo changed them).
+    pub fn sync_stash(&mut self) -> Result<()> {
+        for i in 0..STASH_CAP as usize {
+            let blk = self.region().load64(self.off + C_STASH + 8 * i as u64)?;
+            let size = if blk == 0 {
+                0
+            } else {
+                self.region().load_block_header(blk)?.0
+            };
+            self.stash[i] = (blk, size);
         }
         Ok(())
     }
@@ -482,6 +500,16 @@ impl Ctx {
             if blk != 0 {
                 crate::alloc::free(self, blk, word)?;
             }
+        }
+        for i in 0..STASH_CAP {
+            let word = voff + C_STASH + 8 * i;
+            let blk = self.region().load64(word)?;
+            if blk != 0 {
+                crate::alloc::free(self, blk, word)?;
+            }
+        }
+        if voff == self.off {
+            self.stash = [(0, 0); STASH_CAP as usize];
         }
         self.retire_counters(voff)
     }

@@ -226,8 +226,17 @@ impl Handle {
             let w = self.ctx.off + C_PENDING_FREE + 8 * i;
             let blk = self.ctx.region().load64(w)?;
             if blk != 0 {
-                alloc::free(&mut self.ctx, blk, w)?;
+                self.release(blk, w)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Gives back a block recorded in context word `pending`: into this
+    /// context's stash when small (no shared lock), else to the arena.
+    fn release(&mut self, blk: u64, pending: u64) -> Result<()> {
+        if !alloc::stash_put(&mut self.ctx, blk, pending)? {
+            alloc::free(&mut self.ctx, blk, pending)?;
         }
         Ok(())
     }
@@ -236,7 +245,7 @@ impl Handle {
     /// path freed it already.
     pub(crate) fn discard_new(&mut self, blk: u64, pending: u64) -> Result<()> {
         if self.ctx.region().load64(pending)? == blk {
-            alloc::free(&mut self.ctx, blk, pending)?;
+            self.release(blk, pending)?;
         }
         Ok(())
     }
@@ -248,7 +257,7 @@ impl Handle {
             let w = self.ctx.off + C_PENDING_NEW + 8 * i;
             let blk = self.ctx.region().load64(w)?;
             if blk != 0 {
-                alloc::free(&mut self.ctx, blk, w)?;
+                self.release(blk, w)?;
             }
         }
         Ok(())
@@ -259,14 +268,28 @@ impl Handle {
     /// Allocates a block for `payload` bytes, recorded in `pending`, evicting by
     /// the configured policy when the arena or `maxmemory` is full.
     pub(crate) fn alloc_block(&mut self, payload: u64, pending: u64) -> Result<u64> {
+        if let Some(b) = alloc::stash_take(&mut self.ctx, payload, pending)? {
+            return Ok(b);
+        }
         let need = alloc::block_size_for(payload);
         let mut busy_rounds = 0u32;
+        let mut flushed = false;
         loop {
             if let Some(b) = self.try_alloc_block(payload, need, pending)? {
                 return Ok(b);
             }
+            if !flushed {
+                // Our own stash first: nobody else can use those blocks.
+                flushed = true;
+                alloc::stash_flush(&mut self.ctx)?;
+                continue;
+            }
             match self.evict_one()? {
-                Evicted::One => busy_rounds = 0,
+                Evicted::One => {
+                    // The evicted block went to our stash; let it coalesce.
+                    alloc::stash_flush(&mut self.ctx)?;
+                    busy_rounds = 0;
+                }
                 Evicted::Busy if busy_rounds < MAX_BUSY_ROUNDS => {
                     busy_rounds += 1;
                     std::thread::yield_now();

@@ -4,7 +4,7 @@
 /// "SHOALSEG": the first eight bytes of every segment.
 pub(crate) const MAGIC: [u8; 8] = *b"SHOALSEG";
 /// Bumped whenever any offset or record format below changes.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 /// Number of Redis-style logical databases.
 pub const NUM_DBS: usize = 16;
@@ -79,9 +79,13 @@ pub(crate) const PENDING_FREE_CAP: u64 = 6;
 pub(crate) const C_DB_KEYS: u64 = 256;
 pub(crate) const C_DB_EXPIRES: u64 = C_DB_KEYS + 8 * NUM_DBS as u64;
 pub(crate) const C_STATS: u64 = 512;
+/// Small blocks this context freed and keeps for its next allocations.
+pub(crate) const C_STASH: u64 = 768;
+pub(crate) const STASH_CAP: u64 = 8;
 pub(crate) const C_UNDO: u64 = 1024;
 pub(crate) const UNDO_CAP: u64 = (CTX_SIZE - C_UNDO) / 16;
 const _: () = assert!(C_DB_EXPIRES + 8 * NUM_DBS as u64 <= C_STATS);
+const _: () = assert!(C_STATS + 8 * 32 <= C_STASH && C_STASH + 8 * STASH_CAP <= C_UNDO);
 const _: () = assert!(C_PENDING_FREE + 8 * PENDING_FREE_CAP <= C_DB_KEYS);
 
 // --- index bucket (index.rs): 64 bytes, one cache line ---

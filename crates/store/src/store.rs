@@ -257,6 +257,14 @@ impl Store {
                 return fail(w, "entry in the wrong bucket or with a bad tag");
             }
         }
+        for c in 0..geo.ctx_count as u64 {
+            for i in 0..STASH_CAP {
+                let blk = r.load_ptr(geo.ctx_off + c * CTX_SIZE + C_STASH + 8 * i)?;
+                if blk != 0 {
+                    claim(blk, "stashed block")?;
+                }
+            }
+        }
         if let Some((b, _)) = used.iter().find(|(_, seen)| !**seen) {
             return fail(*b, "used block referenced by nothing (leaked)");
         }

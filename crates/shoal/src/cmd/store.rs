@@ -73,6 +73,7 @@ fn print_info(store: &Store) -> Result<()> {
     println!("used_blocks:{}", a.used_blocks);
     println!("free_blocks:{}", a.free_blocks);
     println!("largest_free_block:{}", a.largest_free);
+    println!("stashed_bytes:{}", a.stashed_bytes);
     println!("fragmentation:{:.4}", a.fragmentation());
     println!("maxmemory:{}", info.maxmemory);
     println!("maxmemory_policy:{}", info.policy.name());
