@@ -15,8 +15,9 @@ use crate::layout::*;
 /// writers before a write gives up with an out-of-memory error.
 const MAX_BUSY_ROUNDS: u32 = 64;
 
-/// One thread's registration in a store. Not `Sync`: each thread that uses the
-/// store makes its own with [`crate::Store::handle`].
+/// One thread's registration in a store (a context slot in the segment).
+/// Every operation takes `&mut self`: each thread that uses the store makes
+/// its own with [`crate::Store::handle`].
 pub struct Handle {
     pub(crate) ctx: Ctx,
     pub(crate) lsn: u64,
@@ -31,12 +32,6 @@ pub(crate) enum Target {
     Slot(u64),
     /// Into a fresh overflow node (block, its pending word).
     Node(u64, u64),
-}
-
-/// What `prepare_publish` reserved.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Prepared {
-    target: Target,
 }
 
 /// A key locked for writing, with what its chain held for it.
@@ -393,7 +388,7 @@ impl Handle {
     /// Everything publishing into `l` needs that must happen outside the
     /// transaction: a free slot (or a fresh overflow node) and a pending word
     /// for the replaced entry.
-    pub(crate) fn prepare_publish(&mut self, l: &Locked, free_word: u64) -> Result<Prepared> {
+    pub(crate) fn prepare_publish(&mut self, l: &Locked, free_word: u64) -> Result<Target> {
         let bucket = l.pos.bucket;
         let target = match l.found {
             Some(f) => Target::Replace(f, free_word),
@@ -407,19 +402,19 @@ impl Handle {
                 }
             },
         };
-        Ok(Prepared { target })
+        Ok(target)
     }
 
     /// The logged writes that make `blk` (recorded in `pending`) the key of `l`.
     pub(crate) fn publish_in_txn(
         &mut self,
         l: &mut Locked,
-        p: Prepared,
+        target: Target,
         blk: u64,
         pending: u64,
     ) -> Result<()> {
         let new_expire = self.ctx.region().load64(blk + E_EXPIRE)?;
-        let slot_word = match p.target {
+        let slot_word = match target {
             Target::Replace(f, _) => f.slot_word,
             Target::Slot(w) => w,
             Target::Node(nb, np) => {
@@ -430,7 +425,7 @@ impl Handle {
         };
         self.ctx.wlog64(slot_word, l.pos.tag() | blk)?;
         self.ctx.wlog64(pending, 0)?;
-        let (keys, expires) = match p.target {
+        let (keys, expires) = match target {
             Target::Replace(f, free_word) => {
                 self.ctx.wlog64(free_word, f.raw.off)?;
                 (0, (new_expire != 0) as i64 - (f.raw.expire != 0) as i64)
@@ -449,9 +444,9 @@ impl Handle {
     /// `l`, replacing what was there. One transaction (I5, I8).
     pub(crate) fn publish(&mut self, l: &mut Locked, blk: u64, pending: u64) -> Result<()> {
         let free_word = self.pending_free_words(1)?[0];
-        let prep = self.prepare_publish(l, free_word)?;
+        let target = self.prepare_publish(l, free_word)?;
         self.ctx.seq_bump(l.pos.bucket)?;
-        self.publish_in_txn(l, prep, blk, pending)?;
+        self.publish_in_txn(l, target, blk, pending)?;
         self.ctx.seq_bump(l.pos.bucket)?;
         self.ctx.commit()
     }

@@ -208,11 +208,11 @@ impl Handle {
             // One transaction for both keys, with both seqlocks odd throughout,
             // so no reader and no crash ever sees both keys or neither.
             let words = self.pending_free_words(3)?;
-            let prep = self.prepare_publish(&d, words[0])?;
+            let target = self.prepare_publish(&d, words[0])?;
             for b in &buckets {
                 self.ctx.seq_bump(*b)?;
             }
-            self.publish_in_txn(&mut d, prep, blk, pending)?;
+            self.publish_in_txn(&mut d, target, blk, pending)?;
             self.remove_in_txn(sp.bucket, &sf, [words[1], words[2]])?;
             for b in &buckets {
                 self.ctx.seq_bump(*b)?;
