@@ -61,6 +61,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
 }
 
+/// How far ahead the prefetching GET run hashes and prefetches.
+const PREFETCH_DISTANCE: usize = 8;
+
 fn key(i: u64) -> [u8; 16] {
     let mut k = *b"key:000000000000";
     write_digits(&mut k[4..], i);
@@ -151,6 +154,17 @@ fn store_bench(b: &StoreBench) -> Result<()> {
         }
         Ok(())
     })?;
+    // As a pipeline would run: hash and prefetch the bucket of the key eight
+    // ahead while looking up this one (Rai's batch prefetch).
+    let store_get_prefetch = best_rate(b.runs, n, |_| {
+        for (j, &i) in order.iter().enumerate() {
+            if let Some(&ahead) = order.get(j + PREFETCH_DISTANCE) {
+                h.prefetch(0, &key(ahead));
+            }
+            black_box(h.get_into(0, &key(i), &mut buf)?);
+        }
+        Ok(())
+    })?;
     let store_set = best_rate(b.runs, n, |r| {
         for &i in &order {
             h.set(0, &key(i), &value(i, r as u64 + 1), &opts)?;
@@ -193,6 +207,7 @@ fn store_bench(b: &StoreBench) -> Result<()> {
         ("SET (insert)", store_insert, map_insert),
         ("SET (overwrite)", store_set, map_set),
         ("GET (hit)", store_get, map_get),
+        ("GET (prefetch 8 ahead)", store_get_prefetch, map_get),
     ] {
         println!("{name:<24}{s:>16.0}{m:>16.0}{:>10.2}", s / m);
     }
