@@ -31,6 +31,8 @@ pub enum Error {
     NoContext,
     /// The database number is not in 0..16.
     BadDb,
+    /// COPY or MOVE onto the very key it reads from.
+    SameObject,
 }
 
 /// Result alias used across the store.
@@ -54,6 +56,7 @@ impl fmt::Display for Error {
             Error::TooLarge => f.write_str("string exceeds maximum allowed size"),
             Error::NoContext => f.write_str("every context slot of the segment is in use"),
             Error::BadDb => f.write_str("DB index is out of range"),
+            Error::SameObject => f.write_str("source and destination objects are the same"),
         }
     }
 }

@@ -161,11 +161,68 @@ impl Handle {
     /// RENAME (`nx` = RENAMENX): moves the value and its expiry. Errors with
     /// `NoSuchKey` when `src` is missing; false when `nx` and `dst` exists.
     pub fn rename(&mut self, db: u8, src: &[u8], dst: &[u8], nx: bool) -> Result<bool> {
-        check_db(db)?;
+        if src == dst {
+            // Redis: OK for RENAME, 0 for RENAMENX, once the key is known to exist.
+            return if self.exists(db, src)? {
+                Ok(!nx)
+            } else {
+                Err(Error::NoSuchKey)
+            };
+        }
+        let moved = self.transfer(db, src, db, dst, !nx, true)?;
+        moved.ok_or(Error::NoSuchKey)
+    }
+
+    /// COPY: the value, type and expiry of `src` in `src_db` written as `dst`
+    /// in `dst_db`. False when `src` is missing, or `dst` exists and not
+    /// `replace`. `SameObject` when both name the same key of the same db.
+    pub fn copy(
+        &mut self,
+        src_db: u8,
+        src: &[u8],
+        dst_db: u8,
+        dst: &[u8],
+        replace: bool,
+    ) -> Result<bool> {
+        if src_db == dst_db && src == dst {
+            return Err(Error::SameObject);
+        }
+        Ok(self
+            .transfer(src_db, src, dst_db, dst, replace, false)?
+            .unwrap_or(false))
+    }
+
+    /// MOVE: `key` from `db` to `dst_db`, only if it is not there already.
+    /// `SameObject` when the two dbs are the same.
+    pub fn move_key(&mut self, db: u8, key: &[u8], dst_db: u8) -> Result<bool> {
+        if db == dst_db {
+            return Err(Error::SameObject);
+        }
+        Ok(self
+            .transfer(db, key, dst_db, key, false, true)?
+            .unwrap_or(false))
+    }
+
+    /// The one primitive behind RENAME, COPY and MOVE: with both buckets locked
+    /// (lower first, so two transfers never deadlock), writes a copy of `src`
+    /// as `dst` (unless `dst` exists and not `replace`) and, if `remove_src`,
+    /// unpublishes `src` in the same transaction, with both seqlocks odd
+    /// throughout: no reader and no crash ever sees both keys or neither.
+    /// None when `src` is missing; Some(false) when `dst` blocked it.
+    fn transfer(
+        &mut self,
+        src_db: u8,
+        src: &[u8],
+        dst_db: u8,
+        dst: &[u8],
+        replace: bool,
+        remove_src: bool,
+    ) -> Result<Option<bool>> {
+        check_db(src_db)?;
+        check_db(dst_db)?;
         self.ctx.stat_add(Stat::Ops, 1);
-        let sp = index::key_pos(&self.ctx, db, src);
-        let dp = index::key_pos(&self.ctx, db, dst);
-        // Fixed lock order (lower bucket first) so two renames never deadlock.
+        let sp = index::key_pos(&self.ctx, src_db, src);
+        let dp = index::key_pos(&self.ctx, dst_db, dst);
         let mut buckets = vec![sp.bucket.min(dp.bucket)];
         if sp.bucket != dp.bucket {
             buckets.push(sp.bucket.max(dp.bucket));
@@ -176,21 +233,17 @@ impl Handle {
             }
         }
         let res = (|| {
-            let s = self.find_locked(db, src, sp)?;
+            let s = self.find_locked(src_db, src, sp)?;
             let Some(sf) = s.found else {
-                return Err(Error::NoSuchKey);
+                return Ok(None);
             };
-            if src == dst {
-                return Ok(!nx);
-            }
-            let mut d = self.find_locked(db, dst, dp)?;
-            if nx && d.found.is_some() {
-                return Ok(false);
+            let mut d = self.find_locked(dst_db, dst, dp)?;
+            if d.found.is_some() && !replace {
+                return Ok(Some(false));
             }
             let fields = crate::entry::NewEntry {
-                db,
-                vtype: crate::entry::ValueType::from_u8(sf.raw.vtype)
-                    .ok_or(Error::Corrupted(sf.raw.off))?,
+                db: dst_db,
+                vtype: ValueType::from_u8(sf.raw.vtype).ok_or(Error::Corrupted(sf.raw.off))?,
                 encoding: sf.raw.encoding,
                 mc_flags: sf.raw.mc_flags,
                 expire: sf.raw.expire,
@@ -205,22 +258,50 @@ impl Handle {
                 sf.raw.vallen,
             )?;
             r.store64(blk + E_KEYLEN, dst.len() as u64 | sf.raw.vallen << 32)?;
-            // One transaction for both keys, with both seqlocks odd throughout,
-            // so no reader and no crash ever sees both keys or neither.
             let words = self.pending_free_words(3)?;
             let target = self.prepare_publish(&d, words[0])?;
             for b in &buckets {
                 self.ctx.seq_bump(*b)?;
             }
             self.publish_in_txn(&mut d, target, blk, pending)?;
-            self.remove_in_txn(sp.bucket, &sf, [words[1], words[2]])?;
+            if remove_src {
+                self.remove_in_txn(sp.bucket, &sf, [words[1], words[2]])?;
+            }
             for b in &buckets {
                 self.ctx.seq_bump(*b)?;
             }
             self.ctx.commit()?;
-            Ok(true)
+            Ok(Some(true))
         })();
         self.finish(&buckets, res)
+    }
+
+    /// RANDOMKEY: a key of `db` chosen from a random place in the index
+    /// (expired keys skipped), or None when the db is empty.
+    pub fn random_key(&mut self, db: u8) -> Result<Option<Vec<u8>>> {
+        check_db(db)?;
+        if self.dbsize(db)? == 0 {
+            return Ok(None);
+        }
+        let buckets = self.ctx.sh.geo.buckets;
+        let start = self.ctx.random() % buckets;
+        let now = self.now_ms();
+        let mut seen = Vec::new();
+        for i in 0..buckets {
+            self.scan_bucket(
+                index::bucket_at(&self.ctx, (start + i) % buckets),
+                &mut seen,
+            )?;
+            let live: Vec<&Seen> = seen
+                .iter()
+                .filter(|s| s.raw.db == db && !s.raw.expired(now))
+                .collect();
+            if !live.is_empty() {
+                let pick = (self.ctx.random() % live.len() as u64) as usize;
+                return Ok(Some(live[pick].key.clone()));
+            }
+        }
+        Ok(None)
     }
 
     /// DBSIZE: keys in `db` (expired keys not yet removed included, as Redis).

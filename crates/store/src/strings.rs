@@ -144,6 +144,47 @@ impl Handle {
         }
     }
 
+    /// GETDEL: the string value of `key`, removed in the same step.
+    pub fn get_del(&mut self, db: u8, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.with_key(db, key, |h, l| {
+            let Some(f) = l.found else { return Ok(None) };
+            if f.raw.vtype != ValueType::String as u8 {
+                return Err(Error::WrongType);
+            }
+            let mut v = Vec::with_capacity(f.raw.vallen as usize);
+            h.ctx
+                .region()
+                .read_bytes(f.raw.value_off(), f.raw.vallen, &mut v)?;
+            h.remove_locked(l.pos.bucket, &f)?;
+            Ok(Some(v))
+        })
+    }
+
+    /// GETEX: the string value of `key`, changing its expiry in the same step:
+    /// `Keep` leaves it, `Persist` removes it (PERSIST), `At` sets it (a time
+    /// not in the future deletes the key after reading it, as Redis does).
+    pub fn get_ex(&mut self, db: u8, key: &[u8], expiry: Expiry) -> Result<Option<Vec<u8>>> {
+        let now = self.now_ms();
+        self.with_key(db, key, |h, l| {
+            let Some(f) = l.found else { return Ok(None) };
+            if f.raw.vtype != ValueType::String as u8 {
+                return Err(Error::WrongType);
+            }
+            let mut v = Vec::with_capacity(f.raw.vallen as usize);
+            h.ctx
+                .region()
+                .read_bytes(f.raw.value_off(), f.raw.vallen, &mut v)?;
+            match expiry {
+                Expiry::Keep => {}
+                Expiry::Persist if f.raw.expire == 0 => {}
+                Expiry::Persist => h.update_in_place(l, &[(E_EXPIRE, 0)])?,
+                Expiry::At(at) if at <= now => h.remove_locked(l.pos.bucket, &f)?,
+                Expiry::At(at) => h.update_in_place(l, &[(E_EXPIRE, at)])?,
+            }
+            Ok(Some(v))
+        })
+    }
+
     /// SET with Redis's options.
     pub fn set(
         &mut self,

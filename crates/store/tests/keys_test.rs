@@ -1029,3 +1029,175 @@ fn expire_and_persist_on_an_expired_key_see_no_key() {
     drop(h);
     store.check().unwrap();
 }
+
+// ---------- GETDEL, GETEX, COPY, MOVE, RANDOMKEY ----------
+
+#[test]
+fn get_del_returns_and_removes_only_strings() {
+    let seg = TempSegment::new("getdel");
+    let store = seg.open(8 * MB);
+    let mut h = store.handle().unwrap();
+    put(&mut h, 0, b"k", b"v");
+    h.set(0, b"e", b"x", &expiring_at(u64::MAX / 2)).unwrap();
+    h.write_value(0, b"l", ValueType::List, b"opaque", &SetOptions::default())
+        .unwrap();
+    assert_eq!(h.get_del(0, b"k").unwrap(), Some(b"v".to_vec()));
+    assert_eq!(h.get_del(0, b"k").unwrap(), None);
+    assert!(!h.exists(0, b"k").unwrap());
+    assert_eq!(h.get_del(0, b"e").unwrap(), Some(b"x".to_vec()));
+    assert_eq!(h.expires_count(0).unwrap(), 0);
+    assert!(matches!(h.get_del(0, b"l"), Err(Error::WrongType)));
+    assert!(h.exists(0, b"l").unwrap(), "a failed GETDEL keeps the key");
+    assert_eq!(h.dbsize(0).unwrap(), 1);
+    drop(h);
+    store.check().unwrap();
+}
+
+#[test]
+fn get_ex_changes_the_expiry_in_the_same_step() {
+    let seg = TempSegment::new("getex");
+    let (store, clock) = seg.open_with_clock(8 * MB, T0);
+    let mut h = store.handle().unwrap();
+    put(&mut h, 0, b"k", b"v");
+    assert_eq!(
+        h.get_ex(0, b"k", Expiry::Keep).unwrap(),
+        Some(b"v".to_vec())
+    );
+    assert_eq!(h.ttl(0, b"k").unwrap(), Ttl::Persistent);
+    assert_eq!(
+        h.get_ex(0, b"k", Expiry::At(T0 + 5_000)).unwrap(),
+        Some(b"v".to_vec())
+    );
+    assert_eq!(h.ttl(0, b"k").unwrap(), Ttl::Ms(5_000));
+    assert_eq!(h.expires_count(0).unwrap(), 1);
+    assert_eq!(
+        h.get_ex(0, b"k", Expiry::Persist).unwrap(),
+        Some(b"v".to_vec())
+    );
+    assert_eq!(h.ttl(0, b"k").unwrap(), Ttl::Persistent);
+    assert_eq!(h.expires_count(0).unwrap(), 0);
+    // A time not in the future: the value is returned and the key is gone.
+    assert_eq!(
+        h.get_ex(0, b"k", Expiry::At(T0)).unwrap(),
+        Some(b"v".to_vec())
+    );
+    assert!(!h.exists(0, b"k").unwrap());
+    assert_eq!(h.get_ex(0, b"missing", Expiry::Persist).unwrap(), None);
+    h.write_value(0, b"l", ValueType::List, b"opaque", &SetOptions::default())
+        .unwrap();
+    assert!(matches!(
+        h.get_ex(0, b"l", Expiry::Persist),
+        Err(Error::WrongType)
+    ));
+    clock.store(T0 + 1, Ordering::Relaxed);
+    drop(h);
+    store.check().unwrap();
+}
+
+#[test]
+fn copy_between_dbs_keeps_type_and_ttl() {
+    let seg = TempSegment::new("copy");
+    let (store, _clock) = seg.open_with_clock(8 * MB, T0);
+    let mut h = store.handle().unwrap();
+    h.set(0, b"src", b"value", &expiring_at(T0 + 9_000))
+        .unwrap();
+    h.write_value(
+        0,
+        b"list",
+        ValueType::List,
+        b"opaque",
+        &SetOptions::default(),
+    )
+    .unwrap();
+    assert!(h.copy(0, b"src", 3, b"dst", false).unwrap());
+    assert_eq!(h.get(3, b"dst").unwrap(), Some(b"value".to_vec()));
+    assert_eq!(h.ttl(3, b"dst").unwrap(), Ttl::Ms(9_000));
+    assert_eq!(
+        h.get(0, b"src").unwrap(),
+        Some(b"value".to_vec()),
+        "COPY keeps the source"
+    );
+    // An existing destination blocks COPY unless REPLACE.
+    put(&mut h, 0, b"other", b"old");
+    assert!(!h.copy(0, b"src", 0, b"other", false).unwrap());
+    assert_eq!(h.get(0, b"other").unwrap(), Some(b"old".to_vec()));
+    assert!(h.copy(0, b"src", 0, b"other", true).unwrap());
+    assert_eq!(h.get(0, b"other").unwrap(), Some(b"value".to_vec()));
+    assert!(h.copy(0, b"list", 1, b"list", false).unwrap());
+    assert_eq!(h.key_type(1, b"list").unwrap(), Some(ValueType::List));
+    assert!(!h.copy(0, b"missing", 0, b"x", true).unwrap());
+    assert!(matches!(
+        h.copy(0, b"src", 0, b"src", true),
+        Err(Error::SameObject)
+    ));
+    assert_eq!(
+        (
+            h.dbsize(0).unwrap(),
+            h.dbsize(1).unwrap(),
+            h.dbsize(3).unwrap()
+        ),
+        (3, 1, 1)
+    );
+    assert_eq!(h.expires_count(0).unwrap(), 2);
+    drop(h);
+    store.check().unwrap();
+}
+
+#[test]
+fn move_key_only_when_the_destination_db_lacks_it() {
+    let seg = TempSegment::new("move");
+    let store = seg.open(8 * MB);
+    let mut h = store.handle().unwrap();
+    put(&mut h, 0, b"k", b"zero");
+    assert!(h.move_key(0, b"k", 5).unwrap());
+    assert!(!h.exists(0, b"k").unwrap());
+    assert_eq!(h.get(5, b"k").unwrap(), Some(b"zero".to_vec()));
+    put(&mut h, 0, b"k", b"again");
+    assert!(!h.move_key(0, b"k", 5).unwrap(), "the destination has it");
+    assert_eq!(h.get(0, b"k").unwrap(), Some(b"again".to_vec()));
+    assert_eq!(h.get(5, b"k").unwrap(), Some(b"zero".to_vec()));
+    assert!(!h.move_key(0, b"missing", 5).unwrap());
+    assert!(matches!(h.move_key(0, b"k", 0), Err(Error::SameObject)));
+    assert!(matches!(h.move_key(0, b"k", 16), Err(Error::BadDb)));
+    assert_eq!((h.dbsize(0).unwrap(), h.dbsize(5).unwrap()), (1, 1));
+    drop(h);
+    store.check().unwrap();
+}
+
+#[test]
+fn random_key_returns_live_keys_of_its_db() {
+    let seg = TempSegment::new("randomkey");
+    let (store, clock) = seg.open_with_clock(8 * MB, T0);
+    let mut h = store.handle().unwrap();
+    assert_eq!(h.random_key(0).unwrap(), None);
+    for i in 0..50u32 {
+        h.set(
+            0,
+            format!("dying{i}").as_bytes(),
+            b"v",
+            &expiring_at(T0 + 10),
+        )
+        .unwrap();
+    }
+    put(&mut h, 0, b"survivor", b"v");
+    put(&mut h, 1, b"elsewhere", b"v");
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..200 {
+        let k = h.random_key(0).unwrap().unwrap();
+        assert!(k.starts_with(b"dying") || k == b"survivor");
+        seen.insert(k);
+    }
+    assert!(
+        seen.len() > 10,
+        "random keys come from all over: {}",
+        seen.len()
+    );
+    clock.store(T0 + 11, Ordering::Relaxed);
+    for _ in 0..20 {
+        assert_eq!(h.random_key(0).unwrap(), Some(b"survivor".to_vec()));
+    }
+    assert_eq!(h.random_key(1).unwrap(), Some(b"elsewhere".to_vec()));
+    assert_eq!(h.random_key(2).unwrap(), None);
+    drop(h);
+    store.check().unwrap();
+}

@@ -258,7 +258,13 @@ fn torture_writer(h: &mut Handle, id: u32) {
                 .unwrap();
             }
             8 => {
-                let _ = h.rename(0, &vkey(i), &vkey(next() % KEYS), (r >> 50) & 1 == 0);
+                let other = vkey(next() % KEYS);
+                match (r >> 50) % 4 {
+                    0 => drop(h.rename(0, &vkey(i), &other, (r >> 54) & 1 == 0)),
+                    1 => drop(h.copy(0, &vkey(i), 0, &other, (r >> 54) & 1 == 0)),
+                    2 => drop(h.get_del(0, &vkey(i)).unwrap()),
+                    _ => drop(h.get_ex(0, &vkey(i), Expiry::Persist).unwrap()),
+                }
             }
             9 | 10 => {
                 let k = akey(i % APPEND_KEYS);
