@@ -53,4 +53,4 @@ pub use keys::{ExpireCondition, ScanPage, Ttl};
 pub use layout::{DEFAULT_CONTEXTS, LAYOUT_VERSION, MAX_VALUE_LEN, NUM_DBS};
 pub use segment::{parse_size, Clock, Location, OpenOptions, MIN_SEGMENT};
 pub use store::{CheckReport, Store, StoreInfo};
-pub use strings::{parse_i64, resolve_range, Expiry, SetCondition, SetOptions, SetResult};
+pub use strings::{parse_i64, resolve_range, Expiry, Modify, SetCondition, SetOptions, SetResult};

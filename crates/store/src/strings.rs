@@ -52,6 +52,17 @@ pub struct SetResult {
     pub old: Option<Vec<u8>>,
 }
 
+/// What [`Handle::modify`]'s closure decides for a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Modify {
+    /// Leave the key as it is.
+    Keep,
+    /// Remove the key.
+    Delete,
+    /// Replace the value (and type), keeping the key's expiry and flags.
+    Write(ValueType, Vec<u8>),
+}
+
 /// Parses a Redis integer exactly as Redis's `string2ll` does: optional `-`,
 /// no `+`, no spaces, no leading zeros, within i64.
 pub fn parse_i64(s: &[u8]) -> Option<i64> {
@@ -142,6 +153,44 @@ impl Handle {
             Some((raw, ())) => Ok(Some(raw.meta()?)),
             None => Ok(None),
         }
+    }
+
+    /// Read-modify-write of one key under its lock: `decide` sees the current
+    /// value and metadata (None for a missing key) and says what to do; the
+    /// change lands in one transaction, so no other writer, reader or crash
+    /// sees a half-done update. Commands whose new value depends on the old
+    /// one (SETBIT, INCRBYFLOAT, collection updates) are built on this.
+    /// Returns what `decide` returned alongside its own result.
+    pub fn modify<T>(
+        &mut self,
+        db: u8,
+        key: &[u8],
+        decide: impl FnOnce(Option<(&[u8], Meta)>) -> Result<(Modify, T)>,
+    ) -> Result<T> {
+        self.with_key(db, key, |h, l| {
+            let old = match l.found {
+                Some(f) => {
+                    let mut v = Vec::with_capacity(f.raw.vallen as usize);
+                    h.ctx
+                        .region()
+                        .read_bytes(f.raw.value_off(), f.raw.vallen, &mut v)?;
+                    Some((v, f.raw.meta()?))
+                }
+                None => None,
+            };
+            let (action, out) = decide(old.as_ref().map(|(v, m)| (v.as_slice(), *m)))?;
+            match (action, l.found) {
+                (Modify::Keep, _) | (Modify::Delete, None) => {}
+                (Modify::Delete, Some(f)) => h.remove_locked(l.pos.bucket, &f)?,
+                (Modify::Write(vtype, bytes), found) => {
+                    let (expire, flags) = found.map_or((0, 0), |f| (f.raw.expire, f.raw.mc_flags));
+                    let fields = h.entry_fields(l.db, vtype, expire, flags);
+                    let (blk, pending) = h.new_entry(&fields, key, &[&bytes], 0)?;
+                    h.publish(l, blk, pending)?;
+                }
+            }
+            Ok(out)
+        })
     }
 
     /// GETDEL: the string value of `key`, removed in the same step.

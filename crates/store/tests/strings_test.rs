@@ -1203,3 +1203,92 @@ fn errors_read_like_redis_replies() {
         .to_string()
         .contains("string exceeds maximum allowed size"));
 }
+
+// ---------- modify: read-modify-write under the key's lock ----------
+
+#[test]
+fn modify_writes_deletes_or_keeps_in_one_step() {
+    let seg = TempSegment::new("modify");
+    let (store, _clock) = seg.open_with_clock(8 * MB, 1_700_000_000_000);
+    let mut h = store.handle().unwrap();
+    // Missing key: the closure sees None and may create it.
+    let created = h
+        .modify(0, b"bits", |old| {
+            assert!(old.is_none());
+            Ok((
+                Modify::Write(ValueType::String, vec![0b1000_0000]),
+                "created",
+            ))
+        })
+        .unwrap();
+    assert_eq!(created, "created");
+    assert_eq!(h.get(0, b"bits").unwrap(), Some(vec![0b1000_0000]));
+    // The expiry survives a rewrite; the closure sees the metadata.
+    assert!(h
+        .pexpire(0, b"bits", 60_000, ExpireCondition::Always)
+        .unwrap()
+        .unwrap());
+    h.modify(0, b"bits", |old| {
+        let (v, meta) = old.unwrap();
+        assert_eq!(meta.vtype, ValueType::String);
+        assert!(meta.expire_at_ms.is_some());
+        let mut v = v.to_vec();
+        v.push(0xFF);
+        Ok((Modify::Write(ValueType::String, v), ()))
+    })
+    .unwrap();
+    assert_eq!(h.get(0, b"bits").unwrap(), Some(vec![0b1000_0000, 0xFF]));
+    assert!(matches!(h.ttl(0, b"bits").unwrap(), Ttl::Ms(ms) if ms > 0));
+    // Keep changes nothing; an error from the closure changes nothing either.
+    h.modify(0, b"bits", |_| Ok((Modify::Keep, ()))).unwrap();
+    let err = h.modify(0, b"bits", |_| -> Result<(Modify, ())> {
+        Err(Error::NotInteger)
+    });
+    assert!(matches!(err, Err(Error::NotInteger)));
+    assert_eq!(h.get(0, b"bits").unwrap(), Some(vec![0b1000_0000, 0xFF]));
+    // Delete removes it, and a type change is possible.
+    h.modify(0, b"bits", |_| Ok((Modify::Delete, ()))).unwrap();
+    assert!(!h.exists(0, b"bits").unwrap());
+    h.modify(0, b"l", |_| {
+        Ok((Modify::Write(ValueType::List, b"encoded".to_vec()), ()))
+    })
+    .unwrap();
+    assert_eq!(h.key_type(0, b"l").unwrap(), Some(ValueType::List));
+    assert_eq!(h.dbsize(0).unwrap(), 1);
+    drop(h);
+    store.check().unwrap();
+}
+
+#[test]
+fn concurrent_modify_loses_no_update() {
+    let seg = TempSegment::new("modify-threads");
+    let store = seg.open(8 * MB);
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut h = store.handle().unwrap();
+                for _ in 0..1000 {
+                    h.modify(0, b"n", |old| {
+                        let n = old.map_or(0, |(v, _)| u64::from_le_bytes(v.try_into().unwrap()));
+                        Ok((
+                            Modify::Write(ValueType::String, (n + 1).to_le_bytes().to_vec()),
+                            (),
+                        ))
+                    })
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut h = store.handle().unwrap();
+    assert_eq!(
+        h.get(0, b"n").unwrap(),
+        Some(4000u64.to_le_bytes().to_vec())
+    );
+    drop(h);
+    store.check().unwrap();
+}
