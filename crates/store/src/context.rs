@@ -4,6 +4,7 @@
 //! its process dies, any other context can find that out and recover it
 //! (docs/design.md, I5–I8).
 
+use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -96,6 +97,9 @@ pub(crate) struct Ctx {
     /// Mirror of the stash words (block, size); only this context writes them.
     pub stash: [(u64, u64); STASH_CAP as usize],
     rng: u64,
+    /// Test hook (`testing::crash_after`): abort the process at the n-th
+    /// crash point from now, as a SIGKILL there would.
+    pub crash_after: Cell<Option<u64>>,
 }
 
 impl Ctx {
@@ -143,6 +147,7 @@ impl Ctx {
                     held: [0; HELD_CAP as usize],
                     stash: [(0, 0); STASH_CAP as usize],
                     rng: seed | 1,
+                    crash_after: Cell::new(None),
                 };
                 if adopt {
                     ctx.salvage(off, idx + 1)?;
@@ -182,11 +187,24 @@ impl Ctx {
         }
     }
 
+    /// A place where the crash tests may stop the process (I5–I8 must hold
+    /// whichever one it is). Costs one branch when no test asked for it.
+    #[inline]
+    pub fn crash_point(&self) {
+        if let Some(n) = self.crash_after.get() {
+            if n == 0 {
+                std::process::abort();
+            }
+            self.crash_after.set(Some(n - 1));
+        }
+    }
+
     // ---------- undo log (I5) ----------
 
     /// Writes `val` at `off`, first logging the old value so that a recoverer can
     /// undo the write if this process dies before `commit`.
     pub fn wlog64(&mut self, off: u64, val: u64) -> Result<()> {
+        self.crash_point();
         let r = &self.sh.region;
         let target = r.a64(off)?;
         let old = target.load(Ordering::Acquire);
@@ -205,12 +223,14 @@ impl Ctx {
         r.a64(self.off + C_UNDO_LEN)?
             .store(n + 1, Ordering::Release);
         self.undo_len = n + 1;
+        self.crash_point();
         target.store(val, Ordering::Release);
         Ok(())
     }
 
     /// Makes every logged write since the last commit permanent.
     pub fn commit(&mut self) -> Result<()> {
+        self.crash_point();
         if self.undo_len != 0 {
             self.region()
                 .a64(self.off + C_UNDO_LEN)?
@@ -270,6 +290,7 @@ impl Ctx {
             .is_ok()
         {
             self.stat_add(Stat::LockAcquired, 1);
+            self.crash_point();
             return Ok(());
         }
         self.stat_add(Stat::LockContended, 1);
@@ -325,6 +346,7 @@ impl Ctx {
     /// error on corrupt shared bytes): it is rolled back first, while every
     /// lock it needs is still held.
     pub fn unlock(&mut self, lock_off: u64) -> Result<()> {
+        self.crash_point();
         if self.undo_len != 0 {
             self.abort()?;
         }
@@ -371,6 +393,7 @@ impl Ctx {
             Ordering::Release,
         );
         std::sync::atomic::fence(Ordering::Release);
+        self.crash_point();
         Ok(())
     }
 

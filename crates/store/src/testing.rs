@@ -26,3 +26,10 @@ pub fn held_locks(h: &Handle) -> Result<Vec<u64>> {
     }
     Ok(out)
 }
+
+/// Makes the process abort (no destructors, as under SIGKILL) at the `n`-th
+/// crash point this handle passes from now on: each logged write (before and
+/// after it), commit, lock, unlock and seqlock bump.
+pub fn crash_after(h: &mut Handle, n: u64) {
+    h.ctx.crash_after.set(Some(n));
+}

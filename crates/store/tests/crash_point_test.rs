@@ -1,0 +1,184 @@
+//! Crash at every point of every write: for each operation, a child process
+//! runs it with `testing::crash_after(k)` for k = 0, 1, 2, … until it runs to
+//! the end. After each crash a fresh handle recovers the dead context; the
+//! segment must be exactly consistent and the keys must show the operation
+//! either not done at all or done completely (docs/design.md I5–I10).
+
+mod common;
+
+use std::process::Command;
+
+use common::TempSegment;
+use store::*;
+
+const OLD_A: &[u8] = b"the old value of a, forty bytes long....";
+const OLD_B: &[u8] = b"old b";
+
+/// The state every run starts from.
+fn setup(h: &mut Handle) {
+    let opts = SetOptions::default();
+    h.set(0, b"a", OLD_A, &opts).unwrap();
+    h.set(0, b"b", OLD_B, &opts).unwrap();
+    h.set(0, b"n", b"41", &opts).unwrap();
+    // Two appends leave "s" with spare room, so the next append is in place.
+    h.append(0, b"s", b"x").unwrap();
+    h.append(0, b"s", b"y").unwrap();
+    h.set(0, b"t", b"no ttl yet", &opts).unwrap();
+}
+
+/// The operations under test, by name.
+const OPS: &[&str] = &[
+    "set-new",
+    "set-over",
+    "set-same-size",
+    "del",
+    "incr",
+    "append",
+    "append-grow",
+    "rename",
+    "copy",
+    "move",
+    "expire",
+    "setrange",
+    "getdel",
+    "flushdb",
+];
+
+fn run_op(h: &mut Handle, op: &str) {
+    let opts = SetOptions::default();
+    match op {
+        "set-new" => drop(h.set(0, b"c", b"brand new", &opts).unwrap()),
+        "set-over" => drop(h.set(0, b"a", &[b'N'; 300], &opts).unwrap()),
+        "set-same-size" => drop(h.set(0, b"a", &[b'S'; 40], &opts).unwrap()),
+        "del" => drop(h.delete(0, b"a").unwrap()),
+        "incr" => drop(h.incr_by(0, b"n", 1).unwrap()),
+        "append" => drop(h.append(0, b"s", b"z").unwrap()),
+        "append-grow" => drop(h.append(0, b"a", &[b'G'; 100]).unwrap()),
+        "rename" => drop(h.rename(0, b"a", b"b", false).unwrap()),
+        "copy" => drop(h.copy(0, b"a", 2, b"c", true).unwrap()),
+        "move" => drop(h.move_key(0, b"a", 1).unwrap()),
+        "expire" => drop(
+            h.pexpire(0, b"t", 100_000, ExpireCondition::Always)
+                .unwrap(),
+        ),
+        "setrange" => drop(h.set_range(0, b"a", 2, b"ZZ").unwrap()),
+        "getdel" => drop(h.get_del(0, b"a").unwrap()),
+        "flushdb" => h.flushdb(0).unwrap(),
+        other => panic!("unknown op {other}"),
+    }
+}
+
+/// Whether the keys show `op` not done or fully done.
+fn before_or_after(h: &mut Handle, op: &str) -> Result<(), String> {
+    let get = |h: &mut Handle, db: u8, k: &[u8]| h.get(db, k).unwrap();
+    let a = get(h, 0, b"a");
+    let old_a = Some(OLD_A.to_vec());
+    let ok = match op {
+        "set-new" => [None, Some(b"brand new".to_vec())].contains(&get(h, 0, b"c")),
+        "set-over" => a == old_a || a == Some(vec![b'N'; 300]),
+        "set-same-size" => a == old_a || a == Some(vec![b'S'; 40]),
+        "del" | "getdel" => a == old_a || a.is_none(),
+        "incr" => [Some(b"41".to_vec()), Some(b"42".to_vec())].contains(&get(h, 0, b"n")),
+        "append" => [Some(b"xy".to_vec()), Some(b"xyz".to_vec())].contains(&get(h, 0, b"s")),
+        "append-grow" => a == old_a || a == Some([OLD_A, &[b'G'; 100][..]].concat()),
+        "rename" => {
+            let b = get(h, 0, b"b");
+            (a == old_a && b == Some(OLD_B.to_vec())) || (a.is_none() && b == old_a)
+        }
+        "copy" => a == old_a && [None, old_a.clone()].contains(&get(h, 2, b"c")),
+        "move" => {
+            let moved = get(h, 1, b"a");
+            (a == old_a && moved.is_none()) || (a.is_none() && moved == old_a)
+        }
+        "expire" => {
+            let ttl = h.ttl(0, b"t").unwrap();
+            ttl == Ttl::Persistent || matches!(ttl, Ttl::Ms(ms) if ms > 90_000)
+        }
+        "setrange" => a == old_a || a == Some([&OLD_A[..2], b"ZZ", &OLD_A[4..]].concat()),
+        // FLUSHDB removes key by key (as it may: no reader sees a torn key);
+        // each key is either still there, whole, or gone.
+        "flushdb" => a.is_none() || a == old_a,
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{op}: keys show a half-done write (a = {a:?})"))
+    }
+}
+
+/// The body of the child process.
+#[test]
+fn crash_child_entry() {
+    let Ok(op) = std::env::var("SHOAL_CRASH_OP") else {
+        return;
+    };
+    let k: u64 = std::env::var("SHOAL_CRASH_AT").unwrap().parse().unwrap();
+    let path = std::env::var("SHOAL_SEGMENT").unwrap();
+    let store = Store::open(&OpenOptions {
+        location: Location::Path(path.into()),
+        create: false,
+        ..OpenOptions::default()
+    })
+    .unwrap();
+    let mut h = store.handle().unwrap();
+    store::testing::crash_after(&mut h, k);
+    run_op(&mut h, &op);
+    // Reached the end without crashing: leave cleanly.
+    drop(h);
+    println!("completed");
+}
+
+#[test]
+fn every_write_is_all_or_nothing_at_every_crash_point() {
+    let mut total_crashes = 0;
+    for op in OPS {
+        let mut k = 0u64;
+        loop {
+            assert!(k < 1000, "{op}: more than 1000 crash points?");
+            let seg = TempSegment::new("crashpoint");
+            let mut opts = seg.options(2 << 20);
+            opts.contexts = 8;
+            let store = Store::open(&opts).unwrap();
+            {
+                let mut h = store.handle().unwrap();
+                setup(&mut h);
+            }
+            let out = Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "crash_child_entry",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("SHOAL_CRASH_OP", op)
+                .env("SHOAL_CRASH_AT", k.to_string())
+                .env("SHOAL_SEGMENT", &seg.path)
+                .output()
+                .unwrap();
+            let completed = String::from_utf8_lossy(&out.stdout).contains("completed");
+            // Recovery happens when this fresh handle attaches.
+            let mut h = store.handle().unwrap();
+            before_or_after(&mut h, op).unwrap_or_else(|e| panic!("crash point {k}: {e}"));
+            drop(h);
+            store
+                .check()
+                .unwrap_or_else(|e| panic!("{op}, crash point {k}: {e}"));
+            if completed {
+                assert!(out.status.success(), "{op}: child failed: {:?}", out);
+                break;
+            }
+            assert!(
+                !out.status.success(),
+                "{op}: child neither completed nor crashed"
+            );
+            total_crashes += 1;
+            k += 1;
+        }
+        assert!(k > 0, "{op} passed no crash point");
+    }
+    eprintln!(
+        "crash points exercised: {total_crashes} over {} operations",
+        OPS.len()
+    );
+}
