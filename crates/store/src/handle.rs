@@ -127,6 +127,23 @@ impl Handle {
         }
     }
 
+    /// Copies the value of a (locked) entry out of the segment.
+    pub(crate) fn read_value(&self, raw: &Raw) -> Result<Vec<u8>> {
+        let mut v = Vec::with_capacity(raw.vallen as usize);
+        self.ctx
+            .region()
+            .read_bytes(raw.value_off(), raw.vallen, &mut v)?;
+        Ok(v)
+    }
+
+    /// `read_value` for commands that need a string: `WrongType` otherwise.
+    pub(crate) fn read_string(&self, raw: &Raw) -> Result<Vec<u8>> {
+        if raw.vtype != ValueType::String as u8 {
+            return Err(Error::WrongType);
+        }
+        self.read_value(raw)
+    }
+
     /// Moves the entry's LRU clock to now, at most once a second per key, and
     /// only if its bucket is free (under the lock, so the entry cannot be freed
     /// while we write to it).

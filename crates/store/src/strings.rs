@@ -169,13 +169,7 @@ impl Handle {
     ) -> Result<T> {
         self.with_key(db, key, |h, l| {
             let old = match l.found {
-                Some(f) => {
-                    let mut v = Vec::with_capacity(f.raw.vallen as usize);
-                    h.ctx
-                        .region()
-                        .read_bytes(f.raw.value_off(), f.raw.vallen, &mut v)?;
-                    Some((v, f.raw.meta()?))
-                }
+                Some(f) => Some((h.read_value(&f.raw)?, f.raw.meta()?)),
                 None => None,
             };
             let (action, out) = decide(old.as_ref().map(|(v, m)| (v.as_slice(), *m)))?;
@@ -197,13 +191,7 @@ impl Handle {
     pub fn get_del(&mut self, db: u8, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.with_key(db, key, |h, l| {
             let Some(f) = l.found else { return Ok(None) };
-            if f.raw.vtype != ValueType::String as u8 {
-                return Err(Error::WrongType);
-            }
-            let mut v = Vec::with_capacity(f.raw.vallen as usize);
-            h.ctx
-                .region()
-                .read_bytes(f.raw.value_off(), f.raw.vallen, &mut v)?;
+            let v = h.read_string(&f.raw)?;
             h.remove_locked(l.pos.bucket, &f)?;
             Ok(Some(v))
         })
@@ -216,13 +204,7 @@ impl Handle {
         let now = self.now_ms();
         self.with_key(db, key, |h, l| {
             let Some(f) = l.found else { return Ok(None) };
-            if f.raw.vtype != ValueType::String as u8 {
-                return Err(Error::WrongType);
-            }
-            let mut v = Vec::with_capacity(f.raw.vallen as usize);
-            h.ctx
-                .region()
-                .read_bytes(f.raw.value_off(), f.raw.vallen, &mut v)?;
+            let v = h.read_string(&f.raw)?;
             match expiry {
                 Expiry::Keep => {}
                 Expiry::Persist if f.raw.expire == 0 => {}
@@ -277,14 +259,7 @@ impl Handle {
             let mut out = SetResult::default();
             if let Some(f) = l.found {
                 if opts.get {
-                    if f.raw.vtype != ValueType::String as u8 {
-                        return Err(Error::WrongType);
-                    }
-                    let mut old = Vec::new();
-                    h.ctx
-                        .region()
-                        .read_bytes(f.raw.value_off(), f.raw.vallen, &mut old)?;
-                    out.old = Some(old);
+                    out.old = Some(h.read_string(&f.raw)?);
                 }
             }
             let allowed = match opts.condition {
@@ -325,14 +300,10 @@ impl Handle {
                     if f.raw.vtype != ValueType::String as u8 {
                         return Err(Error::WrongType);
                     }
-                    let mut buf = Vec::with_capacity(24);
                     if f.raw.vallen > 20 {
                         return Err(Error::NotInteger);
                     }
-                    h.ctx
-                        .region()
-                        .read_bytes(f.raw.value_off(), f.raw.vallen, &mut buf)?;
-                    let v = parse_i64(&buf).ok_or(Error::NotInteger)?;
+                    let v = parse_i64(&h.read_value(&f.raw)?).ok_or(Error::NotInteger)?;
                     (v, f.raw.expire, f.raw.mc_flags)
                 }
             };
