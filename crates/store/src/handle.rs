@@ -81,7 +81,8 @@ impl Handle {
         self.ctx.region().prefetch(pos.bucket);
     }
 
-    pub(crate) fn now_ms(&self) -> u64 {
+    /// The segment's clock (ms since the epoch; injectable in tests).
+    pub fn now_ms(&self) -> u64 {
         self.ctx.sh.clock.now_ms()
     }
 

@@ -49,6 +49,28 @@ impl<'a> ReplyWriter<'a> {
         self.protocol
     }
 
+    /// Switches the protocol for the replies written from now on (`HELLO 3`
+    /// answers in the protocol it selects).
+    pub fn set_protocol(&mut self, protocol: Protocol) {
+        self.protocol = protocol;
+    }
+
+    /// How many bytes `out` holds, including what it held before.
+    pub fn len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Whether `out` is empty.
+    pub fn is_empty(&self) -> bool {
+        self.out.is_empty()
+    }
+
+    /// Drops everything written after the first `len` bytes (a suppressed reply
+    /// under `CLIENT REPLY OFF|SKIP`).
+    pub fn truncate(&mut self, len: usize) {
+        self.out.truncate(len);
+    }
+
     /// The bytes written so far (and whatever `out` held before).
     pub fn as_bytes(&self) -> &[u8] {
         self.out

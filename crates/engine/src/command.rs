@@ -1,0 +1,224 @@
+//! Commands are data: each group's file lists its commands in a `COMMANDS`
+//! table (name, arity, flags, key positions, summary, handler) and this module
+//! merges the tables into one lookup. The dispatcher checks existence and arity
+//! here once; COMMAND INFO / DOCS / COUNT read the same tables.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use crate::engine::Cx;
+use crate::error::CmdError;
+
+/// One argument of a request, borrowed from the read buffer when possible.
+pub type Arg<'a> = Cow<'a, [u8]>;
+
+/// What a handler returns: its reply is already written; an error is written
+/// by the dispatcher.
+pub type CmdResult = Result<(), CmdError>;
+
+/// A command's implementation.
+pub type Handler = fn(&mut Cx<'_>, &[Arg<'_>]) -> CmdResult;
+
+/// Redis's command flags, as COMMAND INFO names them.
+pub mod flags {
+    /// May modify the data set.
+    pub const WRITE: u32 = 1;
+    /// Only reads.
+    pub const READONLY: u32 = 1 << 1;
+    /// Refused with OOM when memory is full (and no eviction frees any).
+    pub const DENYOOM: u32 = 1 << 2;
+    /// Administrative.
+    pub const ADMIN: u32 = 1 << 3;
+    /// Allowed while subscribed (RESP2).
+    pub const PUBSUB: u32 = 1 << 4;
+    /// Not shown in MONITOR.
+    pub const NOSCRIPT: u32 = 1 << 5;
+    /// May return a different result for the same arguments.
+    pub const RANDOM: u32 = 1 << 6;
+    /// Allowed while the server is loading.
+    pub const LOADING: u32 = 1 << 7;
+    /// Allowed on a stale replica.
+    pub const STALE: u32 = 1 << 8;
+    /// O(1) or O(log N).
+    pub const FAST: u32 = 1 << 9;
+    /// Allowed before AUTH.
+    pub const NO_AUTH: u32 = 1 << 10;
+    /// Not allowed inside MULTI.
+    pub const NO_MULTI: u32 = 1 << 11;
+    /// Allowed while a script is busy.
+    pub const ALLOW_BUSY: u32 = 1 << 12;
+
+    /// Flag names in COMMAND INFO's order.
+    pub const NAMES: &[(u32, &str)] = &[
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (PUBSUB, "pubsub"),
+        (NOSCRIPT, "noscript"),
+        (RANDOM, "random"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
+        (NO_MULTI, "no_multi"),
+        (ALLOW_BUSY, "allow_busy"),
+    ];
+}
+
+/// One entry of a command table.
+#[derive(Debug)]
+pub struct Command {
+    /// Lower-case name (`get`), or `parent|sub` for a subcommand.
+    pub name: &'static str,
+    /// Redis's arity: `n` means exactly `n` arguments counting the name; `-n`
+    /// means at least `n`.
+    pub arity: i32,
+    /// Bits of [`flags`].
+    pub flags: u32,
+    /// Position of the first key (0 = no keys).
+    pub first_key: i32,
+    /// Position of the last key (-1 = the last argument).
+    pub last_key: i32,
+    /// Distance between keys.
+    pub step: i32,
+    /// Redis's group (`string`, `generic`, `connection`, `server`).
+    pub group: &'static str,
+    /// Since which Redis version.
+    pub since: &'static str,
+    /// One line for COMMAND DOCS.
+    pub summary: &'static str,
+    /// The implementation. A container command (CLIENT, CONFIG…) dispatches to
+    /// its `subcommands` itself through [`dispatch_sub`].
+    pub handler: Handler,
+    /// Subcommands, for a container command.
+    pub subcommands: &'static [Command],
+}
+
+impl Command {
+    /// Whether `argc` arguments (counting the name) satisfy the arity.
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i64;
+        let arity = self.arity as i64;
+        if arity >= 0 {
+            argc == arity
+        } else {
+            argc >= -arity
+        }
+    }
+
+    /// Whether the command may write.
+    pub fn is_write(&self) -> bool {
+        self.flags & flags::WRITE != 0
+    }
+
+    /// The argument positions that are keys, for `argc` arguments.
+    pub fn key_positions(&self, argc: usize) -> impl Iterator<Item = usize> {
+        let argc = argc as i64;
+        let first = self.first_key as i64;
+        let last = if self.last_key < 0 {
+            argc + self.last_key as i64
+        } else {
+            (self.last_key as i64).min(argc - 1)
+        };
+        let step = self.step.max(1) as usize;
+        let range = if first > 0 && last >= first {
+            first as usize..last as usize + 1
+        } else {
+            0..0
+        };
+        range.step_by(step)
+    }
+}
+
+/// Every group's table, in COMMAND's order.
+fn tables() -> [&'static [Command]; 4] {
+    [
+        crate::types::string::COMMANDS,
+        crate::keyspace::COMMANDS,
+        crate::connection::COMMANDS,
+        crate::server::COMMANDS,
+    ]
+}
+
+/// Every top-level command.
+pub fn all() -> impl Iterator<Item = &'static Command> {
+    tables().into_iter().flatten()
+}
+
+/// Looks a command up by name, case-insensitively.
+pub fn lookup(name: &[u8]) -> Option<&'static Command> {
+    static TABLE: OnceLock<HashMap<Vec<u8>, &'static Command>> = OnceLock::new();
+    let table = TABLE.get_or_init(|| all().map(|c| (c.name.as_bytes().to_vec(), c)).collect());
+    if name.len() > 32 {
+        return None;
+    }
+    let mut lower = [0u8; 32];
+    let lower = &mut lower[..name.len()];
+    for (l, b) in lower.iter_mut().zip(name) {
+        *l = b.to_ascii_lowercase();
+    }
+    table.get(&lower[..]).copied()
+}
+
+/// Runs the subcommand named by `args[1]` of a container command, with
+/// Redis's errors for an unknown subcommand or a wrong argument count.
+pub fn dispatch_sub(cx: &mut Cx<'_>, parent: &Command, args: &[Arg<'_>]) -> CmdResult {
+    let sub = &args[1];
+    let found = parent.subcommands.iter().find(|c| {
+        c.name
+            .split_once('|')
+            .is_some_and(|(_, s)| s.as_bytes().eq_ignore_ascii_case(sub))
+    });
+    let upper = parent.name.to_ascii_uppercase();
+    let Some(cmd) = found else {
+        return Err(CmdError::owned(format!(
+            "ERR unknown subcommand '{}'. Try {upper} HELP.",
+            clip(sub, 128)
+        )));
+    };
+    if !cmd.arity_ok(args.len()) {
+        return Err(CmdError::arity(cmd.name));
+    }
+    (cmd.handler)(cx, args)
+}
+
+/// At most `max` bytes of `bytes` as text (for error messages).
+pub(crate) fn clip(bytes: &[u8], max: usize) -> String {
+    String::from_utf8_lossy(&bytes[..bytes.len().min(max)]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_lower_case() {
+        let mut seen = std::collections::HashSet::new();
+        for c in all() {
+            assert_eq!(c.name, c.name.to_ascii_lowercase());
+            assert!(seen.insert(c.name), "{} twice", c.name);
+            for s in c.subcommands {
+                assert!(s.name.starts_with(&format!("{}|", c.name)), "{}", s.name);
+            }
+        }
+    }
+
+    #[test]
+    fn lookup_ignores_case() {
+        assert_eq!(lookup(b"GeT").map(|c| c.name), Some("get"));
+        assert!(lookup(b"nosuchcommand").is_none());
+        assert!(lookup(&[b'a'; 100]).is_none());
+    }
+
+    #[test]
+    fn key_positions_follow_first_last_step() {
+        let del = lookup(b"del").unwrap();
+        assert_eq!(del.key_positions(4).collect::<Vec<_>>(), [1, 2, 3]);
+        let get = lookup(b"get").unwrap();
+        assert_eq!(get.key_positions(2).collect::<Vec<_>>(), [1]);
+        let ping = lookup(b"ping").unwrap();
+        assert_eq!(ping.key_positions(1).count(), 0);
+    }
+}

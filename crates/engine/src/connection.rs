@@ -1,0 +1,370 @@
+//! Connection commands: PING, ECHO, QUIT, SELECT, HELLO, RESET and CLIENT.
+
+use proto::resp::Protocol;
+
+use crate::command::{dispatch_sub, flags::*, Arg, CmdResult, Command};
+use crate::engine::{Cx, Flow, KillFilter, ServerRequest};
+use crate::error::{CmdError, BAD_DB, SYNTAX};
+use crate::parse;
+use crate::session::ReplyMode;
+
+/// The version shoal reports as `redis_version`, so that clients pick Redis
+/// 7.0's features.
+pub const REDIS_VERSION: &str = "7.0.15";
+
+const fn cmd(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    summary: &'static str,
+    handler: crate::command::Handler,
+) -> Command {
+    Command {
+        name,
+        arity,
+        flags,
+        first_key: 0,
+        last_key: 0,
+        step: 0,
+        group: "connection",
+        since: "1.0.0",
+        summary,
+        handler,
+        subcommands: &[],
+    }
+}
+
+const CLIENT_SUBCOMMANDS: &[Command] = &[
+    cmd("client|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands.", client_help),
+    cmd("client|setname", 3, NOSCRIPT | LOADING | STALE, "Sets the connection name.", client_setname),
+    cmd("client|getname", 2, NOSCRIPT | LOADING | STALE, "Returns the name of the connection.", client_getname),
+    cmd("client|id", 2, NOSCRIPT | LOADING | STALE, "Returns the unique client ID of the connection.", client_id),
+    cmd("client|info", 2, NOSCRIPT | LOADING | STALE, "Returns information about the connection.", client_info),
+    cmd("client|list", -2, ADMIN | NOSCRIPT | LOADING | STALE, "Lists open connections.", client_list),
+    cmd("client|kill", -3, ADMIN | NOSCRIPT | LOADING | STALE, "Terminates open connections.", client_kill),
+    cmd("client|no-evict", 3, ADMIN | NOSCRIPT | LOADING | STALE, "Sets the client eviction mode of the connection.", client_no_evict),
+    cmd("client|reply", 3, NOSCRIPT | LOADING | STALE, "Instructs the server whether to reply to commands.", client_reply),
+    cmd("client|setinfo", 4, NOSCRIPT | LOADING | STALE, "Sets information specific to the client or connection.", client_setinfo),
+];
+
+/// The connection commands.
+pub(crate) const COMMANDS: &[Command] = &[
+    cmd("ping", -1, FAST, "Returns the server's liveliness response.", ping),
+    cmd("echo", 2, FAST, "Returns the given string.", echo),
+    cmd("quit", -1, ALLOW_BUSY | NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, "Closes the connection.", quit),
+    cmd("select", 2, LOADING | STALE | FAST, "Changes the selected database.", select),
+    cmd("hello", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, "Handshakes with the Redis server.", hello),
+    cmd("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, "Resets the connection.", reset),
+    Command {
+        subcommands: CLIENT_SUBCOMMANDS,
+        ..cmd("client", -2, 0, "A container for client connection commands.", client)
+    },
+];
+
+fn ping(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    match args.len() {
+        1 => cx.out.simple(b"PONG"),
+        2 => cx.out.bulk(&args[1]),
+        _ => return Err(CmdError::arity("ping")),
+    }
+    Ok(())
+}
+
+fn echo(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    cx.out.bulk(&args[1]);
+    Ok(())
+}
+
+fn quit(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    cx.out.simple(b"OK");
+    cx.flow = Flow::Close;
+    Ok(())
+}
+
+fn select(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let db = parse::int(&args[1])?;
+    if !(0..store::NUM_DBS as i64).contains(&db) {
+        return Err(CmdError::msg(BAD_DB));
+    }
+    cx.session.db = db as u8;
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+/// A connection name may not contain spaces or special characters (Redis's
+/// `validateClientName`).
+fn check_client_name(name: &[u8]) -> Result<(), CmdError> {
+    if name.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        return Err(CmdError::msg(
+            "ERR Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    Ok(())
+}
+
+fn hello(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let mut protocol = cx.session.protocol;
+    let mut i = 1;
+    if let Some(ver) = args.get(1) {
+        let v = store::parse_i64(ver).ok_or(CmdError::msg(
+            "ERR Protocol version is not an integer or out of range",
+        ))?;
+        protocol = Protocol::from_version(v)
+            .ok_or(CmdError::msg("NOPROTO unsupported protocol version"))?;
+        i = 2;
+    }
+    let mut name = None;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        if parse::is(&args[i], "auth") && more >= 2 {
+            // Only the default user exists and it has no password (Redis's
+            // default): any password is accepted for it.
+            if !parse::is(&args[i + 1], "default") {
+                return Err(CmdError::msg(
+                    "WRONGPASS invalid username-password pair or user is disabled.",
+                ));
+            }
+            i += 3;
+        } else if parse::is(&args[i], "setname") && more >= 1 {
+            check_client_name(&args[i + 1])?;
+            name = Some(args[i + 1].to_vec());
+            i += 2;
+        } else {
+            return Err(CmdError::owned(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                crate::command::clip(&args[i], 128)
+            )));
+        }
+    }
+    if let Some(name) = name {
+        cx.session.name = name;
+    }
+    cx.session.protocol = protocol;
+    cx.out.set_protocol(protocol);
+    cx.out.map_len(7);
+    cx.out.bulk(b"server");
+    cx.out.bulk(b"redis");
+    cx.out.bulk(b"version");
+    cx.out.bulk(REDIS_VERSION.as_bytes());
+    cx.out.bulk(b"proto");
+    cx.out.integer(protocol.version());
+    cx.out.bulk(b"id");
+    cx.out.integer(cx.session.id as i64);
+    cx.out.bulk(b"mode");
+    cx.out.bulk(b"standalone");
+    cx.out.bulk(b"role");
+    cx.out.bulk(b"master");
+    cx.out.bulk(b"modules");
+    cx.out.array_len(0);
+    Ok(())
+}
+
+fn reset(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    cx.session.reset();
+    cx.out.set_protocol(cx.session.protocol);
+    cx.out.simple(b"RESET");
+    Ok(())
+}
+
+fn client(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let parent = crate::command::lookup(b"client").expect("CLIENT is in the table");
+    dispatch_sub(cx, parent, args)
+}
+
+fn client_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    let lines: &[&str] = &[
+        "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "GETNAME",
+        "    Return the name of the current connection.",
+        "ID",
+        "    Return the ID of the current connection.",
+        "INFO",
+        "    Return information about the current client connection.",
+        "KILL <ip:port>",
+        "    Kill connection made from <ip:port>.",
+        "KILL <option> <value> [<option> <value> [...]]",
+        "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>,",
+        "    LADDR <ip:port>, SKIPME (YES|NO), MAXAGE <seconds>.",
+        "LIST [options ...]",
+        "    Return information about client connections. Options:",
+        "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+        "    * ID <client-id> [<client-id> ...]",
+        "NO-EVICT (ON|OFF)",
+        "    Protect current client connection from eviction.",
+        "REPLY (ON|OFF|SKIP)",
+        "    Control the replies sent to the current connection.",
+        "SETNAME <name>",
+        "    Assign the name <name> to the current connection.",
+        "SETINFO <option> <value>",
+        "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+        "HELP",
+        "    Print this help.",
+    ];
+    cx.out.array_len(lines.len());
+    for l in lines {
+        cx.out.simple(l.as_bytes());
+    }
+    Ok(())
+}
+
+fn client_setname(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    check_client_name(&args[2])?;
+    cx.session.name = args[2].to_vec();
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+fn client_getname(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    if cx.session.name.is_empty() {
+        cx.out.null();
+    } else {
+        cx.out.bulk(&cx.session.name.clone());
+    }
+    Ok(())
+}
+
+fn client_id(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    cx.out.integer(cx.session.id as i64);
+    Ok(())
+}
+
+fn client_info(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    let line = cx.session.client_line(cx.engine.now_ms()) + "\n";
+    cx.out.verbatim(b"txt", line.as_bytes());
+    Ok(())
+}
+
+fn client_list(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let mut ids = Vec::new();
+    let mut i = 2;
+    while i < args.len() {
+        if parse::is(&args[i], "type") && i + 1 < args.len() {
+            let t = &args[i + 1];
+            if !["normal", "master", "replica", "slave", "pubsub"]
+                .iter()
+                .any(|w| parse::is(t, w))
+            {
+                return Err(CmdError::owned(format!(
+                    "ERR Unknown client type '{}'",
+                    crate::command::clip(t, 128)
+                )));
+            }
+            i += 2;
+        } else if parse::is(&args[i], "id") && i + 1 < args.len() {
+            for a in &args[i + 1..] {
+                let id = store::parse_i64(a)
+                    .filter(|&n| n > 0)
+                    .ok_or(CmdError::msg("ERR Invalid client ID"))?;
+                ids.push(id as u64);
+            }
+            i = args.len();
+        } else {
+            return Err(CmdError::syntax());
+        }
+    }
+    cx.flow = Flow::Server(ServerRequest::ClientList { ids });
+    Ok(())
+}
+
+fn client_kill(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let mut filter = KillFilter {
+        skip_me: true,
+        caller: cx.session.id,
+        ..KillFilter::default()
+    };
+    if args.len() == 3 {
+        filter.legacy = true;
+        filter.addr = Some(String::from_utf8_lossy(&args[2]).into_owned());
+        filter.skip_me = false;
+    } else {
+        if args.len() % 2 != 0 {
+            return Err(CmdError::msg(SYNTAX));
+        }
+        for pair in args[2..].chunks(2) {
+            let (opt, val) = (&pair[0], &pair[1]);
+            let text = String::from_utf8_lossy(val).into_owned();
+            if parse::is(opt, "id") {
+                let id = store::parse_i64(val)
+                    .filter(|&n| n > 0)
+                    .ok_or(CmdError::msg("ERR client-id should be greater than 0"))?;
+                filter.id = Some(id as u64);
+            } else if parse::is(opt, "addr") {
+                filter.addr = Some(text);
+            } else if parse::is(opt, "laddr") {
+                filter.laddr = Some(text);
+            } else if parse::is(opt, "maxage") {
+                let age = store::parse_i64(val)
+                    .filter(|&n| n >= 0)
+                    .ok_or(CmdError::not_integer())?;
+                filter.max_age = Some(age as u64);
+            } else if parse::is(opt, "skipme") {
+                filter.skip_me = if parse::is(val, "yes") {
+                    true
+                } else if parse::is(val, "no") {
+                    false
+                } else {
+                    return Err(CmdError::syntax());
+                };
+            } else if parse::is(opt, "type") || parse::is(opt, "user") {
+                // Every client is a normal client of the default user.
+                if !(parse::is(val, "normal") || parse::is(val, "default")) {
+                    filter.id = Some(0);
+                }
+            } else {
+                return Err(CmdError::syntax());
+            }
+        }
+    }
+    cx.flow = Flow::Server(ServerRequest::ClientKill(filter));
+    Ok(())
+}
+
+fn client_no_evict(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    cx.session.no_evict = if parse::is(&args[2], "on") {
+        true
+    } else if parse::is(&args[2], "off") {
+        false
+    } else {
+        return Err(CmdError::syntax());
+    };
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+fn client_reply(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    if parse::is(&args[2], "on") {
+        cx.session.reply = ReplyMode::On;
+        cx.out.simple(b"OK");
+    } else if parse::is(&args[2], "off") {
+        cx.session.reply = ReplyMode::Off;
+    } else if parse::is(&args[2], "skip") {
+        if cx.session.reply != ReplyMode::Off {
+            cx.session.reply = ReplyMode::Skip;
+        }
+    } else {
+        return Err(CmdError::syntax());
+    }
+    Ok(())
+}
+
+fn client_setinfo(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let value = &args[3];
+    if value.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        return Err(CmdError::owned(format!(
+            "ERR {} cannot contain spaces, newlines or special characters.",
+            crate::command::clip(&args[2], 32)
+        )));
+    }
+    if parse::is(&args[2], "lib-name") {
+        cx.session.lib_name = value.to_vec();
+    } else if parse::is(&args[2], "lib-ver") {
+        cx.session.lib_ver = value.to_vec();
+    } else {
+        return Err(CmdError::owned(format!(
+            "ERR Unrecognized option '{}'",
+            crate::command::clip(&args[2], 128)
+        )));
+    }
+    cx.out.simple(b"OK");
+    Ok(())
+}

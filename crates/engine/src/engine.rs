@@ -1,0 +1,248 @@
+//! The dispatcher: looks a request up in the command table, checks its arity,
+//! runs it against the store and writes the reply. One `Engine` per worker
+//! thread (it owns that thread's store handle).
+
+use std::time::Instant;
+
+use proto::resp::ReplyWriter;
+use store::{Handle, Store};
+
+use crate::command::{self, Arg, Command};
+use crate::config::Config;
+use crate::error::CmdError;
+use crate::session::{ReplyMode, Session};
+
+/// Facts about the process that INFO and CONFIG report.
+#[derive(Clone, Debug, Default)]
+pub struct ServerInfo {
+    /// Worker slot number (0 for an embedded engine).
+    pub worker: u32,
+    /// TCP port of the RESP listener (0 = none).
+    pub port: u16,
+    /// The running executable.
+    pub executable: String,
+    /// The config file, if any.
+    pub config_file: String,
+    /// 40 hex digits identifying this run (Redis's `run_id`).
+    pub run_id: String,
+}
+
+/// What the connection does after a command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Go on reading.
+    Continue,
+    /// Write the replies so far, then close (QUIT, or a fatal error).
+    Close,
+    /// The command concerns connections or processes: the server finishes it
+    /// and writes its reply.
+    Server(ServerRequest),
+}
+
+/// Work that only the server can do, already validated by the engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerRequest {
+    /// CLIENT LIST, optionally only these ids.
+    ClientList {
+        /// `ID id…` filter (empty = all).
+        ids: Vec<u64>,
+    },
+    /// CLIENT KILL.
+    ClientKill(KillFilter),
+    /// SHUTDOWN (NOSAVE/SAVE are accepted; there is nothing to save yet).
+    Shutdown,
+}
+
+/// CLIENT KILL's filters; every given one must match.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KillFilter {
+    /// The old form `CLIENT KILL addr:port`: reply OK or an error.
+    pub legacy: bool,
+    /// ID.
+    pub id: Option<u64>,
+    /// ADDR ip:port.
+    pub addr: Option<String>,
+    /// LADDR ip:port.
+    pub laddr: Option<String>,
+    /// MAXAGE seconds.
+    pub max_age: Option<u64>,
+    /// SKIPME (default yes): spare the calling client.
+    pub skip_me: bool,
+    /// The calling client's id.
+    pub caller: u64,
+}
+
+/// Per-engine counters for INFO stats.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EngineStats {
+    /// Commands executed.
+    pub commands: u64,
+    /// Commands rejected before running (unknown, arity).
+    pub rejected: u64,
+    /// Commands that replied with an error.
+    pub failed: u64,
+}
+
+/// One thread's command executor.
+pub struct Engine {
+    pub(crate) store: Store,
+    pub(crate) h: Handle,
+    pub(crate) config: Config,
+    pub(crate) info: ServerInfo,
+    pub(crate) stats: EngineStats,
+    pub(crate) started: Instant,
+}
+
+/// What a handler works with: the engine, the client's session and the reply
+/// sink, plus what the connection should do next.
+pub struct Cx<'a> {
+    pub(crate) engine: &'a mut Engine,
+    pub(crate) session: &'a mut Session,
+    pub(crate) out: ReplyWriter<'a>,
+    pub(crate) flow: Flow,
+}
+
+impl Cx<'_> {
+    /// The thread's store handle.
+    pub(crate) fn h(&mut self) -> &mut Handle {
+        &mut self.engine.h
+    }
+
+    /// The selected db.
+    pub(crate) fn db(&self) -> u8 {
+        self.session.db
+    }
+}
+
+impl Engine {
+    /// An engine for the calling thread (registers a store context).
+    pub fn new(store: Store, config: Config, info: ServerInfo) -> Result<Engine, store::Error> {
+        let h = store.handle()?;
+        Ok(Engine {
+            store,
+            h,
+            config,
+            info,
+            stats: EngineStats::default(),
+            started: Instant::now(),
+        })
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Changes settings (the server applies CONFIG SET from other workers).
+    pub fn config_mut(&mut self) -> &mut Config {
+        &mut self.config
+    }
+
+    /// The store this engine works on.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Counters for INFO.
+    pub fn stats(&self) -> EngineStats {
+        self.stats
+    }
+
+    /// The clock commands use (ms since the epoch).
+    pub fn now_ms(&self) -> u64 {
+        self.h.now_ms()
+    }
+
+    /// Starts loading the index slots of a request's keys into cache, so that a
+    /// pipeline's lookups overlap (Rai DS's batch prefetch).
+    pub fn prefetch(&self, session: &Session, args: &[Arg<'_>]) {
+        let Some(name) = args.first() else { return };
+        let Some(cmd) = command::lookup(name) else {
+            return;
+        };
+        if cmd.first_key == 0 {
+            return;
+        }
+        for i in cmd.key_positions(args.len()) {
+            if let Some(key) = args.get(i) {
+                self.h.prefetch(session.db, key);
+            }
+        }
+    }
+
+    /// Periodic work between requests: an incremental pass of the active
+    /// expiry sweeper. Returns how many keys it removed.
+    pub fn tick(&mut self) -> u64 {
+        self.h.sweep_expired(256).map(|s| s.expired).unwrap_or(0)
+    }
+
+    /// Executes one request and appends its reply (if the client wants one) to
+    /// `out`. An empty request does nothing.
+    pub fn execute(&mut self, session: &mut Session, args: &[Arg<'_>], out: &mut Vec<u8>) -> Flow {
+        let Some(name) = args.first() else {
+            return Flow::Continue;
+        };
+        let mark = out.len();
+        let reply_mode = session.reply;
+        if reply_mode == ReplyMode::Skip {
+            session.reply = ReplyMode::Skipping;
+        }
+        let protocol = session.protocol;
+        let mut cx = Cx {
+            engine: self,
+            session,
+            out: ReplyWriter::new(out, protocol),
+            flow: Flow::Continue,
+        };
+        let result = match command::lookup(name) {
+            None => {
+                cx.engine.stats.rejected += 1;
+                Err(unknown_command(args))
+            }
+            Some(cmd) if !cmd.arity_ok(args.len()) => {
+                cx.engine.stats.rejected += 1;
+                Err(CmdError::arity(cmd.name))
+            }
+            Some(cmd) => run(&mut cx, cmd, args),
+        };
+        if let Err(e) = result {
+            cx.engine.stats.failed += 1;
+            cx.out.error(e.text().as_bytes());
+        }
+        // CLIENT REPLY: OFF drops every reply, SKIP the next command's.
+        match cx.session.reply {
+            ReplyMode::Off => cx.out.truncate(mark),
+            ReplyMode::Skipping if reply_mode == ReplyMode::Skip => {
+                cx.out.truncate(mark);
+                cx.session.reply = ReplyMode::On;
+            }
+            _ => {}
+        }
+        cx.flow
+    }
+}
+
+fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> Result<(), CmdError> {
+    cx.engine.stats.commands += 1;
+    cx.session.last_cmd = cmd.name;
+    cx.session.last_ms = cx.engine.h.now_ms();
+    (cmd.handler)(cx, args)
+}
+
+/// Redis's reply to an unknown command, quoting up to 128 bytes of arguments.
+fn unknown_command(args: &[Arg<'_>]) -> CmdError {
+    let mut quoted = String::new();
+    for a in &args[1..] {
+        if quoted.len() >= 128 {
+            break;
+        }
+        let room = 128 - quoted.len();
+        quoted.push('\'');
+        quoted.push_str(&command::clip(a, room));
+        quoted.push_str("' ");
+    }
+    CmdError::owned(format!(
+        "ERR unknown command '{}', with args beginning with: {quoted}",
+        command::clip(&args[0], 128)
+    ))
+}

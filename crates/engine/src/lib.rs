@@ -1,0 +1,44 @@
+//! shoal's command engine: the command table and the Redis semantics of every
+//! command, over the shared-memory [`store`]. It knows nothing of sockets: the
+//! server hands it parsed requests and a buffer for the replies.
+//!
+//! ```
+//! use engine::{Config, Engine, ServerInfo, Session};
+//! use std::borrow::Cow;
+//! use store::{Location, OpenOptions, Store};
+//!
+//! let path = std::env::temp_dir().join(format!("shoal-engine-doc-{}", std::process::id()));
+//! let store = Store::open(&OpenOptions {
+//!     location: Location::Path(path.clone()),
+//!     size: 8 << 20,
+//!     ..OpenOptions::default()
+//! })?;
+//! let mut engine = Engine::new(store, Config::default(), ServerInfo::default())?;
+//! let mut session = Session::new(1, engine.now_ms());
+//! let mut out = Vec::new();
+//! let req = |words: &[&'static str]| -> Vec<Cow<'static, [u8]>> {
+//!     words.iter().map(|w| Cow::Borrowed(w.as_bytes())).collect()
+//! };
+//! engine.execute(&mut session, &req(&["SET", "k", "v"]), &mut out);
+//! engine.execute(&mut session, &req(&["GET", "k"]), &mut out);
+//! assert_eq!(out, b"+OK\r\n$1\r\nv\r\n");
+//! # std::fs::remove_file(path).unwrap();
+//! # Ok::<(), store::Error>(())
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod command;
+mod config;
+mod connection;
+mod engine;
+pub mod error;
+mod keyspace;
+mod parse;
+mod server;
+mod session;
+mod types;
+
+pub use config::Config;
+pub use engine::{Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest};
+pub use session::{ReplyMode, Session};

@@ -1,0 +1,118 @@
+//! Per-connection state the commands read and change: db, protocol, name,
+//! reply mode. The server owns one per connection and fills in the socket
+//! fields; the engine never sees the socket itself.
+
+use proto::resp::Protocol;
+
+/// CLIENT REPLY's modes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReplyMode {
+    /// Every reply is sent.
+    #[default]
+    On,
+    /// No reply is sent until CLIENT REPLY ON.
+    Off,
+    /// The next command's reply is not sent.
+    Skip,
+    /// Set while executing the command after CLIENT REPLY SKIP.
+    Skipping,
+}
+
+/// One client connection as commands see it.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// CLIENT ID: unique across every worker of the segment.
+    pub id: u64,
+    /// Selected database.
+    pub db: u8,
+    /// RESP2 until HELLO 3.
+    pub protocol: Protocol,
+    /// CLIENT SETNAME (empty = none).
+    pub name: Vec<u8>,
+    /// CLIENT SETINFO lib-name / lib-ver (shown in CLIENT LIST).
+    pub lib_name: Vec<u8>,
+    /// Library version.
+    pub lib_ver: Vec<u8>,
+    /// CLIENT REPLY.
+    pub reply: ReplyMode,
+    /// CLIENT NO-EVICT.
+    pub no_evict: bool,
+    /// Remote address `ip:port`, or the socket path's peer for a Unix socket.
+    pub addr: String,
+    /// Local address.
+    pub laddr: String,
+    /// The connection's file descriptor (CLIENT LIST's `fd`).
+    pub fd: i64,
+    /// When the connection was accepted, ms since the epoch.
+    pub created_ms: u64,
+    /// When the last command ran, ms since the epoch.
+    pub last_ms: u64,
+    /// Name of the last command run (CLIENT LIST's `cmd`).
+    pub last_cmd: &'static str,
+    /// Bytes in the query buffer (filled in by the server for CLIENT LIST).
+    pub qbuf: usize,
+    /// Bytes in the output buffer (filled in by the server).
+    pub omem: usize,
+    /// Number of the worker serving the connection.
+    pub worker: u32,
+}
+
+impl Session {
+    /// A fresh connection's state.
+    pub fn new(id: u64, now_ms: u64) -> Session {
+        Session {
+            id,
+            db: 0,
+            protocol: Protocol::Resp2,
+            name: Vec::new(),
+            lib_name: Vec::new(),
+            lib_ver: Vec::new(),
+            reply: ReplyMode::On,
+            no_evict: false,
+            addr: String::new(),
+            laddr: String::new(),
+            fd: -1,
+            created_ms: now_ms,
+            last_ms: now_ms,
+            last_cmd: "NULL",
+            qbuf: 0,
+            omem: 0,
+            worker: 0,
+        }
+    }
+
+    /// What RESET restores: db 0, RESP2, no name, replies on.
+    pub fn reset(&mut self) {
+        self.db = 0;
+        self.protocol = Protocol::Resp2;
+        self.name.clear();
+        self.reply = ReplyMode::On;
+        self.no_evict = false;
+    }
+
+    /// The line CLIENT LIST and CLIENT INFO print for this client, in Redis
+    /// 7.0's field order (without the trailing newline).
+    pub fn client_line(&self, now_ms: u64) -> String {
+        let flags = if self.no_evict { "e" } else { "N" };
+        format!(
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            self.fd,
+            String::from_utf8_lossy(&self.name),
+            now_ms.saturating_sub(self.created_ms) / 1000,
+            now_ms.saturating_sub(self.last_ms) / 1000,
+            self.db,
+            self.qbuf,
+            16384usize.saturating_sub(self.qbuf),
+            self.omem,
+            self.qbuf + self.omem + 16384,
+            self.last_cmd,
+            self.protocol.version(),
+            String::from_utf8_lossy(&self.lib_name),
+            String::from_utf8_lossy(&self.lib_ver),
+            self.worker,
+        )
+    }
+}

@@ -1,0 +1,4 @@
+//! Commands by value type, one file each (STYLE 6): the type's helpers first,
+//! its command table and handlers after.
+
+pub(crate) mod string;
