@@ -35,29 +35,125 @@ const fn cmd(
 }
 
 const CLIENT_SUBCOMMANDS: &[Command] = &[
-    cmd("client|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands.", client_help),
-    cmd("client|setname", 3, NOSCRIPT | LOADING | STALE, "Sets the connection name.", client_setname),
-    cmd("client|getname", 2, NOSCRIPT | LOADING | STALE, "Returns the name of the connection.", client_getname),
-    cmd("client|id", 2, NOSCRIPT | LOADING | STALE, "Returns the unique client ID of the connection.", client_id),
-    cmd("client|info", 2, NOSCRIPT | LOADING | STALE, "Returns information about the connection.", client_info),
-    cmd("client|list", -2, ADMIN | NOSCRIPT | LOADING | STALE, "Lists open connections.", client_list),
-    cmd("client|kill", -3, ADMIN | NOSCRIPT | LOADING | STALE, "Terminates open connections.", client_kill),
-    cmd("client|no-evict", 3, ADMIN | NOSCRIPT | LOADING | STALE, "Sets the client eviction mode of the connection.", client_no_evict),
-    cmd("client|reply", 3, NOSCRIPT | LOADING | STALE, "Instructs the server whether to reply to commands.", client_reply),
-    cmd("client|setinfo", 4, NOSCRIPT | LOADING | STALE, "Sets information specific to the client or connection.", client_setinfo),
+    cmd(
+        "client|help",
+        2,
+        LOADING | STALE,
+        "Returns helpful text about the different subcommands.",
+        client_help,
+    ),
+    cmd(
+        "client|setname",
+        3,
+        NOSCRIPT | LOADING | STALE,
+        "Sets the connection name.",
+        client_setname,
+    ),
+    cmd(
+        "client|getname",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        "Returns the name of the connection.",
+        client_getname,
+    ),
+    cmd(
+        "client|id",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        "Returns the unique client ID of the connection.",
+        client_id,
+    ),
+    cmd(
+        "client|info",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        "Returns information about the connection.",
+        client_info,
+    ),
+    cmd(
+        "client|list",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Lists open connections.",
+        client_list,
+    ),
+    cmd(
+        "client|kill",
+        -3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Terminates open connections.",
+        client_kill,
+    ),
+    cmd(
+        "client|no-evict",
+        3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Sets the client eviction mode of the connection.",
+        client_no_evict,
+    ),
+    cmd(
+        "client|reply",
+        3,
+        NOSCRIPT | LOADING | STALE,
+        "Instructs the server whether to reply to commands.",
+        client_reply,
+    ),
+    cmd(
+        "client|setinfo",
+        4,
+        NOSCRIPT | LOADING | STALE,
+        "Sets information specific to the client or connection.",
+        client_setinfo,
+    ),
 ];
 
 /// The connection commands.
 pub(crate) const COMMANDS: &[Command] = &[
-    cmd("ping", -1, FAST, "Returns the server's liveliness response.", ping),
+    cmd(
+        "ping",
+        -1,
+        FAST,
+        "Returns the server's liveliness response.",
+        ping,
+    ),
     cmd("echo", 2, FAST, "Returns the given string.", echo),
-    cmd("quit", -1, ALLOW_BUSY | NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, "Closes the connection.", quit),
-    cmd("select", 2, LOADING | STALE | FAST, "Changes the selected database.", select),
-    cmd("hello", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, "Handshakes with the Redis server.", hello),
-    cmd("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, "Resets the connection.", reset),
+    cmd(
+        "quit",
+        -1,
+        ALLOW_BUSY | NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        "Closes the connection.",
+        quit,
+    ),
+    cmd(
+        "select",
+        2,
+        LOADING | STALE | FAST,
+        "Changes the selected database.",
+        select,
+    ),
+    cmd(
+        "hello",
+        -1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        "Handshakes with the Redis server.",
+        hello,
+    ),
+    cmd(
+        "reset",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        "Resets the connection.",
+        reset,
+    ),
     Command {
         subcommands: CLIENT_SUBCOMMANDS,
-        ..cmd("client", -2, 0, "A container for client connection commands.", client)
+        ..cmd(
+            "client",
+            -2,
+            0,
+            "A container for client connection commands.",
+            client,
+        )
     },
 ];
 

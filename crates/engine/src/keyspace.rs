@@ -29,9 +29,30 @@ const fn cmd(
 
 /// The key-space commands.
 pub(crate) const COMMANDS: &[Command] = &[
-    cmd("del", -2, WRITE, (1, -1, 1), "Deletes one or more keys.", del),
-    cmd("unlink", -2, WRITE | FAST, (1, -1, 1), "Asynchronously deletes one or more keys.", del),
-    cmd("exists", -2, READONLY | FAST, (1, -1, 1), "Determines whether one or more keys exist.", exists),
+    cmd(
+        "del",
+        -2,
+        WRITE,
+        (1, -1, 1),
+        "Deletes one or more keys.",
+        del,
+    ),
+    cmd(
+        "unlink",
+        -2,
+        WRITE | FAST,
+        (1, -1, 1),
+        "Asynchronously deletes one or more keys.",
+        del,
+    ),
+    cmd(
+        "exists",
+        -2,
+        READONLY | FAST,
+        (1, -1, 1),
+        "Determines whether one or more keys exist.",
+        exists,
+    ),
 ];
 
 fn del(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {

@@ -20,7 +20,10 @@ pub(crate) fn non_negative(arg: &[u8], negative: &'static str) -> Result<u64, Cm
 pub(crate) fn float(arg: &[u8]) -> Result<f64, CmdError> {
     let bad = || CmdError::msg(NOT_FLOAT);
     let text = std::str::from_utf8(arg).map_err(|_| bad())?;
-    if text.is_empty() || text.starts_with(char::is_whitespace) || text.ends_with(char::is_whitespace) {
+    if text.is_empty()
+        || text.starts_with(char::is_whitespace)
+        || text.ends_with(char::is_whitespace)
+    {
         return Err(bad());
     }
     let v: f64 = match text.to_ascii_lowercase().as_str() {
@@ -66,6 +69,9 @@ mod tests {
     #[test]
     fn negative_counts_get_the_given_error() {
         assert_eq!(non_negative(b"3", "ERR neg").unwrap(), 3);
-        assert_eq!(non_negative(b"-3", "ERR neg").unwrap_err().text(), "ERR neg");
+        assert_eq!(
+            non_negative(b"-3", "ERR neg").unwrap_err().text(),
+            "ERR neg"
+        );
     }
 }

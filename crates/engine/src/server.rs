@@ -27,8 +27,20 @@ const fn cmd(
 
 /// The server commands.
 pub(crate) const COMMANDS: &[Command] = &[
-    cmd("time", 1, LOADING | STALE | FAST, "Returns the server time.", time),
-    cmd("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, "Synchronously saves the database(s) to disk and shuts down the Redis server.", shutdown),
+    cmd(
+        "time",
+        1,
+        LOADING | STALE | FAST,
+        "Returns the server time.",
+        time,
+    ),
+    cmd(
+        "shutdown",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY,
+        "Synchronously saves the database(s) to disk and shuts down the Redis server.",
+        shutdown,
+    ),
 ];
 
 fn time(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {

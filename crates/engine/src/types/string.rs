@@ -61,7 +61,8 @@ pub(crate) fn parse_expiry(
         return Err(bad());
     }
     let at = if parse::is(unit, "ex") {
-        n.checked_mul(1000).and_then(|ms| ms.checked_add(now_ms as i64))
+        n.checked_mul(1000)
+            .and_then(|ms| ms.checked_add(now_ms as i64))
     } else if parse::is(unit, "px") {
         n.checked_add(now_ms as i64)
     } else if parse::is(unit, "exat") {
@@ -103,7 +104,10 @@ fn set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     // Second pass for the expiry value, now that the syntax is known good.
     let mut i = 3;
     while i < args.len() {
-        if ["ex", "px", "exat", "pxat"].iter().any(|w| parse::is(&args[i], w)) {
+        if ["ex", "px", "exat", "pxat"]
+            .iter()
+            .any(|w| parse::is(&args[i], w))
+        {
             opts.expiry = parse_expiry(&args[i], &args[i + 1], cx.engine.now_ms(), "set")?;
             i += 1;
         }
