@@ -173,6 +173,10 @@ impl Engine {
     /// Periodic work between requests: an incremental pass of the active
     /// expiry sweeper. Returns how many keys it removed.
     pub fn tick(&mut self) -> u64 {
+        let any = (0..store::NUM_DBS as u8).any(|db| self.h.expires_count(db).unwrap_or(0) > 0);
+        if !any {
+            return 0;
+        }
         self.h.sweep_expired(256).map(|s| s.expired).unwrap_or(0)
     }
 

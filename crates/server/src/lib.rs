@@ -1,1 +1,21 @@
-//! placeholder
+//! shoal's server processes: the supervisor that starts and restarts worker
+//! processes, and the workers, each one thread with a tokio `current_thread`
+//! event loop that accepts clients on a SO_REUSEPORT listener shared with its
+//! siblings and runs their requests through the [`engine`].
+//!
+//! Workers talk to each other through the segment: the worker registry and a
+//! mailbox per worker (see `store`), plus a datagram to wake the receiver.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod bus;
+mod clients;
+mod connection;
+mod error;
+mod listener;
+pub mod supervisor;
+pub mod worker;
+
+pub use error::Error;
+pub use supervisor::{serve, ServeOptions};
+pub use worker::{run_worker, WorkerOptions};

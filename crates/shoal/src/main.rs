@@ -15,6 +15,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the server: a supervisor and its worker processes.
+    Serve(cmd::serve::ServeArgs),
+    /// One worker process (started by `shoal serve`).
+    #[command(hide = true)]
+    Worker(cmd::serve::WorkerArgs),
     /// Inspect or create a shared-memory segment.
     Store(cmd::store::StoreArgs),
     /// Load generators and comparison runs.
@@ -24,6 +29,8 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(args) => cmd::serve::run(args),
+        Command::Worker(args) => cmd::serve::run_worker(args),
         Command::Store(args) => cmd::store::run(args),
         Command::Bench(args) => cmd::bench::run(args),
     };

@@ -4,7 +4,7 @@
 /// "SHOALSEG": the first eight bytes of every segment.
 pub(crate) const MAGIC: [u8; 8] = *b"SHOALSEG";
 /// Bumped whenever any offset or record format below changes.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 
 /// Number of Redis-style logical databases.
 pub const NUM_DBS: usize = 16;
@@ -28,6 +28,8 @@ pub(crate) const H_CREATOR_PID: u64 = 72;
 pub(crate) const H_CREATOR_UID: u64 = 76;
 pub(crate) const H_CREATED_MS: u64 = 80;
 pub(crate) const H_PAGE_SIZE: u64 = 88;
+pub(crate) const H_MBOX_OFF: u64 = 96;
+pub(crate) const H_MBOX_SIZE: u64 = 104;
 
 // --- header: shared mutable words ---
 /// The allocator lock (owner word + seq word, like every lock).
@@ -60,6 +62,47 @@ pub(crate) const A_HEADS: u64 = A_SL_BITMAPS + 8 * FL_COUNT;
 const A_END: u64 = A_HEADS + 8 * FL_COUNT * SL_COUNT;
 const _: () = assert!(A_END <= HEADER_SIZE);
 const _: () = assert!(H_DB_EXPIRES_BASE + 8 * NUM_DBS as u64 <= A_USED_BYTES);
+
+// --- header: server plumbing (workers.rs) ---
+/// Next CLIENT ID, shared by every worker so ids are unique server-wide.
+pub(crate) const H_NEXT_CLIENT_ID: u64 = 8192;
+/// The supervisor's pid (0 = none), so that a worker can signal it.
+pub(crate) const H_SUPERVISOR_PID: u64 = 8200;
+/// Shared settings (CONFIG SET on one worker, seen by all): u64 words.
+pub(crate) const H_CONFIG: u64 = 8448;
+/// Number of shared setting words.
+pub const CONFIG_WORDS: u64 = 64;
+/// The worker registry: one record per worker slot.
+pub(crate) const H_WORKERS: u64 = 12288;
+pub(crate) const WORKER_REC: u64 = 128;
+/// Worker slots a segment has (each with a registry record and a mailbox).
+pub const MAX_WORKERS: u32 = 32;
+pub(crate) const W_STATE: u64 = 0;
+pub(crate) const W_PID: u64 = 8;
+pub(crate) const W_START_TIME: u64 = 16;
+pub(crate) const W_STARTED_MS: u64 = 24;
+pub(crate) const W_PORT: u64 = 32;
+pub(crate) const W_CONNECTIONS: u64 = 40;
+pub(crate) const W_TOTAL_CONNECTIONS: u64 = 48;
+pub(crate) const W_COMMANDS: u64 = 56;
+pub(crate) const W_RESTARTS: u64 = 64;
+const _: () = assert!(A_END <= H_NEXT_CLIENT_ID);
+const _: () = assert!(H_CONFIG + 8 * CONFIG_WORDS <= H_WORKERS);
+const _: () = assert!(H_WORKERS + WORKER_REC * MAX_WORKERS as u64 <= HEADER_SIZE);
+
+// --- mailbox (mailbox.rs): one ring per worker slot, after the contexts ---
+/// Producer lock (owner word + seq word, like every lock).
+pub(crate) const M_LOCK: u64 = 0;
+/// Bytes consumed so far (only the owning worker writes it).
+pub(crate) const M_HEAD: u64 = 8;
+/// Bytes produced so far (written under the lock, after the message).
+pub(crate) const M_TAIL: u64 = 16;
+/// 1 while a wake-up is owed to the consumer.
+pub(crate) const M_WAKE: u64 = 24;
+/// Start of the ring bytes.
+pub(crate) const M_RING: u64 = 64;
+/// Message header: payload length u32, kind u32, sender slot u32, pad, request id u64.
+pub(crate) const MSG_HEADER: u64 = 24;
 
 // --- context record (context.rs) ---
 pub(crate) const CTX_SIZE: u64 = 4096;

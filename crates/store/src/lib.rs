@@ -36,10 +36,12 @@ mod handle;
 mod index;
 mod keys;
 mod layout;
+mod mailbox;
 mod segment;
 mod shm;
 mod store;
 mod strings;
+mod workers;
 #[doc(hidden)]
 pub mod testing;
 
@@ -50,7 +52,9 @@ pub use error::{Error, Result};
 pub use evict::{EvictionPolicy, Sweep};
 pub use handle::Handle;
 pub use keys::{ExpireCondition, ScanPage, Ttl};
-pub use layout::{DEFAULT_CONTEXTS, LAYOUT_VERSION, MAX_VALUE_LEN, NUM_DBS};
+pub use layout::{CONFIG_WORDS, DEFAULT_CONTEXTS, LAYOUT_VERSION, MAX_VALUE_LEN, MAX_WORKERS, NUM_DBS};
+pub use mailbox::{Message, Sent};
+pub use workers::{WorkerCounter, WorkerInfo, WorkerState};
 pub use segment::{parse_size, Clock, Location, OpenOptions, MIN_SEGMENT};
 pub use store::{CheckReport, Store, StoreInfo};
 pub use strings::{parse_i64, resolve_range, Expiry, Modify, SetCondition, SetOptions, SetResult};

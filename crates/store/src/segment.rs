@@ -105,6 +105,9 @@ pub(crate) struct Geometry {
     pub buckets: u64,
     pub arena_off: u64,
     pub arena_size: u64,
+    /// The worker mailboxes: `MAX_WORKERS` rings of `mbox_size` bytes.
+    pub mbox_off: u64,
+    pub mbox_size: u64,
 }
 
 /// Smallest segment accepted.
@@ -124,7 +127,15 @@ impl Geometry {
             )));
         }
         let ctx_off = HEADER_SIZE;
-        let index_off = align_up(ctx_off + ctx_count as u64 * CTX_SIZE, 4096);
+        let mbox_off = align_up(ctx_off + ctx_count as u64 * CTX_SIZE, 4096);
+        // A mailbox carries control messages and replies between workers
+        // (CLIENT LIST, CONFIG SET, later pub/sub): big ones on big segments.
+        let mbox_size: u64 = match seg_size {
+            s if s >= 256 << 20 => 256 << 10,
+            s if s >= 16 << 20 => 64 << 10,
+            _ => 4 << 10,
+        };
+        let index_off = align_up(mbox_off + MAX_WORKERS as u64 * mbox_size, 4096);
         // One sixteenth of the segment for the table: about 8 bytes of index per
         // key when the arena is full of small entries, with chains absorbing more.
         let buckets = (seg_size / 16 / BUCKET_SIZE).max(64);
@@ -142,6 +153,8 @@ impl Geometry {
             buckets,
             arena_off,
             arena_size: seg_size - arena_off,
+            mbox_off,
+            mbox_size,
         })
     }
 }
@@ -269,6 +282,9 @@ fn init_header(region: &Region, geo: &Geometry, page: u64, created_ms: u64) -> R
     region.store32(H_CREATOR_UID, current_uid())?;
     region.store64(H_CREATED_MS, created_ms)?;
     region.store64(H_PAGE_SIZE, page)?;
+    region.store64(H_MBOX_OFF, geo.mbox_off)?;
+    region.store64(H_MBOX_SIZE, geo.mbox_size)?;
+    region.store64(H_NEXT_CLIENT_ID, 1)?;
     region.store32(H_SAMPLES, 5)?;
     Ok(())
 }
@@ -338,6 +354,8 @@ fn attach(path: PathBuf, clock: Clock) -> Result<Shared> {
         buckets: header.load64(H_BUCKETS)?,
         arena_off: header.load64(H_ARENA_OFF)?,
         arena_size: header.load64(H_ARENA_SIZE)?,
+        mbox_off: header.load64(H_MBOX_OFF)?,
+        mbox_size: header.load64(H_MBOX_SIZE)?,
     };
     if stored != geo
         || header.load32(H_HEADER_SIZE)? as u64 != HEADER_SIZE

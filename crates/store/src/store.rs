@@ -18,7 +18,7 @@ use crate::segment::{self, OpenOptions, Shared};
 /// An attached segment. Cheap to clone; every thread makes its own [`Handle`].
 #[derive(Clone)]
 pub struct Store {
-    sh: Arc<Shared>,
+    pub(crate) sh: Arc<Shared>,
 }
 
 /// Figures about a segment, for INFO and `shoal store info`.

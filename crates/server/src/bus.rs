@@ -1,0 +1,221 @@
+//! Messages between workers: requests that need every worker's answer
+//! (CLIENT LIST, CLIENT KILL) and notices (CONFIG SET). A message goes into
+//! the receiver's mailbox in the segment; a one-byte datagram to the
+//! receiver's abstract Unix socket wakes its event loop (only when the mailbox
+//! says a wake-up is owed, so a burst costs one datagram).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::rc::Rc;
+use std::time::Duration;
+
+use engine::KillFilter;
+use store::{Handle, Sent};
+use tokio::sync::Notify;
+
+use crate::error::{io, Error};
+
+/// Request: the receiver's CLIENT LIST lines (payload: ids, u64 LE each).
+pub(crate) const LIST_REQUEST: u32 = 1;
+/// Reply: a piece of CLIENT LIST text, more to come.
+pub(crate) const LIST_PART: u32 = 2;
+/// Reply: the last piece of CLIENT LIST text.
+pub(crate) const LIST_REPLY: u32 = 3;
+/// Request: close the clients a filter selects (payload: the filter).
+pub(crate) const KILL_REQUEST: u32 = 4;
+/// Reply: how many were closed (u64 LE).
+pub(crate) const KILL_REPLY: u32 = 5;
+
+/// How long a request waits for the other workers.
+const GATHER_TIMEOUT: Duration = Duration::from_secs(1);
+
+struct Pending {
+    waiting: HashSet<u32>,
+    parts: Vec<Vec<u8>>,
+    done: Rc<Notify>,
+}
+
+/// This worker's end of the bus.
+pub(crate) struct Bus {
+    slot: u32,
+    prefix: String,
+    sender: UnixDatagram,
+    next_request: Cell<u64>,
+    pending: RefCell<HashMap<u64, Pending>>,
+}
+
+/// A short stable name for a segment path (FNV-1a), for socket names.
+fn path_tag(path: &str) -> u64 {
+    path.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+impl Bus {
+    pub fn new(slot: u32, segment: &str) -> Result<Bus, Error> {
+        Ok(Bus {
+            slot,
+            prefix: format!("shoal-{:016x}", path_tag(segment)),
+            sender: UnixDatagram::unbound().map_err(io("create wake-up socket"))?,
+            next_request: Cell::new(1),
+            pending: RefCell::new(HashMap::new()),
+        })
+    }
+
+    fn addr(&self, slot: u32) -> Result<SocketAddr, Error> {
+        let name = format!("{}-w{slot}", self.prefix);
+        SocketAddr::from_abstract_name(name.as_bytes()).map_err(io("name wake-up socket"))
+    }
+
+    /// The socket this worker's loop awaits for wake-ups.
+    pub fn bind(&self) -> Result<tokio::net::UnixDatagram, Error> {
+        let what = "bind wake-up socket (is another worker using this slot?)";
+        let sock = UnixDatagram::bind_addr(&self.addr(self.slot)?).map_err(io(what))?;
+        sock.set_nonblocking(true).map_err(io(what))?;
+        tokio::net::UnixDatagram::from_std(sock).map_err(io(what))
+    }
+
+    /// Puts a message in `to`'s mailbox and wakes it if needed. Retries a
+    /// full mailbox for a while (the receiver drains it as it runs).
+    pub async fn send(&self, h: &RefCell<Handle>, to: u32, kind: u32, request: u64, payload: &[u8]) -> bool {
+        for _ in 0..1000 {
+            let sent = h.borrow_mut().mailbox_send(to, kind, self.slot, request, payload);
+            match sent {
+                Ok(Sent::Delivered { wake }) => {
+                    if wake {
+                        if let Ok(addr) = self.addr(to) {
+                            // A worker that is not there yet drains its
+                            // mailbox when it starts.
+                            let _ = self.sender.send_to_addr(&[1], &addr);
+                        }
+                    }
+                    return true;
+                }
+                Ok(Sent::Full) => tokio::time::sleep(Duration::from_millis(1)).await,
+                Err(_) => return false,
+            }
+        }
+        false
+    }
+
+    /// Sends a request to every worker in `to` and waits (bounded) for their
+    /// replies; returns the reply payloads, pieces joined per worker.
+    pub async fn gather(&self, h: &RefCell<Handle>, to: &[u32], kind: u32, payload: &[u8]) -> Vec<Vec<u8>> {
+        let request = self.next_request.get();
+        self.next_request.set(request + 1);
+        let done = Rc::new(Notify::new());
+        let mut waiting = HashSet::new();
+        for &slot in to {
+            if self.send(h, slot, kind, request, payload).await {
+                waiting.insert(slot);
+            }
+        }
+        if waiting.is_empty() {
+            return Vec::new();
+        }
+        self.pending.borrow_mut().insert(
+            request,
+            Pending {
+                waiting,
+                parts: Vec::new(),
+                done: done.clone(),
+            },
+        );
+        let _ = tokio::time::timeout(GATHER_TIMEOUT, done.notified()).await;
+        self.pending
+            .borrow_mut()
+            .remove(&request)
+            .map(|p| p.parts)
+            .unwrap_or_default()
+    }
+
+    /// Files a reply piece from worker `from` under its request; `last` ends
+    /// that worker's answer.
+    pub fn reply_arrived(&self, request: u64, from: u32, payload: Vec<u8>, last: bool) {
+        let mut pending = self.pending.borrow_mut();
+        let Some(p) = pending.get_mut(&request) else {
+            return; // too late: the request timed out
+        };
+        p.parts.push(payload);
+        if last {
+            p.waiting.remove(&from);
+            if p.waiting.is_empty() {
+                p.done.notify_one();
+            }
+        }
+    }
+}
+
+/// CLIENT LIST's id filter as a payload.
+pub(crate) fn encode_ids(ids: &[u64]) -> Vec<u8> {
+    ids.iter().flat_map(|i| i.to_le_bytes()).collect()
+}
+
+/// The ids of a LIST_REQUEST payload.
+pub(crate) fn decode_ids(payload: &[u8]) -> Vec<u64> {
+    payload
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        .collect()
+}
+
+/// A kill filter as a payload: `key=value` lines.
+pub(crate) fn encode_filter(f: &KillFilter) -> Vec<u8> {
+    let mut s = format!("caller={}\nskipme={}\n", f.caller, f.skip_me as u8);
+    if let Some(id) = f.id {
+        s += &format!("id={id}\n");
+    }
+    if let Some(a) = &f.addr {
+        s += &format!("addr={a}\n");
+    }
+    if let Some(a) = &f.laddr {
+        s += &format!("laddr={a}\n");
+    }
+    if let Some(age) = f.max_age {
+        s += &format!("maxage={age}\n");
+    }
+    s.into_bytes()
+}
+
+/// The filter of a KILL_REQUEST payload (unknown lines are ignored).
+pub(crate) fn decode_filter(payload: &[u8]) -> KillFilter {
+    let mut f = KillFilter::default();
+    for line in String::from_utf8_lossy(payload).lines() {
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
+        match k {
+            "caller" => f.caller = v.parse().unwrap_or(0),
+            "skipme" => f.skip_me = v == "1",
+            "id" => f.id = v.parse().ok(),
+            "addr" => f.addr = Some(v.to_string()),
+            "laddr" => f.laddr = Some(v.to_string()),
+            "maxage" => f.max_age = v.parse().ok(),
+            _ => {}
+        }
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_and_ids_round_trip() {
+        let f = KillFilter {
+            legacy: false,
+            id: Some(7),
+            addr: Some("127.0.0.1:5000".into()),
+            laddr: None,
+            max_age: Some(3),
+            skip_me: true,
+            caller: 9,
+        };
+        assert_eq!(decode_filter(&encode_filter(&f)), f);
+        assert_eq!(decode_ids(&encode_ids(&[1, 2, u64::MAX])), [1, 2, u64::MAX]);
+        assert_eq!(decode_ids(b"short"), Vec::<u64>::new());
+    }
+}

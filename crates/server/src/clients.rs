@@ -1,0 +1,101 @@
+//! The clients connected to this worker: their sessions (shared with their
+//! connection tasks) and a way to close each one from outside (CLIENT KILL,
+//! shutdown).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use engine::{KillFilter, Session};
+use tokio::sync::Notify;
+
+/// One connection as the worker sees it.
+pub(crate) struct Client {
+    pub session: Rc<RefCell<Session>>,
+    pub kill: Rc<Notify>,
+}
+
+/// Clients by id (so CLIENT LIST comes out in id order, as in Redis).
+#[derive(Default)]
+pub(crate) struct Clients {
+    map: RefCell<BTreeMap<u64, Client>>,
+}
+
+/// Whether `filter` selects the client `s`.
+fn matches(filter: &KillFilter, s: &Session, now_ms: u64) -> bool {
+    if filter.skip_me && s.id == filter.caller {
+        return false;
+    }
+    filter.id.is_none_or(|id| id == s.id)
+        && filter.addr.as_deref().is_none_or(|a| a == s.addr)
+        && filter.laddr.as_deref().is_none_or(|a| a == s.laddr)
+        && filter
+            .max_age
+            .is_none_or(|age| now_ms.saturating_sub(s.created_ms) / 1000 >= age)
+}
+
+impl Clients {
+    pub fn insert(&self, id: u64, client: Client) {
+        self.map.borrow_mut().insert(id, client);
+    }
+
+    pub fn remove(&self, id: u64) {
+        self.map.borrow_mut().remove(&id);
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.borrow().len()
+    }
+
+    /// Runs `f` on each client's session; `current` stands in for the caller's
+    /// own session, which its connection holds borrowed while it runs.
+    fn each(&self, current: Option<&Session>, mut f: impl FnMut(&Session)) {
+        for (id, c) in self.map.borrow().iter() {
+            match c.session.try_borrow() {
+                Ok(s) => f(&s),
+                Err(_) => {
+                    if let Some(cur) = current.filter(|s| s.id == *id) {
+                        f(cur);
+                    }
+                }
+            }
+        }
+    }
+
+    /// CLIENT LIST lines (each ending in `\n`) for the clients in `ids` (all
+    /// when empty).
+    pub fn list(&self, ids: &[u64], now_ms: u64, current: Option<&Session>) -> String {
+        let mut out = String::new();
+        self.each(current, |s| {
+            if ids.is_empty() || ids.contains(&s.id) {
+                out.push_str(&s.client_line(now_ms));
+                out.push('\n');
+            }
+        });
+        out
+    }
+
+    /// Closes every client `filter` selects; returns how many.
+    pub fn kill(&self, filter: &KillFilter, now_ms: u64, current: Option<&Session>) -> u64 {
+        let mut victims = Vec::new();
+        self.each(current, |s| {
+            if matches(filter, s, now_ms) {
+                victims.push(s.id);
+            }
+        });
+        let map = self.map.borrow();
+        for id in &victims {
+            if let Some(c) = map.get(id) {
+                c.kill.notify_one();
+            }
+        }
+        victims.len() as u64
+    }
+
+    /// Closes every client (shutdown).
+    pub fn kill_all(&self) {
+        for c in self.map.borrow().values() {
+            c.kill.notify_one();
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! One client connection: read, parse every complete request in the buffer,
+//! prefetch their keys' index slots, execute them in order, write all the
+//! replies in one write. Limits and closing follow Redis: a protocol error is
+//! answered and the connection closed; a query buffer past
+//! `client-query-buffer-limit` or replies past the output limit close it
+//! without a reply.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use bytes::{Buf, BytesMut};
+use engine::{Flow, ServerRequest, Session};
+use proto::resp::{ReplyWriter, RequestParser, PROTO_IOBUF_LEN};
+use store::WorkerCounter;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::Notify;
+
+use crate::bus;
+use crate::clients::Client;
+use crate::worker::Worker;
+
+/// What the connection does after working through its buffer.
+enum Step {
+    /// Write the replies, then read more.
+    NeedInput,
+    /// A command the server finishes (its reply is not written yet).
+    Server(ServerRequest),
+    /// Write the replies, then close.
+    Close,
+}
+
+/// Serves one accepted connection until it closes.
+pub(crate) async fn run<S>(worker: Rc<Worker>, mut stream: S, addr: String, laddr: String)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let Ok(id) = worker.store.next_client_id() else {
+        return;
+    };
+    let (now, maxclients) = {
+        let e = worker.engine.borrow();
+        (e.now_ms(), e.config().maxclients)
+    };
+    if worker.clients.len() as u64 >= maxclients {
+        let _ = stream
+            .write_all(b"-ERR max number of clients reached\r\n")
+            .await;
+        return;
+    }
+    let mut s = Session::new(id, now);
+    s.addr = addr;
+    s.laddr = laddr;
+    s.worker = worker.slot;
+    let session = Rc::new(RefCell::new(s));
+    let kill = Rc::new(Notify::new());
+    worker.clients.insert(
+        id,
+        Client {
+            session: session.clone(),
+            kill: kill.clone(),
+        },
+    );
+    let _ = worker
+        .store
+        .add_worker_counter(worker.slot, WorkerCounter::Connections, 1);
+    let _ = worker
+        .store
+        .add_worker_counter(worker.slot, WorkerCounter::TotalConnections, 1);
+    let _ = serve(&worker, &mut stream, &session, &kill).await;
+    let _ = stream.shutdown().await;
+    worker.clients.remove(id);
+    let _ = worker
+        .store
+        .add_worker_counter(worker.slot, WorkerCounter::Connections, -1);
+}
+
+async fn serve<S>(
+    worker: &Rc<Worker>,
+    stream: &mut S,
+    session: &Rc<RefCell<Session>>,
+    kill: &Notify,
+) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (max_bulk, query_limit) = {
+        let e = worker.engine.borrow();
+        (e.config().proto_max_bulk_len, e.config().client_query_buffer_limit)
+    };
+    let mut parser = RequestParser::with_max_bulk_len(max_bulk);
+    let mut buf = BytesMut::with_capacity(PROTO_IOBUF_LEN);
+    let mut out: Vec<u8> = Vec::with_capacity(PROTO_IOBUF_LEN);
+    let mut shutdown = worker.shutdown.subscribe();
+    loop {
+        let step = process(worker, session, &mut parser, &mut buf, &mut out);
+        let close = match step {
+            Step::NeedInput => false,
+            Step::Close => true,
+            Step::Server(req) => {
+                let close = server_request(worker, session, req, &mut out).await;
+                if !close {
+                    // More requests may wait in the buffer: go round again
+                    // before reading.
+                    if !out.is_empty() && buf.is_empty() {
+                        stream.write_all(&out).await?;
+                        out.clear();
+                    }
+                    continue;
+                }
+                true
+            }
+        };
+        if !out.is_empty() {
+            stream.write_all(&out).await?;
+            out.clear();
+            if out.capacity() > 1 << 20 {
+                out.shrink_to(PROTO_IOBUF_LEN);
+            }
+        }
+        if close || *shutdown.borrow() {
+            return Ok(());
+        }
+        if buf.len() as u64 > query_limit {
+            // As Redis: the client is closed without a reply.
+            return Ok(());
+        }
+        buf.reserve(PROTO_IOBUF_LEN);
+        tokio::select! {
+            n = stream.read_buf(&mut buf) => {
+                if n? == 0 {
+                    return Ok(());
+                }
+            }
+            _ = kill.notified() => return Ok(()),
+            _ = shutdown.changed() => return Ok(()),
+        }
+    }
+}
+
+/// Executes every complete request in `buf` (synchronously: no `.await`
+/// while the engine is borrowed) and drops the consumed bytes.
+fn process(
+    worker: &Worker,
+    session: &RefCell<Session>,
+    parser: &mut RequestParser,
+    buf: &mut BytesMut,
+    out: &mut Vec<u8>,
+) -> Step {
+    let mut engine = worker.engine.borrow_mut();
+    let mut session = session.borrow_mut();
+    session.qbuf = buf.len();
+    let mut batch = Vec::new();
+    let mut pos = 0;
+    let mut protocol_error = None;
+    loop {
+        match parser.parse(&buf[pos..]) {
+            Ok(Some((args, n))) => {
+                pos += n;
+                batch.push((args, pos));
+            }
+            Ok(None) => break,
+            Err(e) => {
+                protocol_error = Some(e);
+                break;
+            }
+        }
+    }
+    if batch.len() > 1 {
+        for (args, _) in &batch {
+            engine.prefetch(&session, args);
+        }
+    }
+    let mut step = Step::NeedInput;
+    let mut consumed = pos;
+    let mut executed = 0;
+    for (args, end) in &batch {
+        executed += 1;
+        match engine.execute(&mut session, args, out) {
+            Flow::Continue => continue,
+            Flow::Close => step = Step::Close,
+            Flow::Server(req) => step = Step::Server(req),
+        }
+        consumed = *end;
+        break;
+    }
+    drop(batch);
+    if !matches!(step, Step::NeedInput) {
+        // Requests after this one are parsed again from the new start.
+        parser.reset();
+    } else if let Some(e) = protocol_error {
+        ReplyWriter::new(out, session.protocol).error(&e.message());
+        step = Step::Close;
+    }
+    buf.advance(consumed);
+    session.qbuf = buf.len();
+    session.omem = out.len();
+    if executed > 0 {
+        let _ = worker
+            .store
+            .add_worker_counter(worker.slot, WorkerCounter::Commands, executed);
+    }
+    step
+}
+
+/// Finishes a command that concerns connections or processes. Returns
+/// whether the connection should close.
+async fn server_request(
+    worker: &Rc<Worker>,
+    session: &RefCell<Session>,
+    req: ServerRequest,
+    out: &mut Vec<u8>,
+) -> bool {
+    let now = worker.engine.borrow().now_ms();
+    let protocol = session.borrow().protocol;
+    match req {
+        ServerRequest::ClientList { ids } => {
+            let mut text = worker.clients.list(&ids, now, Some(&session.borrow()));
+            let peers = worker.peers();
+            let parts = worker
+                .bus
+                .gather(&worker.bus_handle, &peers, bus::LIST_REQUEST, &bus::encode_ids(&ids))
+                .await;
+            for p in parts {
+                text.push_str(&String::from_utf8_lossy(&p));
+            }
+            let mut lines: Vec<&str> = text.lines().collect();
+            lines.sort_by_key(|l| client_id_of(l));
+            let mut sorted = lines.join("\n");
+            if !sorted.is_empty() {
+                sorted.push('\n');
+            }
+            ReplyWriter::new(out, protocol).verbatim(b"txt", sorted.as_bytes());
+            false
+        }
+        ServerRequest::ClientKill(filter) => {
+            let mut killed = worker.clients.kill(&filter, now, Some(&session.borrow()));
+            let peers = worker.peers();
+            let parts = worker
+                .bus
+                .gather(&worker.bus_handle, &peers, bus::KILL_REQUEST, &bus::encode_filter(&filter))
+                .await;
+            for p in parts {
+                killed += p
+                    .get(..8)
+                    .and_then(|b| b.try_into().ok())
+                    .map(u64::from_le_bytes)
+                    .unwrap_or(0);
+            }
+            let mut w = ReplyWriter::new(out, protocol);
+            if filter.legacy {
+                if killed == 0 {
+                    w.error(b"ERR No such client");
+                } else {
+                    w.simple(b"OK");
+                }
+            } else {
+                w.integer(killed as i64);
+            }
+            false
+        }
+        ServerRequest::Shutdown => {
+            match worker.store.supervisor_pid() {
+                Ok(Some(pid)) => {
+                    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+                    }
+                }
+                _ => {
+                    let _ = worker.shutdown.send(true);
+                }
+            }
+            true
+        }
+    }
+}
+
+/// The id of a CLIENT LIST line (`id=N …`), for ordering.
+fn client_id_of(line: &str) -> u64 {
+    line.strip_prefix("id=")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX)
+}

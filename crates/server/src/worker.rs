@@ -1,0 +1,276 @@
+//! A worker process: attaches the segment, takes its slot in the worker
+//! registry, binds the shared RESP port (SO_REUSEPORT) and serves clients on
+//! one tokio `current_thread` loop until SIGTERM/SIGINT, then drains: it stops
+//! accepting, lets every connection finish the replies in flight, and exits.
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Duration;
+
+use engine::{Config, Engine, ServerInfo};
+use store::{Handle, Location, Message, OpenOptions, Store, WorkerState};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+use tokio::task::LocalSet;
+
+use crate::bus::{self, Bus};
+use crate::clients::Clients;
+use crate::connection;
+use crate::error::{io, Error};
+use crate::listener;
+
+/// How a worker is started (the supervisor passes these on its command line).
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    /// Registry slot (also names its mailbox).
+    pub slot: u32,
+    /// The segment file to attach.
+    pub segment: PathBuf,
+    /// Settings (port, bind, limits).
+    pub config: Config,
+}
+
+/// Everything the tasks of one worker share (one thread, so `Rc`/`RefCell`;
+/// a `RefCell` is never held across an `.await`).
+pub(crate) struct Worker {
+    pub slot: u32,
+    pub store: Store,
+    pub engine: RefCell<Engine>,
+    /// A second store context for mailbox traffic, so that sending never
+    /// needs the engine's handle.
+    pub bus_handle: RefCell<Handle>,
+    pub bus: Bus,
+    pub clients: Clients,
+    pub shutdown: watch::Sender<bool>,
+}
+
+impl Worker {
+    /// Other live workers' slots.
+    pub fn peers(&self) -> Vec<u32> {
+        self.store
+            .workers()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|w| w.slot != self.slot)
+            .map(|w| w.slot)
+            .collect()
+    }
+}
+
+/// Runs a worker until it is told to stop.
+pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
+    let store = Store::open(&OpenOptions {
+        location: Location::Path(opts.segment.clone()),
+        create: false,
+        ..OpenOptions::default()
+    })?;
+    store.register_worker(opts.slot, opts.config.port)?;
+    let info = ServerInfo {
+        worker: opts.slot,
+        port: opts.config.port,
+        executable: std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        config_file: String::new(),
+        run_id: run_id(),
+    };
+    let engine = Engine::new(store.clone(), opts.config.clone(), info)?;
+    let bus_handle = store.handle()?;
+    let bus = Bus::new(opts.slot, &opts.segment.display().to_string())?;
+    let (shutdown, _) = watch::channel(false);
+    let worker = Rc::new(Worker {
+        slot: opts.slot,
+        store,
+        engine: RefCell::new(engine),
+        bus_handle: RefCell::new(bus_handle),
+        bus,
+        clients: Clients::default(),
+        shutdown,
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(io("start the event loop"))?;
+    LocalSet::new().block_on(&rt, serve(worker, opts))
+}
+
+/// 40 hex digits for INFO's `run_id`.
+fn run_id() -> String {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos()
+        ^ ((std::process::id() as u128) << 64);
+    let mut x = seed as u64 | 1;
+    (0..5)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            format!("{:08x}", x as u32)
+        })
+        .collect()
+}
+
+async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
+    let cfg = &opts.config;
+    let mut listeners = Vec::new();
+    if cfg.port != 0 {
+        let addr = listener::resolve(&cfg.bind, cfg.port)?;
+        let std_listener = listener::reuseport_tcp(addr)?;
+        let l = tokio::net::TcpListener::from_std(std_listener)
+            .map_err(io(format!("listen on {addr}")))?;
+        listeners.push(tokio::task::spawn_local(accept_tcp(worker.clone(), l)));
+    }
+    // A Unix socket path can be bound once: the first worker serves it.
+    if !cfg.unixsocket.is_empty() && opts.slot == 0 {
+        let std_listener = listener::unix(cfg.unixsocket.as_ref())?;
+        let l = tokio::net::UnixListener::from_std(std_listener)
+            .map_err(io(format!("listen on {}", cfg.unixsocket)))?;
+        listeners.push(tokio::task::spawn_local(accept_unix(worker.clone(), l)));
+    }
+    let wake = worker.bus.bind()?;
+    worker.bus_handle.borrow_mut().mailbox_reset(worker.slot)?;
+    tokio::task::spawn_local(mailbox_loop(worker.clone(), wake));
+    tokio::task::spawn_local(sweeper(worker.clone()));
+    worker.store.set_worker_state(worker.slot, WorkerState::Serving)?;
+
+    let mut term = signal(SignalKind::terminate()).map_err(io("install SIGTERM handler"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(io("install SIGINT handler"))?;
+    let mut stop = worker.shutdown.subscribe();
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+        _ = stop.wait_for(|s| *s) => {}
+    }
+    // Drain: no new connections; connections finish what they have read and
+    // close; then exit.
+    worker.store.set_worker_state(worker.slot, WorkerState::Draining)?;
+    let _ = worker.shutdown.send(true);
+    for l in listeners {
+        l.abort();
+    }
+    worker.clients.kill_all();
+    for _ in 0..500 {
+        if worker.clients.len() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    worker.store.set_worker_state(worker.slot, WorkerState::Free)?;
+    Ok(())
+}
+
+async fn accept_tcp(worker: Rc<Worker>, listener: tokio::net::TcpListener) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                let local = stream
+                    .local_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default();
+                tokio::task::spawn_local(connection::run(
+                    worker.clone(),
+                    stream,
+                    peer.to_string(),
+                    local,
+                ));
+            }
+            // Out of file descriptors and the like: back off, do not spin.
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+async fn accept_unix(worker: Rc<Worker>, listener: tokio::net::UnixListener) {
+    let path = listener
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+        .unwrap_or_default();
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                tokio::task::spawn_local(connection::run(
+                    worker.clone(),
+                    stream,
+                    format!("{path}:0"),
+                    path.clone(),
+                ));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+}
+
+/// Active expiry: `hz` incremental sweeps per second, only while some key has
+/// a time to live (an idle server with no expiring keys does no work).
+async fn sweeper(worker: Rc<Worker>) {
+    loop {
+        let hz = worker.engine.borrow().config().hz.clamp(1, 500);
+        tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
+        worker.engine.borrow_mut().tick();
+    }
+}
+
+/// Waits for wake-ups and handles the messages other workers left.
+async fn mailbox_loop(worker: Rc<Worker>, wake: tokio::net::UnixDatagram) {
+    let mut buf = [0u8; 64];
+    let mut messages = Vec::new();
+    loop {
+        // Drain first: messages may have arrived before the socket was bound.
+        messages.clear();
+        let taken = worker
+            .bus_handle
+            .borrow_mut()
+            .mailbox_take(worker.slot, &mut messages);
+        if taken.is_ok() {
+            for m in messages.drain(..) {
+                handle_message(&worker, m).await;
+            }
+        }
+        if wake.recv(&mut buf).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        while wake.try_recv(&mut buf).is_ok() {}
+    }
+}
+
+async fn handle_message(worker: &Rc<Worker>, m: Message) {
+    let now = worker.engine.borrow().now_ms();
+    match m.kind {
+        bus::LIST_REQUEST => {
+            let ids = bus::decode_ids(&m.payload);
+            let text = worker.clients.list(&ids, now, None).into_bytes();
+            let max = worker.bus_handle.borrow().mailbox_max_payload().min(32 << 10);
+            let pieces: Vec<&[u8]> = if text.is_empty() {
+                vec![&[]]
+            } else {
+                text.chunks(max).collect()
+            };
+            let last = pieces.len() - 1;
+            for (i, piece) in pieces.into_iter().enumerate() {
+                let kind = if i == last { bus::LIST_REPLY } else { bus::LIST_PART };
+                worker
+                    .bus
+                    .send(&worker.bus_handle, m.from, kind, m.request, piece)
+                    .await;
+            }
+        }
+        bus::KILL_REQUEST => {
+            let filter = bus::decode_filter(&m.payload);
+            let n = worker.clients.kill(&filter, now, None);
+            worker
+                .bus
+                .send(&worker.bus_handle, m.from, bus::KILL_REPLY, m.request, &n.to_le_bytes())
+                .await;
+        }
+        bus::LIST_PART => worker.bus.reply_arrived(m.request, m.from, m.payload, false),
+        bus::LIST_REPLY | bus::KILL_REPLY => {
+            worker.bus.reply_arrived(m.request, m.from, m.payload, true)
+        }
+        _ => {}
+    }
+}

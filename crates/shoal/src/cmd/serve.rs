@@ -1,0 +1,104 @@
+//! `shoal serve` (the supervisor) and `shoal worker` (one worker process, as
+//! the supervisor starts it).
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Result};
+use clap::Args;
+use engine::Config;
+use server::{ServeOptions, WorkerOptions};
+
+use super::SegmentArgs;
+
+/// Settings shared by `serve` and `worker`.
+#[derive(Args, Clone, Debug)]
+pub struct NetArgs {
+    /// TCP port for Redis clients (0 turns it off).
+    #[arg(long, default_value_t = 6379)]
+    port: u16,
+    /// Address to listen on (loopback by default).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    /// Also listen on this Unix socket.
+    #[arg(long)]
+    unixsocket: Option<PathBuf>,
+    /// Active expiry passes per second (Redis's `hz`).
+    #[arg(long, default_value_t = 10)]
+    hz: u64,
+    /// Most clients per worker.
+    #[arg(long, default_value_t = 10_000)]
+    maxclients: u64,
+}
+
+impl NetArgs {
+    fn config(&self, workers: u32) -> Config {
+        Config {
+            port: self.port,
+            bind: self.bind.clone(),
+            unixsocket: self
+                .unixsocket
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            hz: self.hz,
+            maxclients: self.maxclients,
+            workers: workers as u64,
+            ..Config::default()
+        }
+    }
+}
+
+/// Arguments of `shoal serve`.
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Worker processes: a number or `auto` (one per core).
+    #[arg(long, default_value = "auto")]
+    workers: String,
+    #[command(flatten)]
+    net: NetArgs,
+    #[command(flatten)]
+    segment: SegmentArgs,
+}
+
+/// Arguments of `shoal worker` (started by `shoal serve`).
+#[derive(Args)]
+pub struct WorkerArgs {
+    /// Registry slot.
+    #[arg(long)]
+    slot: u32,
+    /// The segment file.
+    #[arg(long)]
+    segment: PathBuf,
+    #[command(flatten)]
+    net: NetArgs,
+}
+
+/// Runs `shoal serve`.
+pub fn run(args: ServeArgs) -> Result<()> {
+    let workers = match args.workers.as_str() {
+        "auto" => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        n => n
+            .parse()
+            .map_err(|_| anyhow!("--workers takes a number or auto, not {n:?}"))?,
+    };
+    let opts = args.segment.options(true)?;
+    server::serve(ServeOptions {
+        workers,
+        location: opts.location,
+        memory: opts.size,
+        config: args.net.config(workers),
+    })?;
+    Ok(())
+}
+
+/// Runs `shoal worker`.
+pub fn run_worker(args: WorkerArgs) -> Result<()> {
+    // A worker whose supervisor dies drains and exits rather than linger.
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))?;
+    server::run_worker(WorkerOptions {
+        slot: args.slot,
+        segment: args.segment,
+        config: args.net.config(0),
+    })?;
+    Ok(())
+}

@@ -1,0 +1,208 @@
+//! The worker registry: one record per worker slot in the segment header, so
+//! that every worker (and `shoal ctl`) sees every other worker's pid, state,
+//! port and counters; and the server-wide CLIENT ID counter and shared
+//! settings. Each record is written only by the worker in that slot, with
+//! plain atomic stores; readers treat every word as untrusted (I1) and judge
+//! liveness by pid plus process start time, as for contexts.
+
+use std::sync::atomic::Ordering;
+
+use crate::context::{proc_start_time, process_alive};
+use crate::error::{Error, Result};
+use crate::layout::*;
+use crate::store::Store;
+
+/// Where a worker is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerState {
+    /// The slot is unused.
+    Free,
+    /// Attached, binding its listeners.
+    Starting,
+    /// Accepting and serving clients.
+    Serving,
+    /// Finishing the requests in flight before it exits.
+    Draining,
+}
+
+impl WorkerState {
+    fn from_u64(v: u64) -> WorkerState {
+        match v {
+            1 => WorkerState::Starting,
+            2 => WorkerState::Serving,
+            3 => WorkerState::Draining,
+            _ => WorkerState::Free,
+        }
+    }
+
+    /// The name `shoal ctl status` and INFO print.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkerState::Free => "free",
+            WorkerState::Starting => "starting",
+            WorkerState::Serving => "serving",
+            WorkerState::Draining => "draining",
+        }
+    }
+}
+
+/// A counter in a worker's registry record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerCounter {
+    /// Connections open now.
+    Connections,
+    /// Connections accepted since the worker started.
+    TotalConnections,
+    /// Commands executed since the worker started.
+    Commands,
+}
+
+/// One live worker as the registry shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerInfo {
+    /// Slot number (also its mailbox).
+    pub slot: u32,
+    /// Process id.
+    pub pid: u32,
+    /// State.
+    pub state: WorkerState,
+    /// When it registered, ms since the epoch.
+    pub started_ms: u64,
+    /// RESP TCP port (0 = none).
+    pub port: u16,
+    /// Connections open now.
+    pub connections: u64,
+    /// Connections accepted in total.
+    pub total_connections: u64,
+    /// Commands executed.
+    pub commands: u64,
+    /// How many times this slot's worker was started again after dying.
+    pub restarts: u64,
+}
+
+fn rec(slot: u32) -> Result<u64> {
+    if slot >= MAX_WORKERS {
+        return Err(Error::Attach(format!(
+            "worker slot {slot} is out of range (0..{MAX_WORKERS})"
+        )));
+    }
+    Ok(H_WORKERS + slot as u64 * WORKER_REC)
+}
+
+impl Store {
+    /// Claims `slot` for the calling process: records pid, start time and
+    /// port, state Starting, and zeroes its counters. The supervisor hands out
+    /// slots; a slot whose previous worker died is simply taken over.
+    pub fn register_worker(&self, slot: u32, port: u16) -> Result<()> {
+        let r = &self.sh.region;
+        let off = rec(slot)?;
+        let pid = std::process::id();
+        let restarts = if r.load64(off + W_PID)? != 0 {
+            r.load64(off + W_RESTARTS)? + 1
+        } else {
+            0
+        };
+        r.store64(off + W_STATE, 0)?;
+        r.store64(off + W_START_TIME, proc_start_time(pid).unwrap_or(0))?;
+        r.store64(off + W_STARTED_MS, self.sh.clock.now_ms())?;
+        r.store64(off + W_PORT, port as u64)?;
+        r.store64(off + W_CONNECTIONS, 0)?;
+        r.store64(off + W_TOTAL_CONNECTIONS, 0)?;
+        r.store64(off + W_COMMANDS, 0)?;
+        r.store64(off + W_RESTARTS, restarts)?;
+        r.store64(off + W_PID, pid as u64)?;
+        r.store64(off + W_STATE, 1)?;
+        Ok(())
+    }
+
+    /// Changes the state of `slot` (written by its own worker).
+    pub fn set_worker_state(&self, slot: u32, state: WorkerState) -> Result<()> {
+        let v = match state {
+            WorkerState::Free => 0,
+            WorkerState::Starting => 1,
+            WorkerState::Serving => 2,
+            WorkerState::Draining => 3,
+        };
+        self.sh.region.store64(rec(slot)? + W_STATE, v)
+    }
+
+    /// Adds `delta` to one of `slot`'s counters.
+    pub fn add_worker_counter(&self, slot: u32, counter: WorkerCounter, delta: i64) -> Result<()> {
+        let field = match counter {
+            WorkerCounter::Connections => W_CONNECTIONS,
+            WorkerCounter::TotalConnections => W_TOTAL_CONNECTIONS,
+            WorkerCounter::Commands => W_COMMANDS,
+        };
+        self.sh
+            .region
+            .a64(rec(slot)? + field)?
+            .fetch_add(delta as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Every worker whose process is alive, by slot.
+    pub fn workers(&self) -> Result<Vec<WorkerInfo>> {
+        let r = &self.sh.region;
+        let mut out = Vec::new();
+        for slot in 0..MAX_WORKERS {
+            let off = rec(slot)?;
+            let state = WorkerState::from_u64(r.load64(off + W_STATE)?);
+            let pid = r.load64(off + W_PID)?;
+            if state == WorkerState::Free || pid == 0 || pid > u32::MAX as u64 {
+                continue;
+            }
+            if !process_alive(pid as u32, r.load64(off + W_START_TIME)?) {
+                continue;
+            }
+            out.push(WorkerInfo {
+                slot,
+                pid: pid as u32,
+                state,
+                started_ms: r.load64(off + W_STARTED_MS)?,
+                port: r.load64(off + W_PORT)? as u16,
+                connections: r.load64(off + W_CONNECTIONS)?,
+                total_connections: r.load64(off + W_TOTAL_CONNECTIONS)?,
+                commands: r.load64(off + W_COMMANDS)?,
+                restarts: r.load64(off + W_RESTARTS)?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// A new CLIENT ID, unique across every worker of the segment.
+    pub fn next_client_id(&self) -> Result<u64> {
+        Ok(self
+            .sh
+            .region
+            .a64(H_NEXT_CLIENT_ID)?
+            .fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Records the supervisor's pid (0 when it stops).
+    pub fn set_supervisor_pid(&self, pid: u32) -> Result<()> {
+        self.sh.region.store64(H_SUPERVISOR_PID, pid as u64)
+    }
+
+    /// The supervisor's pid, when one is recorded and alive.
+    pub fn supervisor_pid(&self) -> Result<Option<u32>> {
+        let pid = self.sh.region.load64(H_SUPERVISOR_PID)?;
+        Ok((pid != 0 && pid <= u32::MAX as u64 && process_alive(pid as u32, 0)).then_some(pid as u32))
+    }
+
+    /// Shared setting word `i` (0..CONFIG_WORDS).
+    pub fn config_word(&self, i: u64) -> Result<u64> {
+        if i >= CONFIG_WORDS {
+            return Err(Error::Corrupted(H_CONFIG + 8 * i));
+        }
+        Ok(self.sh.region.a64(H_CONFIG + 8 * i)?.load(Ordering::Acquire))
+    }
+
+    /// Sets shared setting word `i`.
+    pub fn set_config_word(&self, i: u64, v: u64) -> Result<()> {
+        if i >= CONFIG_WORDS {
+            return Err(Error::Corrupted(H_CONFIG + 8 * i));
+        }
+        self.sh.region.a64(H_CONFIG + 8 * i)?.store(v, Ordering::Release);
+        Ok(())
+    }
+}
