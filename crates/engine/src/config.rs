@@ -1,7 +1,10 @@
 //! Settings in force for one worker, with their Redis names. CONFIG GET and
-//! CONFIG SET read and change them; settings kept in the segment (memory limit,
-//! eviction policy) are read from and written to the store, so every worker
-//! sees a change at once.
+//! CONFIG SET read and change them. A change must reach every worker at once,
+//! so settable values live in the segment's shared setting words (plus a
+//! generation word that each engine checks before a command); the memory
+//! limit and eviction policy live in the store's own header words.
+
+use store::Store;
 
 /// The settings a worker runs with.
 #[derive(Clone, Debug)]
@@ -25,8 +28,6 @@ pub struct Config {
     pub maxclients: u64,
     /// `hz`: active expiry passes per second.
     pub hz: u64,
-    /// `dir`.
-    pub dir: String,
     /// Number of worker processes (`workers`).
     pub workers: u64,
 }
@@ -43,8 +44,64 @@ impl Default for Config {
             timeout: 0,
             maxclients: 10_000,
             hz: 10,
-            dir: "./shoal-data".into(),
             workers: 1,
         }
+    }
+}
+
+/// Shared setting words (`Store::config_word`). A stored value is the
+/// setting plus one, so that 0 means "never set: keep this worker's own".
+pub(crate) mod word {
+    /// Bumped by every CONFIG SET.
+    pub const GENERATION: u64 = 0;
+    pub const PROTO_MAX_BULK_LEN: u64 = 1;
+    pub const QUERY_BUFFER_LIMIT: u64 = 2;
+    pub const MAXCLIENTS: u64 = 3;
+    pub const TIMEOUT: u64 = 4;
+    pub const HZ: u64 = 5;
+    pub const OUTPUT_HARD: u64 = 6;
+    pub const OUTPUT_SOFT: u64 = 7;
+    pub const OUTPUT_SOFT_SECONDS: u64 = 8;
+    /// CONFIG RESETSTAT baselines: counters report their value minus these.
+    pub const BASE_HITS: u64 = 16;
+    pub const BASE_MISSES: u64 = 17;
+    pub const BASE_EXPIRED: u64 = 18;
+    pub const BASE_EVICTED: u64 = 19;
+    pub const BASE_COMMANDS: u64 = 20;
+    pub const BASE_CONNECTIONS: u64 = 21;
+}
+
+impl Config {
+    /// Applies every shared setting that was set, if the generation moved
+    /// since `seen`; returns the generation now in force.
+    pub(crate) fn sync(&mut self, store: &Store, seen: u64) -> u64 {
+        let generation = store.config_word(word::GENERATION).unwrap_or(seen);
+        if generation == seen {
+            return seen;
+        }
+        let get = |w| store.config_word(w).ok().filter(|v| *v != 0).map(|v| v - 1);
+        if let Some(v) = get(word::PROTO_MAX_BULK_LEN) {
+            self.proto_max_bulk_len = v;
+        }
+        if let Some(v) = get(word::QUERY_BUFFER_LIMIT) {
+            self.client_query_buffer_limit = v;
+        }
+        if let Some(v) = get(word::MAXCLIENTS) {
+            self.maxclients = v;
+        }
+        if let Some(v) = get(word::TIMEOUT) {
+            self.timeout = v;
+        }
+        if let Some(v) = get(word::HZ) {
+            self.hz = v;
+        }
+        if let (Some(h), Some(s), Some(t)) = (
+            get(word::OUTPUT_HARD),
+            get(word::OUTPUT_SOFT),
+            get(word::OUTPUT_SOFT_SECONDS),
+        ) {
+            self.output_limit_normal = (h, s, t);
+        }
+        generation
     }
 }

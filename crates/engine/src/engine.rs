@@ -91,6 +91,8 @@ pub struct Engine {
     pub(crate) info: ServerInfo,
     pub(crate) stats: EngineStats,
     pub(crate) started: Instant,
+    /// The shared-settings generation this engine has applied.
+    config_generation: u64,
 }
 
 /// What a handler works with: the engine, the client's session and the reply
@@ -125,7 +127,13 @@ impl Engine {
             info,
             stats: EngineStats::default(),
             started: Instant::now(),
+            config_generation: 0,
         })
+    }
+
+    /// Applies settings another worker changed (CONFIG SET), if any.
+    pub fn sync_config(&mut self) {
+        self.config_generation = self.config.sync(&self.store, self.config_generation);
     }
 
     /// The settings in force.
@@ -186,6 +194,7 @@ impl Engine {
         let Some(name) = args.first() else {
             return Flow::Continue;
         };
+        self.sync_config();
         let mark = out.len();
         let reply_mode = session.reply;
         if reply_mode == ReplyMode::Skip {

@@ -1,14 +1,22 @@
 //! Server commands: INFO, CONFIG, COMMAND, TIME, SHUTDOWN.
 
-use crate::command::{flags::*, Arg, CmdResult, Command};
-use crate::engine::{Cx, Flow, ServerRequest};
+use std::fmt::Write as _;
+
+use store::{glob::glob_match, EvictionPolicy};
+
+use crate::command::{self, dispatch_sub, flags::*, Arg, CmdResult, Command};
+use crate::config::word;
+use crate::connection::REDIS_VERSION;
+use crate::engine::{Cx, Engine, Flow, ServerRequest};
+use crate::error::CmdError;
+use crate::parse;
 
 const fn cmd(
     name: &'static str,
     arity: i32,
     flags: u32,
     summary: &'static str,
-    handler: crate::command::Handler,
+    handler: command::Handler,
 ) -> Command {
     Command {
         name,
@@ -25,22 +33,34 @@ const fn cmd(
     }
 }
 
+const CONFIG_SUBCOMMANDS: &[Command] = &[
+    cmd("config|get", -3, ADMIN | NOSCRIPT | LOADING | STALE, "Returns the effective values of configuration parameters.", config_get),
+    cmd("config|set", -4, ADMIN | NOSCRIPT | LOADING | STALE, "Sets configuration parameters in-flight.", config_set),
+    cmd("config|resetstat", 2, ADMIN | NOSCRIPT | LOADING | STALE, "Resets the server's statistics.", config_resetstat),
+    cmd("config|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands.", config_help),
+];
+
+const COMMAND_SUBCOMMANDS: &[Command] = &[
+    cmd("command|count", 2, LOADING | STALE, "Returns a count of commands.", command_count),
+    cmd("command|info", -2, LOADING | STALE, "Returns information about one, multiple or all commands.", command_info),
+    cmd("command|docs", -2, LOADING | STALE, "Returns documentary information about one, multiple or all commands.", command_docs),
+    cmd("command|list", -2, LOADING | STALE, "Returns a list of command names.", command_list),
+    cmd("command|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands.", command_help),
+];
+
 /// The server commands.
 pub(crate) const COMMANDS: &[Command] = &[
-    cmd(
-        "time",
-        1,
-        LOADING | STALE | FAST,
-        "Returns the server time.",
-        time,
-    ),
-    cmd(
-        "shutdown",
-        -1,
-        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY,
-        "Synchronously saves the database(s) to disk and shuts down the Redis server.",
-        shutdown,
-    ),
+    cmd("info", -1, LOADING | STALE, "Returns information and statistics about the server.", info),
+    Command {
+        subcommands: CONFIG_SUBCOMMANDS,
+        ..cmd("config", -2, 0, "A container for server configuration commands.", config)
+    },
+    Command {
+        subcommands: COMMAND_SUBCOMMANDS,
+        ..cmd("command", -1, LOADING | STALE, "Returns detailed information about all commands.", command_cmd)
+    },
+    cmd("time", 1, LOADING | STALE | FAST, "Returns the server time.", time),
+    cmd("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, "Synchronously saves the database(s) to disk and shuts down the Redis server.", shutdown),
 ];
 
 fn time(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
@@ -53,7 +73,618 @@ fn time(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
     Ok(())
 }
 
-fn shutdown(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+fn shutdown(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    // NOSAVE / SAVE / NOW / FORCE / ABORT: there is nothing to save yet.
+    for a in &args[1..] {
+        if !["nosave", "save", "now", "force"].iter().any(|w| parse::is(a, w)) {
+            return Err(CmdError::syntax());
+        }
+    }
     cx.flow = Flow::Server(ServerRequest::Shutdown);
     Ok(())
+}
+
+// ---------- INFO ----------
+
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "stats",
+    "replication",
+    "cpu",
+    "keyspace",
+    "workers",
+];
+
+fn info(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let mut wanted: Vec<String> = args[1..]
+        .iter()
+        .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+        .collect();
+    if wanted.is_empty()
+        || wanted
+            .iter()
+            .any(|w| w == "default" || w == "all" || w == "everything")
+    {
+        wanted = DEFAULT_SECTIONS.iter().map(|s| s.to_string()).collect();
+    }
+    let mut text = String::new();
+    for section in DEFAULT_SECTIONS {
+        if wanted.iter().any(|w| w == section) {
+            if !text.is_empty() {
+                text.push_str("\r\n");
+            }
+            info_section(cx.engine, section, &mut text);
+        }
+    }
+    cx.out.verbatim(b"txt", text.as_bytes());
+    Ok(())
+}
+
+fn human(bytes: u64) -> String {
+    let units = ["B", "K", "M", "G", "T"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < units.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes}B")
+    } else {
+        format!("{v:.2}{}", units[u])
+    }
+}
+
+/// CPU seconds (user, system) of this process, from /proc/self/stat.
+fn cpu_seconds() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
+    (tick(11), tick(12))
+}
+
+fn info_section(e: &mut Engine, section: &str, s: &mut String) {
+    let now_ms = e.now_ms();
+    let store_info = e.store.info().ok();
+    let workers = e.store.workers().unwrap_or_default();
+    let base = |w| e.store.config_word(w).unwrap_or(0);
+    let stat = |name: &str| {
+        store_info
+            .as_ref()
+            .and_then(|i| i.stats.iter().find(|(n, _)| *n == name).map(|(_, v)| *v))
+            .unwrap_or(0)
+    };
+    match section {
+        "server" => {
+            let uptime = e.started.elapsed().as_secs();
+            let _ = write!(
+                s,
+                "# Server\r\nredis_version:{REDIS_VERSION}\r\nshoal_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:standalone\r\nos:{} {}\r\narch_bits:64\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nlru_clock:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nio_threads_active:0\r\nshoal_worker:{}\r\n",
+                env!("CARGO_PKG_VERSION"),
+                std::env::consts::OS,
+                std::env::consts::ARCH,
+                std::process::id(),
+                e.info.run_id,
+                e.info.port,
+                now_ms * 1000,
+                uptime / 86400,
+                e.config.hz,
+                e.config.hz,
+                (now_ms / 1000) & ((1 << 24) - 1),
+                e.info.executable,
+                e.info.config_file,
+                e.info.worker,
+            );
+        }
+        "clients" => {
+            let connected: u64 = workers.iter().map(|w| w.connections).sum();
+            let _ = write!(
+                s,
+                "# Clients\r\nconnected_clients:{connected}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+                e.config.maxclients
+            );
+        }
+        "memory" => {
+            let (used, total, seg) = store_info
+                .as_ref()
+                .map_or((0, 0, 0), |i| (i.arena.used_bytes, i.arena.total_bytes, i.segment_bytes));
+            let maxmemory = store_info.as_ref().map_or(0, |i| i.maxmemory);
+            let policy = store_info.as_ref().map_or(EvictionPolicy::NoEviction, |i| i.policy);
+            let _ = write!(
+                s,
+                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_peak:{used}\r\nused_memory_peak_human:{}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
+                human(used),
+                human(used),
+                human(maxmemory),
+                policy.name()
+            );
+        }
+        "stats" => {
+            let conns: u64 = workers.iter().map(|w| w.total_connections).sum();
+            let cmds: u64 = workers.iter().map(|w| w.commands).sum();
+            let _ = write!(
+                s,
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:0\r\npubsub_patterns:0\r\ntotal_error_replies:{}\r\n",
+                conns.saturating_sub(base(word::BASE_CONNECTIONS)),
+                cmds.saturating_sub(base(word::BASE_COMMANDS)),
+                stat("expired").saturating_sub(base(word::BASE_EXPIRED)),
+                stat("evicted").saturating_sub(base(word::BASE_EVICTED)),
+                stat("hits").saturating_sub(base(word::BASE_HITS)),
+                stat("misses").saturating_sub(base(word::BASE_MISSES)),
+                e.stats.failed + e.stats.rejected,
+            );
+        }
+        "replication" => {
+            s.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n");
+        }
+        "cpu" => {
+            let (user, sys) = cpu_seconds();
+            let _ = write!(s, "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\n");
+        }
+        "keyspace" => {
+            s.push_str("# Keyspace\r\n");
+            if let Some(i) = &store_info {
+                for (db, (keys, expires)) in i.keyspace.iter().enumerate() {
+                    if *keys > 0 {
+                        let _ = write!(s, "db{db}:keys={keys},expires={expires}\r\n");
+                    }
+                }
+            }
+        }
+        "workers" => {
+            let _ = write!(s, "# Workers\r\nworkers:{}\r\n", workers.len());
+            for w in &workers {
+                let _ = write!(
+                    s,
+                    "worker{}:pid={},state={},port={},connections={},total_connections={},commands={},uptime={},restarts={}\r\n",
+                    w.slot,
+                    w.pid,
+                    w.state.name(),
+                    w.port,
+                    w.connections,
+                    w.total_connections,
+                    w.commands,
+                    now_ms.saturating_sub(w.started_ms) / 1000,
+                    w.restarts,
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+// ---------- CONFIG ----------
+
+fn config(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let parent = command::lookup(b"config").expect("CONFIG is in the table");
+    dispatch_sub(cx, parent, args)
+}
+
+/// Redis's `memtoull`: bytes with an optional k, kb, m, mb, g, gb unit.
+fn parse_memory(v: &[u8]) -> Option<u64> {
+    let s = std::str::from_utf8(v).ok()?.to_ascii_lowercase();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    num.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+/// Every parameter CONFIG knows, in CONFIG GET * order.
+const PARAMS: &[&str] = &[
+    "bind",
+    "port",
+    "unixsocket",
+    "databases",
+    "maxmemory",
+    "maxmemory-policy",
+    "maxmemory-samples",
+    "proto-max-bulk-len",
+    "client-query-buffer-limit",
+    "client-output-buffer-limit",
+    "maxclients",
+    "timeout",
+    "hz",
+    "save",
+    "appendonly",
+    "workers",
+];
+
+fn param_value(e: &Engine, name: &str) -> String {
+    let c = &e.config;
+    let store_info = || e.store.info().ok();
+    match name {
+        "bind" => c.bind.clone(),
+        "port" => c.port.to_string(),
+        "unixsocket" => c.unixsocket.clone(),
+        "databases" => store::NUM_DBS.to_string(),
+        "maxmemory" => store_info().map_or(0, |i| i.maxmemory).to_string(),
+        "maxmemory-policy" => e
+            .store
+            .eviction_policy()
+            .unwrap_or_default()
+            .name()
+            .to_string(),
+        "maxmemory-samples" => e.store.eviction_samples().unwrap_or(5).to_string(),
+        "proto-max-bulk-len" => c.proto_max_bulk_len.to_string(),
+        "client-query-buffer-limit" => c.client_query_buffer_limit.to_string(),
+        "client-output-buffer-limit" => {
+            let (h, s, t) = c.output_limit_normal;
+            format!("normal {h} {s} {t} slave 268435456 67108864 60 pubsub 33554432 8388608 60")
+        }
+        "maxclients" => c.maxclients.to_string(),
+        "timeout" => c.timeout.to_string(),
+        "hz" => c.hz.to_string(),
+        // Durability arrives with the transaction log; today nothing is saved.
+        "save" => String::new(),
+        "appendonly" => "no".into(),
+        "workers" => c.workers.to_string(),
+        _ => String::new(),
+    }
+}
+
+fn config_get(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let mut found = Vec::new();
+    for name in PARAMS {
+        if args[2..]
+            .iter()
+            .any(|p| glob_match(p, name.as_bytes(), true))
+        {
+            found.push((*name, param_value(cx.engine, name)));
+        }
+    }
+    cx.out.map_len(found.len());
+    for (name, value) in found {
+        cx.out.bulk(name.as_bytes());
+        cx.out.bulk(value.as_bytes());
+    }
+    Ok(())
+}
+
+/// A CONFIG SET change, checked before any is applied (all or nothing).
+enum Change {
+    Word(u64, u64),
+    MaxMemory(u64),
+    Policy(EvictionPolicy),
+    Samples(u32),
+    OutputLimit(u64, u64, u64),
+}
+
+fn set_failed(name: &str, why: &str) -> CmdError {
+    CmdError::owned(format!(
+        "ERR CONFIG SET failed (possibly related to argument '{name}') - {why}"
+    ))
+}
+
+fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError> {
+    let int = |lo: u64, hi: u64| -> Result<u64, CmdError> {
+        let n = std::str::from_utf8(value)
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+            .ok_or_else(|| set_failed(name, "argument couldn't be parsed into an integer"))?;
+        if n < lo as i64 || n as u64 > hi {
+            return Err(set_failed(
+                name,
+                &format!("argument must be between {lo} and {hi} inclusive"),
+            ));
+        }
+        Ok(n as u64)
+    };
+    let memory = || parse_memory(value).ok_or_else(|| set_failed(name, "argument must be a memory value"));
+    Ok(match name {
+        "maxmemory" => Change::MaxMemory(memory()?),
+        "maxmemory-policy" => Change::Policy(
+            EvictionPolicy::from_name(&String::from_utf8_lossy(value)).ok_or_else(|| {
+                set_failed(
+                    name,
+                    "argument(s) must be one of the following: volatile-lru, volatile-ttl, allkeys-lru, allkeys-random, noeviction",
+                )
+            })?,
+        ),
+        "maxmemory-samples" => Change::Samples(int(1, 64)? as u32),
+        "proto-max-bulk-len" => Change::Word(word::PROTO_MAX_BULK_LEN, memory()?.max(1024 * 1024)),
+        "client-query-buffer-limit" => {
+            Change::Word(word::QUERY_BUFFER_LIMIT, memory()?.max(1024 * 1024))
+        }
+        "maxclients" => Change::Word(word::MAXCLIENTS, int(1, u32::MAX as u64)?),
+        "timeout" => Change::Word(word::TIMEOUT, int(0, i32::MAX as u64)?),
+        "hz" => Change::Word(word::HZ, int(1, 500)?),
+        "client-output-buffer-limit" => {
+            let text = String::from_utf8_lossy(value).to_ascii_lowercase();
+            let parts: Vec<&str> = text.split_whitespace().collect();
+            let bad = || set_failed(name, "argument must be a memory value");
+            if parts.is_empty() || parts.len() % 4 != 0 {
+                return Err(set_failed(name, "Wrong number of arguments in buffer limit configuration."));
+            }
+            let mut normal = None;
+            for chunk in parts.chunks(4) {
+                let class = chunk[0];
+                if !["normal", "slave", "replica", "pubsub"].contains(&class) {
+                    return Err(set_failed(name, "Invalid client class specified in buffer limit configuration."));
+                }
+                let hard = parse_memory(chunk[1].as_bytes()).ok_or_else(bad)?;
+                let soft = parse_memory(chunk[2].as_bytes()).ok_or_else(bad)?;
+                let secs: u64 = chunk[3]
+                    .parse()
+                    .map_err(|_| set_failed(name, "Error in soft_seconds setting in buffer limit configuration."))?;
+                if class == "normal" {
+                    normal = Some((hard, soft, secs));
+                }
+            }
+            match normal {
+                Some((h, s, t)) => Change::OutputLimit(h, s, t),
+                None => return Err(set_failed(name, "only the normal class can be changed")),
+            }
+        }
+        "bind" | "port" | "unixsocket" | "databases" | "workers" | "save" | "appendonly" => {
+            return Err(set_failed(name, "can't set immutable config"))
+        }
+        _ => {
+            return Err(CmdError::owned(format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+            )))
+        }
+    })
+}
+
+fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    if args.len() % 2 != 0 {
+        return Err(CmdError::arity("config|set"));
+    }
+    let mut changes = Vec::new();
+    let mut seen = Vec::new();
+    for pair in args[2..].chunks(2) {
+        let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+        if seen.contains(&name) {
+            return Err(set_failed(&name, "duplicate parameter"));
+        }
+        changes.push(check_change(&name, &pair[1])?);
+        seen.push(name);
+    }
+    let store = &cx.engine.store;
+    for change in changes {
+        match change {
+            Change::Word(w, v) => store.set_config_word(w, v + 1)?,
+            Change::MaxMemory(v) => store.set_maxmemory(v)?,
+            Change::Policy(p) => store.set_eviction_policy(p)?,
+            Change::Samples(n) => store.set_eviction_samples(n)?,
+            Change::OutputLimit(h, s, t) => {
+                store.set_config_word(word::OUTPUT_HARD, h + 1)?;
+                store.set_config_word(word::OUTPUT_SOFT, s + 1)?;
+                store.set_config_word(word::OUTPUT_SOFT_SECONDS, t + 1)?;
+            }
+        }
+    }
+    let generation = store.config_word(word::GENERATION)?;
+    store.set_config_word(word::GENERATION, generation + 1)?;
+    cx.engine.sync_config();
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+fn config_resetstat(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    let store = &cx.engine.store;
+    let info = store.info()?;
+    let stat = |name: &str| info.stats.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v);
+    let workers = store.workers()?;
+    store.set_config_word(word::BASE_HITS, stat("hits"))?;
+    store.set_config_word(word::BASE_MISSES, stat("misses"))?;
+    store.set_config_word(word::BASE_EXPIRED, stat("expired"))?;
+    store.set_config_word(word::BASE_EVICTED, stat("evicted"))?;
+    store.set_config_word(word::BASE_COMMANDS, workers.iter().map(|w| w.commands).sum())?;
+    store.set_config_word(
+        word::BASE_CONNECTIONS,
+        workers.iter().map(|w| w.total_connections).sum(),
+    )?;
+    cx.engine.stats = Default::default();
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+fn help(cx: &mut Cx<'_>, lines: &[&str]) -> CmdResult {
+    cx.out.array_len(lines.len());
+    for l in lines {
+        cx.out.simple(l.as_bytes());
+    }
+    Ok(())
+}
+
+fn config_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    help(
+        cx,
+        &[
+            "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "HELP",
+            "    Print this help.",
+        ],
+    )
+}
+
+// ---------- COMMAND ----------
+
+fn command_cmd(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    if args.len() == 1 {
+        let all: Vec<_> = command::all().collect();
+        cx.out.array_len(all.len());
+        for c in all {
+            write_info(cx, c);
+        }
+        return Ok(());
+    }
+    let parent = command::lookup(b"command").expect("COMMAND is in the table");
+    dispatch_sub(cx, parent, args)
+}
+
+fn command_count(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    cx.out.integer(command::all().count() as i64);
+    Ok(())
+}
+
+/// Finds `name` or `parent|sub`.
+fn find(name: &[u8]) -> Option<&'static Command> {
+    let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
+    match lower.split_once('|') {
+        None => command::lookup(name),
+        Some((parent, _)) => command::lookup(parent.as_bytes())?
+            .subcommands
+            .iter()
+            .find(|s| s.name == lower),
+    }
+}
+
+fn write_info(cx: &mut Cx<'_>, c: &Command) {
+    cx.out.array_len(10);
+    cx.out.bulk(c.name.as_bytes());
+    cx.out.integer(c.arity as i64);
+    let flags: Vec<&str> = command::flags::NAMES
+        .iter()
+        .filter(|(bit, _)| c.flags & bit != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    cx.out.set_len(flags.len());
+    for f in flags {
+        cx.out.simple(f.as_bytes());
+    }
+    cx.out.integer(c.first_key as i64);
+    cx.out.integer(c.last_key as i64);
+    cx.out.integer(c.step as i64);
+    cx.out.set_len(1);
+    cx.out.simple(format!("@{}", c.group).as_bytes());
+    cx.out.array_len(0);
+    cx.out.array_len(0);
+    cx.out.array_len(c.subcommands.len());
+    for s in c.subcommands {
+        write_info(cx, s);
+    }
+}
+
+fn command_info(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    if args.len() == 2 {
+        let all: Vec<_> = command::all().collect();
+        cx.out.array_len(all.len());
+        for c in all {
+            write_info(cx, c);
+        }
+        return Ok(());
+    }
+    cx.out.array_len(args.len() - 2);
+    for name in &args[2..] {
+        match find(name) {
+            Some(c) => write_info(cx, c),
+            None => cx.out.null_array(),
+        }
+    }
+    Ok(())
+}
+
+fn write_doc(cx: &mut Cx<'_>, c: &Command) {
+    cx.out.bulk(c.name.as_bytes());
+    let subs = !c.subcommands.is_empty();
+    cx.out.map_len(3 + subs as usize);
+    cx.out.bulk(b"summary");
+    cx.out.bulk(c.summary.as_bytes());
+    cx.out.bulk(b"since");
+    cx.out.bulk(c.since.as_bytes());
+    cx.out.bulk(b"group");
+    cx.out.bulk(c.group.as_bytes());
+    if subs {
+        cx.out.bulk(b"subcommands");
+        cx.out.map_len(c.subcommands.len());
+        for s in c.subcommands {
+            write_doc(cx, s);
+        }
+    }
+}
+
+fn command_docs(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let cmds: Vec<&Command> = if args.len() == 2 {
+        command::all().collect()
+    } else {
+        args[2..].iter().filter_map(|n| find(n)).collect()
+    };
+    cx.out.map_len(cmds.len());
+    for c in cmds {
+        write_doc(cx, c);
+    }
+    Ok(())
+}
+
+fn command_list(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let pattern = match args.len() {
+        2 => None,
+        5 if parse::is(&args[2], "filterby") && parse::is(&args[3], "pattern") => Some(&args[4]),
+        5 if parse::is(&args[2], "filterby") && parse::is(&args[3], "aclcat") => {
+            let names: Vec<_> = command::all()
+                .filter(|c| args[4].eq_ignore_ascii_case(c.group.as_bytes()))
+                .collect();
+            cx.out.array_len(names.len());
+            for c in names {
+                cx.out.bulk(c.name.as_bytes());
+            }
+            return Ok(());
+        }
+        _ => return Err(CmdError::syntax()),
+    };
+    let names: Vec<_> = command::all()
+        .filter(|c| pattern.is_none_or(|p| glob_match(p, c.name.as_bytes(), true)))
+        .collect();
+    cx.out.array_len(names.len());
+    for c in names {
+        cx.out.bulk(c.name.as_bytes());
+    }
+    Ok(())
+}
+
+fn command_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    help(
+        cx,
+        &[
+            "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "(no subcommand)",
+            "    Return details about all Redis commands.",
+            "COUNT",
+            "    Return the total number of commands in this Redis server.",
+            "LIST",
+            "    Return a list of all commands in this Redis server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple Redis commands.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple Redis commands.",
+            "HELP",
+            "    Print this help.",
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_values_parse_as_redis() {
+        assert_eq!(parse_memory(b"100"), Some(100));
+        assert_eq!(parse_memory(b"1k"), Some(1000));
+        assert_eq!(parse_memory(b"1KB"), Some(1024));
+        assert_eq!(parse_memory(b"2gb"), Some(2 << 30));
+        assert_eq!(parse_memory(b"1x"), None);
+        assert_eq!(parse_memory(b"-1"), None);
+        assert_eq!(parse_memory(b""), None);
+    }
 }

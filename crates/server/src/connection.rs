@@ -83,16 +83,24 @@ async fn serve<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let (max_bulk, query_limit) = {
-        let e = worker.engine.borrow();
-        (e.config().proto_max_bulk_len, e.config().client_query_buffer_limit)
-    };
-    let mut parser = RequestParser::with_max_bulk_len(max_bulk);
+    let mut parser = RequestParser::new();
     let mut buf = BytesMut::with_capacity(PROTO_IOBUF_LEN);
     let mut out: Vec<u8> = Vec::with_capacity(PROTO_IOBUF_LEN);
     let mut shutdown = worker.shutdown.subscribe();
     loop {
+        // Limits are read each round: CONFIG SET on any worker changes them.
+        let (max_bulk, query_limit, output_limit) = {
+            let e = worker.engine.borrow();
+            let c = e.config();
+            (c.proto_max_bulk_len, c.client_query_buffer_limit, c.output_limit_normal.0)
+        };
+        parser.set_max_bulk_len(max_bulk);
         let step = process(worker, session, &mut parser, &mut buf, &mut out);
+        if output_limit != 0 && out.len() as u64 > output_limit {
+            // client-output-buffer-limit: the client is closed, its replies
+            // dropped, as Redis does.
+            return Ok(());
+        }
         let close = match step {
             Step::NeedInput => false,
             Step::Close => true,

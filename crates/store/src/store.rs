@@ -107,6 +107,11 @@ impl Store {
         self.sh.region.store32(H_SAMPLES, n.clamp(1, 64))
     }
 
+    /// How many keys eviction samples.
+    pub fn eviction_samples(&self) -> Result<u32> {
+        self.sh.region.load32(H_SAMPLES)
+    }
+
     /// Arena figures.
     pub fn arena_stats(&self) -> Result<ArenaStats> {
         alloc::stats(&self.sh.region, &self.sh.geo)
