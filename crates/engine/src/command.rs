@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
 use crate::engine::Cx;
@@ -147,9 +148,30 @@ pub fn all() -> impl Iterator<Item = &'static Command> {
     tables().into_iter().flatten()
 }
 
+/// FNV-1a: command names are short and trusted to be few, so a simple hash
+/// beats SipHash on the hot path (one lookup per request).
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
+        for &b in bytes {
+            h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type Table = HashMap<Vec<u8>, &'static Command, BuildHasherDefault<Fnv>>;
+
 /// Looks a command up by name, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static Command> {
-    static TABLE: OnceLock<HashMap<Vec<u8>, &'static Command>> = OnceLock::new();
+    static TABLE: OnceLock<Table> = OnceLock::new();
     let table = TABLE.get_or_init(|| all().map(|c| (c.name.as_bytes().to_vec(), c)).collect());
     if name.len() > 32 {
         return None;

@@ -91,6 +91,8 @@ pub struct Engine {
     pub(crate) info: ServerInfo,
     pub(crate) stats: EngineStats,
     pub(crate) started: Instant,
+    /// Reused buffer for values read on their way into a reply.
+    pub(crate) scratch: Vec<u8>,
     /// The shared-settings generation this engine has applied.
     config_generation: u64,
 }
@@ -127,6 +129,7 @@ impl Engine {
             info,
             stats: EngineStats::default(),
             started: Instant::now(),
+            scratch: Vec::new(),
             config_generation: 0,
         })
     }
@@ -188,13 +191,19 @@ impl Engine {
         self.h.sweep_expired(256).map(|s| s.expired).unwrap_or(0)
     }
 
+    /// Call before each batch of requests: applies settings another worker
+    /// changed and stamps the session's last-interaction time.
+    pub fn begin_batch(&mut self, session: &mut Session) {
+        self.sync_config();
+        session.last_ms = self.h.now_ms();
+    }
+
     /// Executes one request and appends its reply (if the client wants one) to
     /// `out`. An empty request does nothing.
     pub fn execute(&mut self, session: &mut Session, args: &[Arg<'_>], out: &mut Vec<u8>) -> Flow {
         let Some(name) = args.first() else {
             return Flow::Continue;
         };
-        self.sync_config();
         let mark = out.len();
         let reply_mode = session.reply;
         if reply_mode == ReplyMode::Skip {
@@ -238,7 +247,6 @@ impl Engine {
 fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> Result<(), CmdError> {
     cx.engine.stats.commands += 1;
     cx.session.last_cmd = cmd.name;
-    cx.session.last_ms = cx.engine.h.now_ms();
     (cmd.handler)(cx, args)
 }
 

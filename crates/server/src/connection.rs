@@ -156,6 +156,7 @@ fn process(
 ) -> Step {
     let mut engine = worker.engine.borrow_mut();
     let mut session = session.borrow_mut();
+    engine.begin_batch(&mut session);
     session.qbuf = buf.len();
     let mut batch = Vec::new();
     let mut pos = 0;

@@ -61,6 +61,7 @@ impl TestEngine {
     /// Runs one command with binary arguments; returns the reply and the flow.
     pub fn run_bytes(&mut self, args: &[Cow<[u8]>]) -> (String, Flow) {
         let mut out = Vec::new();
+        self.engine.begin_batch(&mut self.session);
         let flow = self.engine.execute(&mut self.session, args, &mut out);
         (String::from_utf8_lossy(&out).into_owned(), flow)
     }
