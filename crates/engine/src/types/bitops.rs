@@ -86,10 +86,7 @@ fn setbit(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         // Redis writes when the key is new, grows, or the bit changes.
         let mut dirty = old.is_none();
         if value.len() <= byte {
-            value
-                .try_reserve_exact(byte + 1 - value.len())
-                .map_err(|_| store::Error::OutOfMemory)?;
-            value.resize(byte + 1, 0);
+            zero_extend(&mut value, byte + 1)?;
             dirty = true;
         }
         let old_bit = (value[byte] >> shift) & 1;
@@ -105,6 +102,20 @@ fn setbit(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         Ok((action, old_bit))
     })?;
     cx.out.integer(i64::from(old_bit));
+    Ok(())
+}
+
+/// Pads `v` with zero bytes to `len`, failing (not aborting) when the
+/// memory cannot be had; in chunks, so that even a debug build copies 512MB
+/// quickly.
+fn zero_extend(v: &mut Vec<u8>, len: usize) -> Result<(), store::Error> {
+    const ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+    v.try_reserve_exact(len.saturating_sub(v.len()))
+        .map_err(|_| store::Error::OutOfMemory)?;
+    while v.len() < len {
+        let n = (len - v.len()).min(ZEROS.len());
+        v.extend_from_slice(&ZEROS[..n]);
+    }
     Ok(())
 }
 
@@ -359,6 +370,27 @@ mod tests {
         assert_eq!(find_bit(&v, (8, 15), false), None);
         assert_eq!(find_bit(&v, (16, 22), true), None);
         assert_eq!(find_bit(&v, (16, 23), true), Some(23));
+    }
+
+    fn naive_bit(v: &[u8], i: u64) -> bool {
+        v[(i / 8) as usize] >> (7 - i % 8) & 1 == 1
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn masks_agree_with_a_bit_by_bit_model(
+            v in proptest::collection::vec(proptest::num::u8::ANY, 1..6),
+            a in 0u64..48,
+            b in 0u64..48,
+            bit: bool,
+        ) {
+            let last_bit = v.len() as u64 * 8 - 1;
+            let (first, last) = (a.min(b).min(last_bit), a.max(b).min(last_bit));
+            let count = (first..=last).filter(|&i| naive_bit(&v, i)).count() as u64;
+            proptest::prop_assert_eq!(count_bits(&v, (first, last)), count);
+            let pos = (first..=last).find(|&i| naive_bit(&v, i) == bit);
+            proptest::prop_assert_eq!(find_bit(&v, (first, last), bit), pos);
+        }
     }
 
     #[test]
