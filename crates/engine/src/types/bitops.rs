@@ -109,7 +109,7 @@ fn setbit(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 /// memory cannot be had; in chunks, so that even a debug build copies 512MB
 /// quickly.
 fn zero_extend(v: &mut Vec<u8>, len: usize) -> Result<(), store::Error> {
-    const ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+    static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
     v.try_reserve_exact(len.saturating_sub(v.len()))
         .map_err(|_| store::Error::OutOfMemory)?;
     while v.len() < len {
