@@ -134,9 +134,10 @@ impl Command {
 }
 
 /// Every group's table, in COMMAND's order.
-fn tables() -> [&'static [Command]; 4] {
+fn tables() -> [&'static [Command]; 5] {
     [
         crate::types::string::COMMANDS,
+        crate::types::bitops::COMMANDS,
         crate::keyspace::COMMANDS,
         crate::connection::COMMANDS,
         crate::server::COMMANDS,

@@ -1,4 +1,5 @@
 //! Commands by value type, one file each (STYLE 6): the type's helpers first,
 //! its command table and handlers after.
 
+pub(crate) mod bitops;
 pub(crate) mod string;
