@@ -23,6 +23,9 @@ pub enum ExpireCondition {
     IfGreater,
     /// LT: only when the new expiry is sooner (no expiry counts as infinite).
     IfLess,
+    /// XX and LT together: only when the key has an expiry and the new one is
+    /// sooner.
+    IfSomeAndLess,
 }
 
 /// The answer to TTL/PTTL.
@@ -76,11 +79,29 @@ impl Handle {
         }
     }
 
-    /// The metadata of `key` without moving its LRU clock (OBJECT).
-    pub fn peek_meta(&mut self, db: u8, key: &[u8]) -> Result<Option<crate::entry::Meta>> {
-        match self.lookup_opts(db, key, false, |_, _| Ok(()))? {
+    /// The metadata of `key` without moving its LRU clock (OBJECT, EXPIRETIME),
+    /// and its value copied into `out` when it is at most `max_len` bytes
+    /// (`out` is left empty otherwise).
+    pub fn peek(
+        &mut self,
+        db: u8,
+        key: &[u8],
+        max_len: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<crate::entry::Meta>> {
+        let got = self.lookup_opts(db, key, false, |r, raw| {
+            out.clear();
+            if raw.vallen <= max_len {
+                r.read_bytes(raw.value_off(), raw.vallen, out)?;
+            }
+            Ok(())
+        })?;
+        match got {
             Some((raw, ())) => Ok(Some(raw.meta()?)),
-            None => Ok(None),
+            None => {
+                out.clear();
+                Ok(None)
+            }
         }
     }
 
@@ -103,6 +124,7 @@ impl Handle {
                 ExpireCondition::IfSome => current.is_some(),
                 ExpireCondition::IfGreater => current.is_some_and(|c| at_ms > c),
                 ExpireCondition::IfLess => current.is_none_or(|c| at_ms < c),
+                ExpireCondition::IfSomeAndLess => current.is_some_and(|c| at_ms < c),
             };
             if !allowed {
                 return Ok(false);
