@@ -1375,3 +1375,35 @@ fn swap_db_races_with_writers_and_readers_without_losing_a_write() {
     drop(h);
     store.check().unwrap();
 }
+
+#[test]
+fn peek_leaves_the_lru_clock_and_xx_lt_needs_an_expiry() {
+    let seg = TempSegment::new("peek");
+    let (store, clock) = seg.open_with_clock(8 * MB, T0);
+    let mut h = store.handle().unwrap();
+    put(&mut h, 0, b"k", b"12345");
+    advance(&clock, 7_000);
+    let mut v = Vec::new();
+    let m = h.peek(0, b"k", 20, &mut v).unwrap().unwrap();
+    assert_eq!(v, b"12345");
+    assert_eq!(m.lru as u64, T0 / 1000);
+    let m = h.peek(0, b"k", 2, &mut v).unwrap().unwrap();
+    assert!(v.is_empty(), "longer than max_len: not copied");
+    assert_eq!(m.lru as u64, T0 / 1000, "peek does not touch");
+    assert!(h.exists(0, b"k").unwrap());
+    let m = h.peek(0, b"k", 0, &mut v).unwrap().unwrap();
+    assert_eq!(m.lru as u64, (T0 + 7_000) / 1000, "a read touches");
+    assert_eq!(h.peek(0, b"missing", 20, &mut v).unwrap(), None);
+    let at = (T0 + 60_000) as i64;
+    use ExpireCondition::IfSomeAndLess;
+    assert!(!h.expire_at(0, b"k", at, IfSomeAndLess).unwrap());
+    assert!(h.expire_at(0, b"k", at, ExpireCondition::Always).unwrap());
+    assert!(!h.expire_at(0, b"k", at + 1, IfSomeAndLess).unwrap());
+    assert!(h.expire_at(0, b"k", at - 1, IfSomeAndLess).unwrap());
+    assert_eq!(
+        h.peek(0, b"k", 0, &mut v).unwrap().unwrap().expire_at_ms,
+        Some(at as u64 - 1)
+    );
+    drop(h);
+    store.check().unwrap();
+}
