@@ -1,9 +1,32 @@
 //! Commands on keys of any type (Redis's `generic` group, `db.c`,
-//! `expire.c`): DEL, EXISTS, TYPE, expiry, RENAME, SCAN, DB-wide commands.
+//! `expire.c`, `object.c`): DEL, EXISTS, TYPE, expiry, RENAME, COPY, MOVE,
+//! SCAN/KEYS, OBJECT, and the db-wide DBSIZE, FLUSHDB, FLUSHALL, SWAPDB.
 
-use crate::command::{flags::*, Arg, CmdResult, Command};
+use store::{ExpireCondition, Ttl, ValueType};
+
+use crate::command::{dispatch_sub, flags::*, Arg, CmdResult, Command};
 use crate::engine::Cx;
+use crate::error::{CmdError, BAD_DB, SYNTAX};
+use crate::parse;
 
+/// SCAN's cursor is not a number.
+const INVALID_CURSOR: &str = "ERR invalid cursor";
+/// EXPIRE with NX and another condition.
+const NX_AND_OTHERS: &str = "ERR NX and XX, GT or LT options at the same time are not compatible";
+/// EXPIRE with GT and LT.
+const GT_AND_LT: &str = "ERR GT and LT options at the same time are not compatible";
+/// SWAPDB's first index is not an integer.
+const BAD_FIRST_DB: &str = "ERR invalid first DB index";
+/// SWAPDB's second index is not an integer.
+const BAD_SECOND_DB: &str = "ERR invalid second DB index";
+/// OBJECT FREQ without an LFU policy.
+const NO_LFU: &str = "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
+/// Redis's refcount of a shared object (the integers 0..9999).
+const SHARED_REFCOUNT: i64 = i32::MAX as i64;
+/// Keys one SCAN step of KEYS examines.
+const KEYS_PAGE: usize = 1024;
+
+/// A command of the `generic` group.
 const fn cmd(
     name: &'static str,
     arity: i32,
@@ -27,6 +50,85 @@ const fn cmd(
     }
 }
 
+/// A db-wide command (Redis files these under `server`).
+const fn server_cmd(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    summary: &'static str,
+    handler: crate::command::Handler,
+) -> Command {
+    Command {
+        group: "server",
+        ..cmd(name, arity, flags, (0, 0, 0), summary, handler)
+    }
+}
+
+const fn since(version: &'static str, c: Command) -> Command {
+    Command {
+        since: version,
+        ..c
+    }
+}
+
+const OBJECT_SUBCOMMANDS: &[Command] = &[
+    since(
+        "2.2.3",
+        cmd(
+            "object|encoding",
+            3,
+            READONLY,
+            (2, 2, 1),
+            "Returns the internal encoding of a Redis object.",
+            object_encoding,
+        ),
+    ),
+    since(
+        "4.0.0",
+        cmd(
+            "object|freq",
+            3,
+            READONLY,
+            (2, 2, 1),
+            "Returns the logarithmic access frequency counter of a Redis object.",
+            object_freq,
+        ),
+    ),
+    since(
+        "2.2.3",
+        cmd(
+            "object|idletime",
+            3,
+            READONLY,
+            (2, 2, 1),
+            "Returns the time since the last access to a Redis object.",
+            object_idletime,
+        ),
+    ),
+    since(
+        "2.2.3",
+        cmd(
+            "object|refcount",
+            3,
+            READONLY,
+            (2, 2, 1),
+            "Returns the reference count of a value of a key.",
+            object_refcount,
+        ),
+    ),
+    since(
+        "6.2.0",
+        cmd(
+            "object|help",
+            2,
+            LOADING | STALE,
+            (0, 0, 0),
+            "Returns helpful text about the different subcommands.",
+            object_help,
+        ),
+    ),
+];
+
 /// The key-space commands.
 pub(crate) const COMMANDS: &[Command] = &[
     cmd(
@@ -37,13 +139,16 @@ pub(crate) const COMMANDS: &[Command] = &[
         "Deletes one or more keys.",
         del,
     ),
-    cmd(
-        "unlink",
-        -2,
-        WRITE | FAST,
-        (1, -1, 1),
-        "Asynchronously deletes one or more keys.",
-        del,
+    since(
+        "4.0.0",
+        cmd(
+            "unlink",
+            -2,
+            WRITE | FAST,
+            (1, -1, 1),
+            "Asynchronously deletes one or more keys.",
+            del,
+        ),
     ),
     cmd(
         "exists",
@@ -53,7 +158,228 @@ pub(crate) const COMMANDS: &[Command] = &[
         "Determines whether one or more keys exist.",
         exists,
     ),
+    since(
+        "3.2.1",
+        cmd(
+            "touch",
+            -2,
+            READONLY | FAST,
+            (1, -1, 1),
+            "Returns the number of existing keys out of those specified after updating the time they were last accessed.",
+            touch,
+        ),
+    ),
+    cmd(
+        "type",
+        2,
+        READONLY | FAST,
+        (1, 1, 1),
+        "Determines the type of value stored at a key.",
+        type_,
+    ),
+    cmd(
+        "keys",
+        2,
+        READONLY,
+        (0, 0, 0),
+        "Returns all key names that match a pattern.",
+        keys,
+    ),
+    since(
+        "2.8.0",
+        cmd(
+            "scan",
+            -2,
+            READONLY,
+            (0, 0, 0),
+            "Iterates over the key names in the database.",
+            scan,
+        ),
+    ),
+    cmd(
+        "randomkey",
+        1,
+        READONLY,
+        (0, 0, 0),
+        "Returns a random key name from the database.",
+        randomkey,
+    ),
+    cmd(
+        "rename",
+        3,
+        WRITE,
+        (1, 2, 1),
+        "Renames a key and overwrites the destination.",
+        rename,
+    ),
+    cmd(
+        "renamenx",
+        3,
+        WRITE | FAST,
+        (1, 2, 1),
+        "Renames a key only when the target key name doesn't exist.",
+        renamenx,
+    ),
+    since(
+        "6.2.0",
+        cmd(
+            "copy",
+            -3,
+            WRITE | DENYOOM,
+            (1, 2, 1),
+            "Copies the value of a key to a new key.",
+            copy,
+        ),
+    ),
+    cmd(
+        "move",
+        3,
+        WRITE | FAST,
+        (1, 1, 1),
+        "Moves a key to another database.",
+        move_,
+    ),
+    cmd(
+        "expire",
+        -3,
+        WRITE | FAST,
+        (1, 1, 1),
+        "Sets the expiration time of a key in seconds.",
+        expire,
+    ),
+    since(
+        "2.6.0",
+        cmd(
+            "pexpire",
+            -3,
+            WRITE | FAST,
+            (1, 1, 1),
+            "Sets the expiration time of a key in milliseconds.",
+            pexpire,
+        ),
+    ),
+    since(
+        "1.2.0",
+        cmd(
+            "expireat",
+            -3,
+            WRITE | FAST,
+            (1, 1, 1),
+            "Sets the expiration time of a key to a Unix timestamp.",
+            expireat,
+        ),
+    ),
+    since(
+        "2.6.0",
+        cmd(
+            "pexpireat",
+            -3,
+            WRITE | FAST,
+            (1, 1, 1),
+            "Sets the expiration time of a key to a Unix milliseconds timestamp.",
+            pexpireat,
+        ),
+    ),
+    since(
+        "7.0.0",
+        cmd(
+            "expiretime",
+            2,
+            READONLY | FAST,
+            (1, 1, 1),
+            "Returns the expiration time of a key as a Unix timestamp.",
+            expiretime,
+        ),
+    ),
+    since(
+        "7.0.0",
+        cmd(
+            "pexpiretime",
+            2,
+            READONLY | FAST,
+            (1, 1, 1),
+            "Returns the expiration time of a key as a Unix milliseconds timestamp.",
+            pexpiretime,
+        ),
+    ),
+    cmd(
+        "ttl",
+        2,
+        READONLY | FAST,
+        (1, 1, 1),
+        "Returns the expiration time in seconds of a key.",
+        ttl,
+    ),
+    since(
+        "2.6.0",
+        cmd(
+            "pttl",
+            2,
+            READONLY | FAST,
+            (1, 1, 1),
+            "Returns the expiration time in milliseconds of a key.",
+            pttl,
+        ),
+    ),
+    since(
+        "2.2.0",
+        cmd(
+            "persist",
+            2,
+            WRITE | FAST,
+            (1, 1, 1),
+            "Removes the expiration time of a key.",
+            persist,
+        ),
+    ),
+    since(
+        "2.2.3",
+        Command {
+            subcommands: OBJECT_SUBCOMMANDS,
+            ..cmd(
+                "object",
+                -2,
+                0,
+                (0, 0, 0),
+                "A container for object introspection commands.",
+                object,
+            )
+        },
+    ),
+    server_cmd(
+        "dbsize",
+        1,
+        READONLY | FAST,
+        "Returns the number of keys in the database.",
+        dbsize,
+    ),
+    server_cmd(
+        "flushdb",
+        -1,
+        WRITE,
+        "Removes all keys from the current database.",
+        flushdb,
+    ),
+    server_cmd(
+        "flushall",
+        -1,
+        WRITE,
+        "Removes all keys from all databases.",
+        flushall,
+    ),
+    since(
+        "4.0.0",
+        server_cmd(
+            "swapdb",
+            3,
+            WRITE | FAST,
+            "Swaps two Redis databases.",
+            swapdb,
+        ),
+    ),
 ];
+
+// ---------- existence and type ----------
 
 fn del(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
@@ -73,4 +399,500 @@ fn exists(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     }
     cx.out.integer(n);
     Ok(())
+}
+
+/// TOUCH: like EXISTS, and each lookup moves the key's LRU clock.
+fn touch(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    exists(cx, args)
+}
+
+fn type_(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let db = cx.db();
+    let name = match cx.h().key_type(db, &args[1])? {
+        Some(t) => t.name(),
+        None => "none",
+    };
+    cx.out.simple(name.as_bytes());
+    Ok(())
+}
+
+// ---------- iteration ----------
+
+/// SCAN's cursor as Redis's `strtoul` reads it: no leading space, an
+/// optional sign (a `-` wraps around), decimal digits, nothing after.
+fn parse_cursor(arg: &[u8]) -> Result<u64, CmdError> {
+    let bad = || CmdError::msg(INVALID_CURSOR);
+    let (neg, digits) = match arg.first() {
+        Some(b'-') => (true, &arg[1..]),
+        Some(b'+') => (false, &arg[1..]),
+        _ => (false, arg),
+    };
+    if arg.is_empty() {
+        // strtoul of "" is 0 with nothing left over.
+        return Ok(0);
+    }
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(bad());
+    }
+    let mut v: u64 = 0;
+    for d in digits {
+        v = v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add((d - b'0') as u64))
+            .ok_or_else(bad)?;
+    }
+    Ok(if neg { v.wrapping_neg() } else { v })
+}
+
+fn scan(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let cursor = parse_cursor(&args[1])?;
+    let mut count = 10usize;
+    let mut pattern: Option<&[u8]> = None;
+    // None: no filter; Some(None): a type name no key can have.
+    let mut vtype: Option<Option<ValueType>> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let more = args.len() - i - 1;
+        if parse::is(&args[i], "count") && more >= 1 {
+            let n = parse::int(&args[i + 1])?;
+            if n < 1 {
+                return Err(CmdError::msg(SYNTAX));
+            }
+            count = n.min(i32::MAX as i64) as usize;
+        } else if parse::is(&args[i], "match") && more >= 1 {
+            pattern = Some(&args[i + 1]);
+        } else if parse::is(&args[i], "type") && more >= 1 {
+            vtype = Some(ValueType::from_name(&args[i + 1]));
+        } else {
+            return Err(CmdError::msg(SYNTAX));
+        }
+        i += 2;
+    }
+    let db = cx.db();
+    let filter = vtype.flatten();
+    let mut page = cx.h().scan(db, cursor, pattern, count, filter)?;
+    if vtype == Some(None) {
+        page.keys.clear();
+    }
+    cx.out.array_len(2);
+    cx.out.bulk(page.cursor.to_string().as_bytes());
+    cx.out.array_len(page.keys.len());
+    for k in &page.keys {
+        cx.out.bulk(k);
+    }
+    Ok(())
+}
+
+fn keys(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let db = cx.db();
+    let mut found = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let page = cx.h().scan(db, cursor, Some(&args[1]), KEYS_PAGE, None)?;
+        found.extend(page.keys);
+        cursor = page.cursor;
+        if cursor == 0 {
+            break;
+        }
+    }
+    cx.out.array_len(found.len());
+    for k in &found {
+        cx.out.bulk(k);
+    }
+    Ok(())
+}
+
+fn randomkey(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    let db = cx.db();
+    match cx.h().random_key(db)? {
+        Some(k) => cx.out.bulk(&k),
+        None => cx.out.null(),
+    }
+    Ok(())
+}
+
+// ---------- rename, copy, move ----------
+
+fn rename(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let db = cx.db();
+    cx.h().rename(db, &args[1], &args[2], false)?;
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+fn renamenx(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let db = cx.db();
+    let done = cx.h().rename(db, &args[1], &args[2], true)?;
+    cx.out.integer(done as i64);
+    Ok(())
+}
+
+/// A db index argument of COPY and MOVE (Redis's `getIntFromObject`, then
+/// the range check).
+fn db_index(arg: &[u8]) -> Result<u8, CmdError> {
+    let n = parse::int(arg)?;
+    if i32::try_from(n).is_err() {
+        return Err(CmdError::not_integer());
+    }
+    if !(0..store::NUM_DBS as i64).contains(&n) {
+        return Err(CmdError::msg(BAD_DB));
+    }
+    Ok(n as u8)
+}
+
+fn copy(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let src_db = cx.db();
+    let mut dst_db = src_db;
+    let mut replace = false;
+    let mut i = 3;
+    while i < args.len() {
+        if parse::is(&args[i], "replace") {
+            replace = true;
+        } else if parse::is(&args[i], "db") && i + 1 < args.len() {
+            dst_db = db_index(&args[i + 1])?;
+            i += 1;
+        } else {
+            return Err(CmdError::msg(SYNTAX));
+        }
+        i += 1;
+    }
+    let done = cx.h().copy(src_db, &args[1], dst_db, &args[2], replace)?;
+    cx.out.integer(done as i64);
+    Ok(())
+}
+
+fn move_(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let db = cx.db();
+    let dst = db_index(&args[2])?;
+    let done = cx.h().move_key(db, &args[1], dst)?;
+    cx.out.integer(done as i64);
+    Ok(())
+}
+
+// ---------- expiry ----------
+
+/// EXPIRE's NX / XX / GT / LT, with Redis 7.0's errors for bad combinations.
+fn expire_condition(args: &[Arg<'_>]) -> Result<ExpireCondition, CmdError> {
+    let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+    for a in args {
+        if parse::is(a, "nx") {
+            nx = true;
+        } else if parse::is(a, "xx") {
+            xx = true;
+        } else if parse::is(a, "gt") {
+            gt = true;
+        } else if parse::is(a, "lt") {
+            lt = true;
+        } else {
+            return Err(CmdError::owned(format!(
+                "ERR Unsupported option {}",
+                crate::command::clip(a, 128)
+            )));
+        }
+    }
+    if nx && (xx || gt || lt) {
+        return Err(CmdError::msg(NX_AND_OTHERS));
+    }
+    if gt && lt {
+        return Err(CmdError::msg(GT_AND_LT));
+    }
+    Ok(match (nx, xx, gt, lt) {
+        (true, ..) => ExpireCondition::IfNone,
+        // GT already fails on a key without an expiry: XX adds nothing.
+        (_, _, true, _) => ExpireCondition::IfGreater,
+        (_, true, _, true) => ExpireCondition::IfSomeAndLess,
+        (_, _, _, true) => ExpireCondition::IfLess,
+        (_, true, ..) => ExpireCondition::IfSome,
+        _ => ExpireCondition::Always,
+    })
+}
+
+/// Redis's `expireGenericCommand`: options, then the number, then overflow
+/// checks, then the key. `unit_ms` is 1000 for seconds; `relative` adds now.
+fn expire_generic(
+    cx: &mut Cx<'_>,
+    args: &[Arg<'_>],
+    name: &str,
+    unit_ms: i64,
+    relative: bool,
+) -> CmdResult {
+    let cond = expire_condition(&args[3..])?;
+    let n = parse::int(&args[2])?;
+    let bad = || CmdError::bad_expire(name);
+    let ms = n.checked_mul(unit_ms).ok_or_else(bad)?;
+    let base = if relative {
+        cx.engine.now_ms() as i64
+    } else {
+        0
+    };
+    let at = ms.checked_add(base).ok_or_else(bad)?;
+    let db = cx.db();
+    let done = cx.h().expire_at(db, &args[1], at, cond)?;
+    cx.out.integer(done as i64);
+    Ok(())
+}
+
+fn expire(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    expire_generic(cx, args, "expire", 1000, true)
+}
+
+fn pexpire(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    expire_generic(cx, args, "pexpire", 1, true)
+}
+
+fn expireat(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    expire_generic(cx, args, "expireat", 1000, false)
+}
+
+fn pexpireat(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    expire_generic(cx, args, "pexpireat", 1, false)
+}
+
+fn expiretime_generic(cx: &mut Cx<'_>, args: &[Arg<'_>], ms: bool) -> CmdResult {
+    let db = cx.db();
+    let mut scratch = Vec::new();
+    let reply = match cx.h().peek(db, &args[1], 0, &mut scratch)? {
+        None => -2,
+        Some(m) => match m.expire_at_ms {
+            None => -1,
+            Some(at) if ms => at as i64,
+            Some(at) => (at / 1000) as i64,
+        },
+    };
+    cx.out.integer(reply);
+    Ok(())
+}
+
+fn expiretime(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    expiretime_generic(cx, args, false)
+}
+
+fn pexpiretime(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    expiretime_generic(cx, args, true)
+}
+
+fn ttl_generic(cx: &mut Cx<'_>, args: &[Arg<'_>], ms: bool) -> CmdResult {
+    let db = cx.db();
+    let reply = match cx.h().ttl(db, &args[1])? {
+        Ttl::Missing => -2,
+        Ttl::Persistent => -1,
+        // Redis rounds TTL to the nearest second.
+        Ttl::Ms(left) if ms => left as i64,
+        Ttl::Ms(left) => left.saturating_add(500) as i64 / 1000,
+    };
+    cx.out.integer(reply);
+    Ok(())
+}
+
+fn ttl(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    ttl_generic(cx, args, false)
+}
+
+fn pttl(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    ttl_generic(cx, args, true)
+}
+
+fn persist(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let db = cx.db();
+    let done = cx.h().persist(db, &args[1])?;
+    cx.out.integer(done as i64);
+    Ok(())
+}
+
+// ---------- OBJECT ----------
+
+fn object(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let parent = crate::command::lookup(b"object").expect("OBJECT is in the table");
+    dispatch_sub(cx, parent, args)
+}
+
+/// The key's metadata and (for strings of at most 20 bytes) its value,
+/// without touching it; None after writing the null reply.
+fn object_lookup(cx: &mut Cx<'_>, key: &[u8]) -> Result<Option<(store::Meta, Vec<u8>)>, CmdError> {
+    let db = cx.db();
+    let mut value = Vec::new();
+    match cx.h().peek(db, key, 20, &mut value)? {
+        Some(m) => Ok(Some((m, value))),
+        None => {
+            cx.out.null();
+            Ok(None)
+        }
+    }
+}
+
+/// Whether `value` is a string Redis would store as an integer: a canonical
+/// `long` of at most 20 characters.
+fn is_int_string(value: &[u8]) -> Option<i64> {
+    if value.len() > 20 {
+        return None;
+    }
+    store::parse_i64(value)
+}
+
+/// OBJECT ENCODING's name for a key. Strings follow Redis exactly; other
+/// types report Redis 7.0's encoding for a small value of the type.
+fn encoding_name(meta: &store::Meta, value: &[u8]) -> &'static str {
+    match meta.vtype {
+        ValueType::String if is_int_string(value).is_some() => "int",
+        ValueType::String if meta.len <= 44 => "embstr",
+        ValueType::String => "raw",
+        ValueType::List => "quicklist",
+        ValueType::Hash | ValueType::ZSet => "listpack",
+        ValueType::Set => "hashtable",
+        ValueType::Stream => "stream",
+    }
+}
+
+fn object_encoding(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    if let Some((meta, value)) = object_lookup(cx, &args[2])? {
+        cx.out.bulk(encoding_name(&meta, &value).as_bytes());
+    }
+    Ok(())
+}
+
+fn object_freq(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    if object_lookup(cx, &args[2])?.is_some() {
+        // No LFU policy exists in the store yet: frequency is never tracked.
+        return Err(CmdError::msg(NO_LFU));
+    }
+    Ok(())
+}
+
+fn object_idletime(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    if let Some((meta, _)) = object_lookup(cx, &args[2])? {
+        let now_s = (cx.engine.now_ms() / 1000) as u32;
+        cx.out.integer(now_s.wrapping_sub(meta.lru) as i64);
+    }
+    Ok(())
+}
+
+fn object_refcount(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    if let Some((meta, value)) = object_lookup(cx, &args[2])? {
+        let shared = meta.vtype == ValueType::String
+            && is_int_string(&value).is_some_and(|n| (0..10_000).contains(&n));
+        cx.out.integer(if shared { SHARED_REFCOUNT } else { 1 });
+    }
+    Ok(())
+}
+
+fn object_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    let lines: &[&str] = &[
+        "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "ENCODING <key>",
+        "    Return the kind of internal representation used in order to store the value",
+        "    associated with a <key>.",
+        "FREQ <key>",
+        "    Return the access frequency index of the <key>. The returned integer is",
+        "    proportional to the logarithm of the recent access frequency of the key.",
+        "IDLETIME <key>",
+        "    Return the idle time of the <key>, that is the approximated number of",
+        "    seconds elapsed since the last access to the key.",
+        "REFCOUNT <key>",
+        "    Return the number of references of the value associated with the specified",
+        "    <key>.",
+        "HELP",
+        "    Print this help.",
+    ];
+    cx.out.array_len(lines.len());
+    for l in lines {
+        cx.out.simple(l.as_bytes());
+    }
+    Ok(())
+}
+
+// ---------- whole databases ----------
+
+fn dbsize(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    let db = cx.db();
+    let n = cx.h().dbsize(db)?;
+    cx.out.integer(n as i64);
+    Ok(())
+}
+
+/// FLUSHDB / FLUSHALL's optional ASYNC | SYNC (both flush at once here).
+fn flush_mode(args: &[Arg<'_>]) -> Result<(), CmdError> {
+    match args.len() {
+        1 => Ok(()),
+        2 if parse::is(&args[1], "async") || parse::is(&args[1], "sync") => Ok(()),
+        _ => Err(CmdError::msg(SYNTAX)),
+    }
+}
+
+fn flushdb(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    flush_mode(args)?;
+    let db = cx.db();
+    cx.h().flushdb(db)?;
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+fn flushall(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    flush_mode(args)?;
+    cx.h().flushall()?;
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+/// A SWAPDB index: an `int`, else `not_int`; then the range.
+fn swap_index(arg: &[u8], not_int: &'static str) -> Result<i64, CmdError> {
+    store::parse_i64(arg)
+        .filter(|n| i32::try_from(*n).is_ok())
+        .ok_or(CmdError::msg(not_int))
+}
+
+fn swapdb(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let a = swap_index(&args[1], BAD_FIRST_DB)?;
+    let b = swap_index(&args[2], BAD_SECOND_DB)?;
+    let range = 0..store::NUM_DBS as i64;
+    if !range.contains(&a) || !range.contains(&b) {
+        return Err(CmdError::msg(BAD_DB));
+    }
+    cx.h().swap_db(a as u8, b as u8)?;
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_parse_like_strtoul() {
+        assert_eq!(parse_cursor(b"0").unwrap(), 0);
+        assert_eq!(parse_cursor(b"").unwrap(), 0);
+        assert_eq!(parse_cursor(b"+12").unwrap(), 12);
+        assert_eq!(parse_cursor(b"-1").unwrap(), u64::MAX);
+        assert_eq!(parse_cursor(b"007").unwrap(), 7);
+        for bad in [&b"x"[..], b" 1", b"1 ", b"+", b"-", b"18446744073709551616"] {
+            assert_eq!(parse_cursor(bad).unwrap_err().text(), INVALID_CURSOR);
+        }
+    }
+
+    #[test]
+    fn expire_options_combine_as_redis() {
+        let a = |w: &[&'static str]| -> Vec<Arg<'static>> {
+            w.iter().map(|s| Arg::Borrowed(s.as_bytes())).collect()
+        };
+        assert_eq!(expire_condition(&a(&[])).unwrap(), ExpireCondition::Always);
+        assert_eq!(
+            expire_condition(&a(&["xx", "gt"])).unwrap(),
+            ExpireCondition::IfGreater
+        );
+        assert_eq!(
+            expire_condition(&a(&["LT", "xx"])).unwrap(),
+            ExpireCondition::IfSomeAndLess
+        );
+        assert_eq!(
+            expire_condition(&a(&["nx", "gt"])).unwrap_err().text(),
+            NX_AND_OTHERS
+        );
+        assert_eq!(
+            expire_condition(&a(&["gt", "lt"])).unwrap_err().text(),
+            GT_AND_LT
+        );
+        assert_eq!(
+            expire_condition(&a(&["foo"])).unwrap_err().text(),
+            "ERR Unsupported option foo"
+        );
+    }
 }

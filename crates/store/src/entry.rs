@@ -184,10 +184,7 @@ pub(crate) fn write(
 ) -> Result<u64> {
     let vallen: u64 = parts.iter().map(|p| p.len() as u64).sum();
     r.store64(blk + E_KEYLEN, key.len() as u64 | vallen << 32)?;
-    r.store64(
-        blk + E_KIND,
-        e.vtype as u64 | (e.db as u64) << 8 | (e.encoding as u64) << 16 | (e.mc_flags as u64) << 32,
-    )?;
+    write_kind(r, blk, e)?;
     r.store64(blk + E_EXPIRE, e.expire)?;
     r.store64(blk + E_LSN, e.lsn)?;
     r.store64(blk + E_LRU, e.lru as u64)?;
@@ -198,4 +195,12 @@ pub(crate) fn write(
         pos += p.len() as u64;
     }
     Ok(vallen)
+}
+
+/// Writes the type / db / encoding / flags word of a block not yet published.
+pub(crate) fn write_kind(r: &Region, blk: u64, e: &NewEntry) -> Result<()> {
+    r.store64(
+        blk + E_KIND,
+        e.vtype as u64 | (e.db as u64) << 8 | (e.encoding as u64) << 16 | (e.mc_flags as u64) << 32,
+    )
 }

@@ -101,8 +101,9 @@ impl Handle {
         }
         if policy.volatile_only() {
             let mut volatile = 0;
+            // Physical counters: no db map resolution under a bucket lock (I11).
             for db in 0..NUM_DBS as u8 {
-                volatile += self.expires_count(db)?;
+                volatile += self.phys_count(H_DB_EXPIRES_BASE, C_DB_EXPIRES, db)?;
             }
             if volatile == 0 {
                 return Ok(Evicted::Nothing);

@@ -77,7 +77,10 @@ impl Handle {
     /// Starts fetching the index bucket of `key` into the CPU cache, so that a
     /// batch of keys (a pipeline) can be hashed and prefetched before it runs.
     pub fn prefetch(&self, db: u8, key: &[u8]) {
-        let pos = index::key_pos(&self.ctx, db, key);
+        if check_db(db).is_err() {
+            return;
+        }
+        let pos = index::key_pos(&self.ctx, self.phys_hint(db), key);
         self.ctx.region().prefetch(pos.bucket);
     }
 
@@ -97,17 +100,38 @@ impl Handle {
         &mut self,
         db: u8,
         key: &[u8],
+        read_value: impl FnMut(&crate::shm::Region, &Raw) -> Result<T>,
+    ) -> Result<Option<(Raw, T)>> {
+        self.lookup_opts(db, key, true, read_value)
+    }
+
+    /// `lookup`, optionally without moving the LRU clock (OBJECT, TTL, TYPE:
+    /// Redis's LOOKUP_NOTOUCH).
+    pub(crate) fn lookup_opts<T>(
+        &mut self,
+        db: u8,
+        key: &[u8],
+        touch: bool,
         mut read_value: impl FnMut(&crate::shm::Region, &Raw) -> Result<T>,
     ) -> Result<Option<(Raw, T)>> {
         check_db(db)?;
         self.ctx.stat_add(Stat::Ops, 1);
-        let pos = index::key_pos(&self.ctx, db, key);
-        let found = index::read_stable(&mut self.ctx, pos.bucket, |r| {
-            match index::find(r, &pos, db, key)? {
-                Some(f) => Ok(Some((f.raw, read_value(r, &f.raw)?))),
-                None => Ok(None),
+        // Resolve the db map, read, and re-check that the map did not change
+        // meanwhile (I11).
+        let (pos, found) = loop {
+            let view = self.db_view()?;
+            let pdb = view.phys(db);
+            let pos = index::key_pos(&self.ctx, pdb, key);
+            let found = index::read_stable(&mut self.ctx, pos.bucket, |r| {
+                match index::find(r, &pos, pdb, key)? {
+                    Some(f) => Ok(Some((f.raw, read_value(r, &f.raw)?))),
+                    None => Ok(None),
+                }
+            })?;
+            if self.db_view_still(view)? {
+                break (pos, found);
             }
-        })?;
+        };
         // One clock read serves both the expiry check and the LRU touch.
         let now_ms = self.now_ms();
         match found {
@@ -118,7 +142,9 @@ impl Handle {
             }
             Some((raw, v)) => {
                 self.ctx.stat_add(Stat::Hits, 1);
-                self.touch(&pos, &raw, (now_ms / 1000) as u32)?;
+                if touch {
+                    self.touch(&pos, &raw, (now_ms / 1000) as u32)?;
+                }
                 Ok(Some((raw, v)))
             }
             None => {
@@ -170,6 +196,7 @@ impl Handle {
 
     /// Locks `key`'s bucket, finds the key (removing it first if expired), runs
     /// `f`, unlocks and frees what `f` unpublished. Every write goes through here.
+    /// `db` is logical; `f` sees the physical db in `Locked::db` (I11).
     pub(crate) fn with_key<T>(
         &mut self,
         db: u8,
@@ -178,12 +205,25 @@ impl Handle {
     ) -> Result<T> {
         check_db(db)?;
         self.ctx.stat_add(Stat::Ops, 1);
-        let pos = index::key_pos(&self.ctx, db, key);
-        self.ctx.lock(pos.bucket)?;
-        let res = self
-            .find_locked(db, key, pos)
-            .and_then(|mut l| f(self, &mut l));
-        self.finish(&[pos.bucket], res)
+        loop {
+            let view = self.db_view()?;
+            let pdb = view.phys(db);
+            let pos = index::key_pos(&self.ctx, pdb, key);
+            self.ctx.lock(pos.bucket)?;
+            // A SWAPDB that started since we resolved: let it finish first.
+            match self.db_view_locked(view) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.ctx.unlock(pos.bucket)?;
+                    continue;
+                }
+                Err(e) => return self.finish(&[pos.bucket], Err(e)),
+            }
+            let res = self
+                .find_locked(pdb, key, pos)
+                .and_then(|mut l| f(self, &mut l));
+            return self.finish(&[pos.bucket], res);
+        }
     }
 
     /// Finds `key` under its (held) bucket lock, expiring it if due.

@@ -23,6 +23,9 @@ pub enum ExpireCondition {
     IfGreater,
     /// LT: only when the new expiry is sooner (no expiry counts as infinite).
     IfLess,
+    /// XX and LT together: only when the key has an expiry and the new one is
+    /// sooner.
+    IfSomeAndLess,
 }
 
 /// The answer to TTL/PTTL.
@@ -68,11 +71,37 @@ impl Handle {
         Ok(self.lookup(db, key, |_, _| Ok(()))?.is_some())
     }
 
-    /// TYPE: the value type, or None for a missing key.
+    /// TYPE: the value type, or None for a missing key. Leaves the LRU clock.
     pub fn key_type(&mut self, db: u8, key: &[u8]) -> Result<Option<ValueType>> {
-        match self.lookup(db, key, |_, _| Ok(()))? {
+        match self.lookup_opts(db, key, false, |_, _| Ok(()))? {
             Some((raw, ())) => Ok(Some(raw.meta()?.vtype)),
             None => Ok(None),
+        }
+    }
+
+    /// The metadata of `key` without moving its LRU clock (OBJECT, EXPIRETIME),
+    /// and its value copied into `out` when it is at most `max_len` bytes
+    /// (`out` is left empty otherwise).
+    pub fn peek(
+        &mut self,
+        db: u8,
+        key: &[u8],
+        max_len: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<crate::entry::Meta>> {
+        let got = self.lookup_opts(db, key, false, |r, raw| {
+            out.clear();
+            if raw.vallen <= max_len {
+                r.read_bytes(raw.value_off(), raw.vallen, out)?;
+            }
+            Ok(())
+        })?;
+        match got {
+            Some((raw, ())) => Ok(Some(raw.meta()?)),
+            None => {
+                out.clear();
+                Ok(None)
+            }
         }
     }
 
@@ -95,6 +124,7 @@ impl Handle {
                 ExpireCondition::IfSome => current.is_some(),
                 ExpireCondition::IfGreater => current.is_some_and(|c| at_ms > c),
                 ExpireCondition::IfLess => current.is_none_or(|c| at_ms < c),
+                ExpireCondition::IfSomeAndLess => current.is_some_and(|c| at_ms < c),
             };
             if !allowed {
                 return Ok(false);
@@ -140,7 +170,7 @@ impl Handle {
     /// PTTL in a typed form.
     pub fn ttl(&mut self, db: u8, key: &[u8]) -> Result<Ttl> {
         let now = self.now_ms();
-        Ok(match self.lookup(db, key, |_, _| Ok(()))? {
+        Ok(match self.lookup_opts(db, key, false, |_, _| Ok(()))? {
             None => Ttl::Missing,
             Some((raw, ())) if raw.expire == 0 => Ttl::Persistent,
             Some((raw, ())) => Ttl::Ms(raw.expire.saturating_sub(now)),
@@ -221,17 +251,28 @@ impl Handle {
         check_db(src_db)?;
         check_db(dst_db)?;
         self.ctx.stat_add(Stat::Ops, 1);
-        let sp = index::key_pos(&self.ctx, src_db, src);
-        let dp = index::key_pos(&self.ctx, dst_db, dst);
-        let mut buckets = vec![sp.bucket.min(dp.bucket)];
-        if sp.bucket != dp.bucket {
-            buckets.push(sp.bucket.max(dp.bucket));
-        }
-        for (i, b) in buckets.iter().enumerate() {
-            if let Err(e) = self.ctx.lock(*b) {
-                return self.finish(&buckets[..i], Err(e));
+        // Both dbs resolved from one view of the map, re-checked once both
+        // buckets are locked (I11).
+        let (src_db, dst_db, sp, dp, buckets) = loop {
+            let view = self.db_view()?;
+            let (src_db, dst_db) = (view.phys(src_db), view.phys(dst_db));
+            let sp = index::key_pos(&self.ctx, src_db, src);
+            let dp = index::key_pos(&self.ctx, dst_db, dst);
+            let mut buckets = vec![sp.bucket.min(dp.bucket)];
+            if sp.bucket != dp.bucket {
+                buckets.push(sp.bucket.max(dp.bucket));
             }
-        }
+            for (i, b) in buckets.iter().enumerate() {
+                if let Err(e) = self.ctx.lock(*b) {
+                    return self.finish(&buckets[..i], Err(e));
+                }
+            }
+            match self.db_view_locked(view) {
+                Ok(true) => break (src_db, dst_db, sp, dp, buckets),
+                Ok(false) => self.finish(&buckets, Ok(()))?,
+                Err(e) => return self.finish(&buckets, Err(e)),
+            }
+        };
         let res = (|| {
             let s = self.find_locked(src_db, src, sp)?;
             let Some(sf) = s.found else {
@@ -280,7 +321,17 @@ impl Handle {
     /// (expired keys skipped), or None when the db is empty.
     pub fn random_key(&mut self, db: u8) -> Result<Option<Vec<u8>>> {
         check_db(db)?;
-        if self.dbsize(db)? == 0 {
+        loop {
+            let view = self.db_view()?;
+            let key = self.random_key_phys(view.phys(db))?;
+            if self.db_view_still(view)? {
+                return Ok(key);
+            }
+        }
+    }
+
+    fn random_key_phys(&mut self, db: u8) -> Result<Option<Vec<u8>>> {
+        if self.phys_count(H_DB_KEYS_BASE, C_DB_KEYS, db)? == 0 {
             return Ok(None);
         }
         let buckets = self.ctx.sh.geo.buckets;
@@ -305,18 +356,29 @@ impl Handle {
     }
 
     /// DBSIZE: keys in `db` (expired keys not yet removed included, as Redis).
-    pub fn dbsize(&self, db: u8) -> Result<u64> {
-        check_db(db)?;
-        self.ctx_sum(H_DB_KEYS_BASE, C_DB_KEYS, db)
+    pub fn dbsize(&mut self, db: u8) -> Result<u64> {
+        self.logical_count(H_DB_KEYS_BASE, C_DB_KEYS, db)
     }
 
     /// Keys in `db` that have an expiry (INFO keyspace's `expires`).
-    pub fn expires_count(&self, db: u8) -> Result<u64> {
-        check_db(db)?;
-        self.ctx_sum(H_DB_EXPIRES_BASE, C_DB_EXPIRES, db)
+    pub fn expires_count(&mut self, db: u8) -> Result<u64> {
+        self.logical_count(H_DB_EXPIRES_BASE, C_DB_EXPIRES, db)
     }
 
-    fn ctx_sum(&self, base: u64, per_ctx: u64, db: u8) -> Result<u64> {
+    fn logical_count(&mut self, base: u64, per_ctx: u64, db: u8) -> Result<u64> {
+        check_db(db)?;
+        loop {
+            let view = self.db_view()?;
+            let n = self.phys_count(base, per_ctx, view.phys(db))?;
+            if self.db_view_still(view)? {
+                return Ok(n);
+            }
+        }
+    }
+
+    /// A per-db counter of physical db `db`, summed over the header and
+    /// every context.
+    pub(crate) fn phys_count(&self, base: u64, per_ctx: u64, db: u8) -> Result<u64> {
         let r = self.ctx.region();
         let geo = &self.ctx.sh.geo;
         let mut sum = r.load64(base + 8 * db as u64)?;
@@ -329,7 +391,8 @@ impl Handle {
     /// FLUSHDB: removes every key of `db`.
     pub fn flushdb(&mut self, db: u8) -> Result<()> {
         check_db(db)?;
-        self.flush(Some(db))
+        // Under the map lock: no SWAPDB moves the db while we empty it (I11).
+        self.with_map_locked(|h, view| h.flush(Some(view.phys(db))))
     }
 
     /// FLUSHALL: removes every key of every db.
@@ -416,6 +479,23 @@ impl Handle {
     ) -> Result<ScanPage> {
         check_db(db)?;
         self.ctx.stat_add(Stat::Ops, 1);
+        loop {
+            let view = self.db_view()?;
+            let page = self.scan_phys(view.phys(db), cursor, pattern, count, vtype)?;
+            if self.db_view_still(view)? {
+                return Ok(page);
+            }
+        }
+    }
+
+    fn scan_phys(
+        &mut self,
+        db: u8,
+        cursor: u64,
+        pattern: Option<&[u8]>,
+        count: usize,
+        vtype: Option<ValueType>,
+    ) -> Result<ScanPage> {
         let buckets = self.ctx.sh.geo.buckets;
         let count = count.max(1);
         let max_visits = 16_384 + count as u64 * 10;

@@ -47,6 +47,14 @@ pub(crate) const H_RETIRED_STATS: u64 = 384;
 pub(crate) const H_DB_KEYS_BASE: u64 = 1024;
 /// Keys with an expiry per db folded in from retired contexts.
 pub(crate) const H_DB_EXPIRES_BASE: u64 = H_DB_KEYS_BASE + 8 * NUM_DBS as u64;
+/// SWAPDB's logical -> physical db map (I11): a lock word pair (owner, seq)
+/// whose seq word is the map's generation, on its own cache line.
+pub(crate) const H_DB_MAP_LOCK: u64 = 1280;
+/// The map word: nibble `d` is `physical(d) ^ d`, so the zeroed header of a
+/// new segment is the identity map.
+pub(crate) const H_DB_MAP: u64 = H_DB_MAP_LOCK + 8;
+const _: () = assert!(H_DB_EXPIRES_BASE + 8 * NUM_DBS as u64 <= H_DB_MAP_LOCK);
+const _: () = assert!(H_DB_MAP + 8 <= 1344 && 1344 <= A_USED_BYTES);
 
 // --- header: allocator state (alloc.rs), every word written through the undo log ---
 pub(crate) const A_USED_BYTES: u64 = 2048;

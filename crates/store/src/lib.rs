@@ -28,6 +28,7 @@
 
 mod alloc;
 mod context;
+mod dbmap;
 mod entry;
 mod error;
 mod evict;

@@ -154,10 +154,16 @@ impl Store {
             contexts: geo.ctx_count,
             contexts_attached: attached,
             arena: self.arena_stats()?,
-            keyspace: keyspace
-                .into_iter()
-                .map(|(k, e)| (k.max(0) as u64, e.max(0) as u64))
-                .collect(),
+            keyspace: {
+                // Reported by logical db (I11); counters are kept per physical db.
+                let map = r.load64(H_DB_MAP)?;
+                let map = if crate::dbmap::valid_map(map) { map } else { 0 };
+                let view = crate::dbmap::DbView { gen: 0, map };
+                (0..NUM_DBS as u8)
+                    .map(|db| keyspace[view.phys(db) as usize])
+                    .map(|(k, e)| (k.max(0) as u64, e.max(0) as u64))
+                    .collect()
+            },
             stats: STATS
                 .iter()
                 .map(|s| (s.name(), stats[*s as usize]))
@@ -203,11 +209,19 @@ impl Store {
         {
             return fail(A_USED_BYTES, &format!("arena counters {a:?} differ from the arena ({used_bytes} used bytes in {} blocks, {free_bytes} free bytes in {} blocks)", used.len(), free.len()));
         }
-        for lock in [H_ALLOC_LOCK, H_ADMIN_LOCK] {
+        for lock in [H_ALLOC_LOCK, H_ADMIN_LOCK, H_DB_MAP_LOCK] {
             if r.load32(lock)? != 0 {
                 return fail(lock, "lock held");
             }
         }
+        if r.load32(H_DB_MAP_LOCK + B_SEQ)? & 1 != 0 {
+            return fail(H_DB_MAP_LOCK, "db map generation odd");
+        }
+        let map = r.load64(H_DB_MAP)?;
+        if !crate::dbmap::valid_map(map) {
+            return fail(H_DB_MAP, "db map is not a permutation");
+        }
+        let view = crate::dbmap::DbView { gen: 0, map };
         let mut report = CheckReport {
             used_blocks: used.len() as u64,
             free_blocks: free.len() as u64,
@@ -275,13 +289,15 @@ impl Store {
         }
         let info = self.info()?;
         for db in 0..NUM_DBS {
-            report.keys += keys[db] as u64;
-            if info.keyspace[db] != (keys[db] as u64, expires[db] as u64) {
+            // info() reports logical dbs; the entries carry physical ones.
+            let p = view.phys(db as u8) as usize;
+            report.keys += keys[p] as u64;
+            if info.keyspace[db] != (keys[p] as u64, expires[p] as u64) {
                 return fail(
                     H_DB_KEYS_BASE,
                     &format!(
-                        "db {db} counters {:?} differ from the index ({}, {})",
-                        info.keyspace[db], keys[db], expires[db]
+                        "db {db} (physical {p}) counters {:?} differ from the index ({}, {})",
+                        info.keyspace[db], keys[p], expires[p]
                     ),
                 );
             }

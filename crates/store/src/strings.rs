@@ -253,9 +253,16 @@ impl Handle {
             }
         }
         // Allocate and fill before locking, so the lock is held only to publish.
-        let fields = self.entry_fields(db, vtype, expire, opts.mc_flags);
+        let fields = self.entry_fields(self.phys_hint(db), vtype, expire, opts.mc_flags);
         let (blk, pending) = self.new_entry(&fields, key, &[value], 0)?;
         let res = self.with_key(db, key, |h, l| {
+            if l.db != fields.db {
+                // A SWAPDB moved the db since the block was filled: it is still
+                // private, so a plain store fixes its physical db (I8, I11).
+                let mut kind = fields;
+                kind.db = l.db;
+                crate::entry::write_kind(h.ctx.region(), blk, &kind)?;
+            }
             let mut out = SetResult::default();
             if let Some(f) = l.found {
                 if opts.get {

@@ -42,6 +42,7 @@ const OPS: &[&str] = &[
     "setrange",
     "getdel",
     "flushdb",
+    "swapdb",
 ];
 
 fn run_op(h: &mut Handle, op: &str) {
@@ -64,6 +65,7 @@ fn run_op(h: &mut Handle, op: &str) {
         "setrange" => drop(h.set_range(0, b"a", 2, b"ZZ").unwrap()),
         "getdel" => drop(h.get_del(0, b"a").unwrap()),
         "flushdb" => h.flushdb(0).unwrap(),
+        "swapdb" => h.swap_db(0, 3).unwrap(),
         other => panic!("unknown op {other}"),
     }
 }
@@ -98,6 +100,13 @@ fn before_or_after(h: &mut Handle, op: &str) -> Result<(), String> {
         // FLUSHDB removes key by key (as it may: no reader sees a torn key);
         // each key is either still there, whole, or gone.
         "flushdb" => a.is_none() || a == old_a,
+        // SWAPDB is one committed word: db 0 and db 3 swapped whole, or not.
+        "swapdb" => {
+            let in3 = get(h, 3, b"a");
+            let sizes = (h.dbsize(0).unwrap(), h.dbsize(3).unwrap());
+            (a == old_a && in3.is_none() && sizes == (5, 0))
+                || (a.is_none() && in3 == old_a && sizes == (0, 5))
+        }
         _ => false,
     };
     if ok {

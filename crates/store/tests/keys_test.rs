@@ -1201,3 +1201,209 @@ fn random_key_returns_live_keys_of_its_db() {
     drop(h);
     store.check().unwrap();
 }
+
+#[test]
+fn swap_db_exchanges_keys_expiries_and_counters() {
+    let seg = TempSegment::new("swapdb");
+    let (store, _clock) = seg.open_with_clock(8 * MB, T0);
+    let mut h = store.handle().unwrap();
+    put(&mut h, 0, b"a", b"zero");
+    put_at(&mut h, 0, b"b", b"zero-ttl", T0 + 5_000);
+    put(&mut h, 1, b"a", b"one");
+    put(&mut h, 2, b"c", b"two");
+    h.swap_db(0, 1).unwrap();
+    assert_eq!(h.get(0, b"a").unwrap(), Some(b"one".to_vec()));
+    assert_eq!(h.get(1, b"a").unwrap(), Some(b"zero".to_vec()));
+    assert_eq!(h.ttl(1, b"b").unwrap(), Ttl::Ms(5_000));
+    assert!(!h.exists(0, b"b").unwrap());
+    assert_eq!((h.dbsize(0).unwrap(), h.dbsize(1).unwrap()), (1, 2));
+    assert_eq!(
+        (h.expires_count(0).unwrap(), h.expires_count(1).unwrap()),
+        (0, 1)
+    );
+    let info = store.info().unwrap();
+    assert_eq!(&info.keyspace[..3], &[(1, 0), (2, 1), (1, 0)]);
+    // Every operation follows the map: writes, scans, flushes, copies.
+    put(&mut h, 0, b"new", b"in-logical-0");
+    assert_eq!(
+        sorted(scan_all(&mut h, 0, None, 10, None).0),
+        vec![b"a".to_vec(), b"new".to_vec()]
+    );
+    assert!(h.copy(1, b"a", 2, b"copied", false).unwrap());
+    assert!(h.move_key(2, b"c", 0).unwrap());
+    assert!(h.rename(1, b"a", b"renamed", false).unwrap());
+    assert_eq!(h.get(1, b"renamed").unwrap(), Some(b"zero".to_vec()));
+    assert!(h.random_key(1).unwrap().is_some());
+    // Swapping with itself is a no-op; out of range is BadDb.
+    h.swap_db(3, 3).unwrap();
+    assert!(matches!(h.swap_db(0, 16), Err(Error::BadDb)));
+    // Another handle (and a later attach) sees the same map.
+    let mut h2 = store.handle().unwrap();
+    assert_eq!(h2.get(0, b"c").unwrap(), Some(b"two".to_vec()));
+    h2.swap_db(1, 2).unwrap();
+    assert_eq!(h.get(2, b"renamed").unwrap(), Some(b"zero".to_vec()));
+    assert_eq!(h.get(1, b"copied").unwrap(), Some(b"zero".to_vec()));
+    h.flushdb(2).unwrap();
+    assert_eq!(h.dbsize(2).unwrap(), 0);
+    assert_eq!(h.dbsize(1).unwrap(), 1);
+    assert_eq!(h.dbsize(0).unwrap(), 3);
+    drop((h, h2));
+    store.check().unwrap();
+    drop(store);
+    let again = seg.open(8 * MB);
+    let mut h = again.handle().unwrap();
+    assert_eq!(h.get(1, b"copied").unwrap(), Some(b"zero".to_vec()));
+    assert_eq!(h.get(0, b"a").unwrap(), Some(b"one".to_vec()));
+    drop(h);
+    again.check().unwrap();
+}
+
+#[test]
+fn swap_db_twice_restores_and_counts_survive_many_swaps() {
+    let seg = TempSegment::new("swapdb-many");
+    let store = seg.open(8 * MB);
+    let mut h = store.handle().unwrap();
+    for db in 0..NUM_DBS as u8 {
+        for i in 0..=db as u32 {
+            put(&mut h, db, format!("k{i}").as_bytes(), &[db]);
+        }
+    }
+    // A fixed pseudo-random sequence of swaps, tracked by a model permutation.
+    let mut model: Vec<u8> = (0..NUM_DBS as u8).collect();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for _ in 0..200 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let (a, b) = ((x % 16) as u8, ((x >> 8) % 16) as u8);
+        h.swap_db(a, b).unwrap();
+        model.swap(a as usize, b as usize);
+    }
+    for db in 0..NUM_DBS as u8 {
+        let orig = model[db as usize];
+        assert_eq!(h.dbsize(db).unwrap(), orig as u64 + 1);
+        assert_eq!(h.get(db, b"k0").unwrap(), Some(vec![orig]));
+    }
+    drop(h);
+    store.check().unwrap();
+}
+
+#[test]
+fn swap_db_races_with_writers_and_readers_without_losing_a_write() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let seg = TempSegment::new("swapdb-race");
+    let store = seg.open(16 * MB);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..3u8)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut h = store.handle().unwrap();
+                let key = format!("counter{t}");
+                let mut done = 0u64;
+                for i in 0..3_000u64 {
+                    let db = (i % 2) as u8;
+                    h.incr_by(db, key.as_bytes(), 1).unwrap();
+                    let scratch = format!("s{t}-{}", i % 50);
+                    h.set(db, scratch.as_bytes(), b"x", &SetOptions::default())
+                        .unwrap();
+                    if i % 3 == 0 {
+                        h.delete(1 - db, scratch.as_bytes()).unwrap();
+                    }
+                    if i % 7 == 0 {
+                        h.copy(db, key.as_bytes(), 5, key.as_bytes(), true).unwrap();
+                    }
+                    done += 1;
+                }
+                done
+            })
+        })
+        .collect();
+    let reader = {
+        let store = store.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut h = store.handle().unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                // Logical db 7 is never swapped: it always holds its marker.
+                assert_eq!(h.get(7, b"marker").unwrap(), Some(b"seven".to_vec()));
+                let _ = h.scan(0, 0, None, 10, None).unwrap();
+                let _ = h.dbsize(1).unwrap();
+            }
+        })
+    };
+    {
+        let mut h = store.handle().unwrap();
+        put(&mut h, 7, b"marker", b"seven");
+    }
+    let swapper = {
+        let store = store.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut h = store.handle().unwrap();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                h.swap_db(0, 1).unwrap();
+                if n.is_multiple_of(5) {
+                    h.swap_db(0, 6).unwrap();
+                    h.swap_db(0, 6).unwrap();
+                }
+                n += 1;
+                std::thread::yield_now();
+            }
+            n
+        })
+    };
+    let total: u64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    reader.join().unwrap();
+    assert!(swaps > 0);
+    let mut h = store.handle().unwrap();
+    let mut sum = 0;
+    for t in 0..3 {
+        let key = format!("counter{t}");
+        // Writes between the two swaps with db 6 stay in (logical) db 6.
+        for db in [0u8, 1, 6] {
+            if let Some(v) = h.get(db, key.as_bytes()).unwrap() {
+                sum += std::str::from_utf8(&v).unwrap().parse::<u64>().unwrap();
+            }
+        }
+    }
+    assert_eq!(sum, total, "every INCR landed in db 0, 1 or 6");
+    drop(h);
+    store.check().unwrap();
+}
+
+#[test]
+fn peek_leaves_the_lru_clock_and_xx_lt_needs_an_expiry() {
+    let seg = TempSegment::new("peek");
+    let (store, clock) = seg.open_with_clock(8 * MB, T0);
+    let mut h = store.handle().unwrap();
+    put(&mut h, 0, b"k", b"12345");
+    advance(&clock, 7_000);
+    let mut v = Vec::new();
+    let m = h.peek(0, b"k", 20, &mut v).unwrap().unwrap();
+    assert_eq!(v, b"12345");
+    assert_eq!(m.lru as u64, T0 / 1000);
+    let m = h.peek(0, b"k", 2, &mut v).unwrap().unwrap();
+    assert!(v.is_empty(), "longer than max_len: not copied");
+    assert_eq!(m.lru as u64, T0 / 1000, "peek does not touch");
+    assert!(h.exists(0, b"k").unwrap());
+    let m = h.peek(0, b"k", 0, &mut v).unwrap().unwrap();
+    assert_eq!(m.lru as u64, (T0 + 7_000) / 1000, "a read touches");
+    assert_eq!(h.peek(0, b"missing", 20, &mut v).unwrap(), None);
+    let at = (T0 + 60_000) as i64;
+    use ExpireCondition::IfSomeAndLess;
+    assert!(!h.expire_at(0, b"k", at, IfSomeAndLess).unwrap());
+    assert!(h.expire_at(0, b"k", at, ExpireCondition::Always).unwrap());
+    assert!(!h.expire_at(0, b"k", at + 1, IfSomeAndLess).unwrap());
+    assert!(h.expire_at(0, b"k", at - 1, IfSomeAndLess).unwrap());
+    assert_eq!(
+        h.peek(0, b"k", 0, &mut v).unwrap().unwrap().expire_at_ms,
+        Some(at as u64 - 1)
+    );
+    drop(h);
+    store.check().unwrap();
+}

@@ -1,0 +1,227 @@
+//! The logical -> physical db indirection behind SWAPDB (I11).
+//!
+//! Entries, hash seeds and key counters all use the *physical* db. The header
+//! holds one map word (nibble `d` = `physical(d) ^ d`, so an all-zero header
+//! is the identity) guarded by a lock word pair whose seq word is the map's
+//! generation:
+//!
+//! ```text
+//! 1280  owner u32 | gen u32 (odd while a swap is in progress)
+//! 1288  map u64   (16 nibbles)
+//! ```
+//!
+//! Readers resolve `(gen, map)` with a seqlock read, do their lock-free read
+//! and check `gen` again afterwards. Writers resolve, lock the key's bucket,
+//! and check `gen` again *after* the lock (a SeqCst fence between the two).
+//! SWAPDB takes the map lock, makes `gen` odd, waits until every bucket lock
+//! held by another context at that moment is released, writes the map, commits
+//! and makes `gen` even. So a write that passed its check finishes before the
+//! map changes, and a write that had not is retried under the new map: every
+//! operation acts on the mapping that holds at its linearization point.
+
+use std::sync::atomic::{fence, Ordering};
+
+use crate::error::{Error, Result};
+use crate::handle::{check_db, Handle};
+use crate::index;
+use crate::layout::*;
+
+/// The map as one operation resolved it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DbView {
+    pub gen: u32,
+    pub map: u64,
+}
+
+impl DbView {
+    /// The physical db of logical `db` (checked to be < NUM_DBS).
+    pub fn phys(&self, db: u8) -> u8 {
+        ((self.map >> (4 * db as u64)) & 0xF) as u8 ^ db
+    }
+}
+
+/// Whether the stored map word is a permutation of the dbs (I11).
+pub(crate) fn valid_map(map: u64) -> bool {
+    let mut seen = 0u32;
+    for db in 0..NUM_DBS as u8 {
+        seen |= 1 << (((map >> (4 * db as u64)) & 0xF) as u8 ^ db);
+    }
+    seen == (1u32 << NUM_DBS) - 1
+}
+
+/// The map word after swapping logical `a` and `b`.
+pub(crate) fn swapped(view: &DbView, a: u8, b: u8) -> u64 {
+    let (pa, pb) = (view.phys(a), view.phys(b));
+    let clear = !(0xF << (4 * a as u64) | 0xF << (4 * b as u64));
+    view.map & clear | ((pb ^ a) as u64) << (4 * a as u64) | ((pa ^ b) as u64) << (4 * b as u64)
+}
+
+impl Handle {
+    /// Resolves the db map: waits out a swap in progress (recovering a dead
+    /// swapper, I7) and returns a validated view. Never called with a bucket
+    /// lock held (a swap waits for bucket holders: I11).
+    pub(crate) fn db_view(&mut self) -> Result<DbView> {
+        let view = index::read_stable(&mut self.ctx, H_DB_MAP_LOCK, |r| {
+            Ok(DbView {
+                gen: r.load32(H_DB_MAP_LOCK + B_SEQ)?,
+                map: r.load64(H_DB_MAP)?,
+            })
+        })?;
+        if !valid_map(view.map) {
+            return Err(Error::Corrupted(H_DB_MAP));
+        }
+        Ok(view)
+    }
+
+    /// The physical db of logical `db` right now, for hints and figures that
+    /// need no consistency (prefetch, INFO).
+    pub(crate) fn phys_hint(&self, db: u8) -> u8 {
+        let map = self.ctx.region().load64(H_DB_MAP).unwrap_or(0);
+        if valid_map(map) {
+            DbView { gen: 0, map }.phys(db)
+        } else {
+            db
+        }
+    }
+
+    /// After a lock-free read: whether the map did not change since `view`.
+    pub(crate) fn db_view_still(&self, view: DbView) -> Result<bool> {
+        fence(Ordering::Acquire);
+        Ok(self.ctx.region().load32(H_DB_MAP_LOCK + B_SEQ)? == view.gen)
+    }
+
+    /// After taking a bucket lock: whether the map did not change since
+    /// `view`. The SeqCst fence pairs with the swapper's: either we see its
+    /// odd generation, or it sees our lock and waits for us (I11).
+    pub(crate) fn db_view_locked(&self, view: DbView) -> Result<bool> {
+        fence(Ordering::SeqCst);
+        Ok(self.ctx.region().load32(H_DB_MAP_LOCK + B_SEQ)? == view.gen)
+    }
+
+    /// Runs `f` with the map lock held, so the map cannot change meanwhile
+    /// (FLUSHDB). The map lock comes before bucket locks in the lock order.
+    pub(crate) fn with_map_locked<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self, DbView) -> Result<T>,
+    ) -> Result<T> {
+        self.ctx.lock(H_DB_MAP_LOCK)?;
+        let res = (|| {
+            let r = self.ctx.region();
+            let view = DbView {
+                gen: r.load32(H_DB_MAP_LOCK + B_SEQ)?,
+                map: r.load64(H_DB_MAP)?,
+            };
+            if !valid_map(view.map) {
+                return Err(Error::Corrupted(H_DB_MAP));
+            }
+            f(self, view)
+        })();
+        self.finish(&[H_DB_MAP_LOCK], res)
+    }
+
+    /// SWAPDB: logical dbs `a` and `b` exchange their contents (keys, expiries
+    /// and counters) in one atomic step as every other operation sees it.
+    pub fn swap_db(&mut self, a: u8, b: u8) -> Result<()> {
+        check_db(a)?;
+        check_db(b)?;
+        self.ctx.stat_add(crate::context::Stat::Ops, 1);
+        if a == b {
+            return Ok(());
+        }
+        self.ctx.lock(H_DB_MAP_LOCK)?;
+        let res = (|| {
+            let r = self.ctx.region();
+            let view = DbView {
+                gen: r.load32(H_DB_MAP_LOCK + B_SEQ)?,
+                map: r.load64(H_DB_MAP)?,
+            };
+            if !valid_map(view.map) {
+                return Err(Error::Corrupted(H_DB_MAP));
+            }
+            // Odd: new resolutions wait, and writers past their check ...
+            self.ctx.seq_bump(H_DB_MAP_LOCK)?;
+            fence(Ordering::SeqCst);
+            // ... are waited for here.
+            self.wait_for_bucket_holders()?;
+            self.ctx.wlog64(H_DB_MAP, swapped(&view, a, b))?;
+            // Commit before the generation turns even: nobody acts on the new
+            // map before it is permanent (a crash before this is undone, I5).
+            self.ctx.commit()?;
+            self.ctx.seq_bump(H_DB_MAP_LOCK)
+        })();
+        if res.is_err() {
+            self.ctx.abort()?;
+            let seq = self.ctx.region().a32(H_DB_MAP_LOCK + B_SEQ)?;
+            let s = seq.load(Ordering::Acquire);
+            if s & 1 == 1 {
+                seq.store(s.wrapping_add(1), Ordering::Release);
+            }
+        }
+        self.finish(&[H_DB_MAP_LOCK], res)
+    }
+
+    /// Waits until every lock another context holds now (except the map lock
+    /// itself, which waiters only claim) has been released at least once,
+    /// recovering holders that died (I7).
+    fn wait_for_bucket_holders(&mut self) -> Result<()> {
+        let geo = self.ctx.sh.geo;
+        for c in 0..geo.ctx_count {
+            if c == self.ctx.idx {
+                continue;
+            }
+            let owner = c + 1;
+            for i in 0..HELD_CAP {
+                let slot = geo.ctx_off + c as u64 * CTX_SIZE + C_HELD + 8 * i;
+                let mut spins: u64 = 0;
+                loop {
+                    let lock_off = self.ctx.region().load64(slot)?;
+                    if lock_off == 0 || lock_off == H_DB_MAP_LOCK {
+                        break;
+                    }
+                    if lock_off
+                        .checked_add(8)
+                        .is_none_or(|e| e > self.ctx.region().len())
+                    {
+                        return Err(Error::Corrupted(slot));
+                    }
+                    // Not (yet) the owner: it checks the generation after it
+                    // takes the lock, and will see it odd.
+                    if self.ctx.region().load32(lock_off + B_LOCK)? != owner {
+                        break;
+                    }
+                    spins += 1;
+                    if spins < 64 {
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::yield_now();
+                    }
+                    if spins.is_multiple_of(512) {
+                        self.ctx.check_holder(lock_off, owner)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_is_the_identity_and_swaps_stay_permutations() {
+        let mut v = DbView { gen: 0, map: 0 };
+        assert!(valid_map(0));
+        assert!((0..16).all(|d| v.phys(d) == d));
+        v.map = swapped(&v, 0, 9);
+        assert_eq!((v.phys(0), v.phys(9), v.phys(1)), (9, 0, 1));
+        v.map = swapped(&v, 9, 3);
+        assert_eq!((v.phys(0), v.phys(9), v.phys(3)), (9, 3, 0));
+        assert!(valid_map(v.map));
+        v.map = swapped(&v, 9, 3);
+        v.map = swapped(&v, 0, 9);
+        assert_eq!(v.map, 0);
+        assert!(!valid_map(1));
+    }
+}
