@@ -373,7 +373,7 @@ fn client_kill(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         filter.addr = Some(String::from_utf8_lossy(&args[2]).into_owned());
         filter.skip_me = false;
     } else {
-        if args.len() % 2 != 0 {
+        if !args.len().is_multiple_of(2) {
             return Err(CmdError::msg(SYNTAX));
         }
         for pair in args[2..].chunks(2) {

@@ -34,33 +34,117 @@ const fn cmd(
 }
 
 const CONFIG_SUBCOMMANDS: &[Command] = &[
-    cmd("config|get", -3, ADMIN | NOSCRIPT | LOADING | STALE, "Returns the effective values of configuration parameters.", config_get),
-    cmd("config|set", -4, ADMIN | NOSCRIPT | LOADING | STALE, "Sets configuration parameters in-flight.", config_set),
-    cmd("config|resetstat", 2, ADMIN | NOSCRIPT | LOADING | STALE, "Resets the server's statistics.", config_resetstat),
-    cmd("config|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands.", config_help),
+    cmd(
+        "config|get",
+        -3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Returns the effective values of configuration parameters.",
+        config_get,
+    ),
+    cmd(
+        "config|set",
+        -4,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Sets configuration parameters in-flight.",
+        config_set,
+    ),
+    cmd(
+        "config|resetstat",
+        2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Resets the server's statistics.",
+        config_resetstat,
+    ),
+    cmd(
+        "config|help",
+        2,
+        LOADING | STALE,
+        "Returns helpful text about the different subcommands.",
+        config_help,
+    ),
 ];
 
 const COMMAND_SUBCOMMANDS: &[Command] = &[
-    cmd("command|count", 2, LOADING | STALE, "Returns a count of commands.", command_count),
-    cmd("command|info", -2, LOADING | STALE, "Returns information about one, multiple or all commands.", command_info),
-    cmd("command|docs", -2, LOADING | STALE, "Returns documentary information about one, multiple or all commands.", command_docs),
-    cmd("command|list", -2, LOADING | STALE, "Returns a list of command names.", command_list),
-    cmd("command|help", 2, LOADING | STALE, "Returns helpful text about the different subcommands.", command_help),
+    cmd(
+        "command|count",
+        2,
+        LOADING | STALE,
+        "Returns a count of commands.",
+        command_count,
+    ),
+    cmd(
+        "command|info",
+        -2,
+        LOADING | STALE,
+        "Returns information about one, multiple or all commands.",
+        command_info,
+    ),
+    cmd(
+        "command|docs",
+        -2,
+        LOADING | STALE,
+        "Returns documentary information about one, multiple or all commands.",
+        command_docs,
+    ),
+    cmd(
+        "command|list",
+        -2,
+        LOADING | STALE,
+        "Returns a list of command names.",
+        command_list,
+    ),
+    cmd(
+        "command|help",
+        2,
+        LOADING | STALE,
+        "Returns helpful text about the different subcommands.",
+        command_help,
+    ),
 ];
 
 /// The server commands.
 pub(crate) const COMMANDS: &[Command] = &[
-    cmd("info", -1, LOADING | STALE, "Returns information and statistics about the server.", info),
+    cmd(
+        "info",
+        -1,
+        LOADING | STALE,
+        "Returns information and statistics about the server.",
+        info,
+    ),
     Command {
         subcommands: CONFIG_SUBCOMMANDS,
-        ..cmd("config", -2, 0, "A container for server configuration commands.", config)
+        ..cmd(
+            "config",
+            -2,
+            0,
+            "A container for server configuration commands.",
+            config,
+        )
     },
     Command {
         subcommands: COMMAND_SUBCOMMANDS,
-        ..cmd("command", -1, LOADING | STALE, "Returns detailed information about all commands.", command_cmd)
+        ..cmd(
+            "command",
+            -1,
+            LOADING | STALE,
+            "Returns detailed information about all commands.",
+            command_cmd,
+        )
     },
-    cmd("time", 1, LOADING | STALE | FAST, "Returns the server time.", time),
-    cmd("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY, "Synchronously saves the database(s) to disk and shuts down the Redis server.", shutdown),
+    cmd(
+        "time",
+        1,
+        LOADING | STALE | FAST,
+        "Returns the server time.",
+        time,
+    ),
+    cmd(
+        "shutdown",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | ALLOW_BUSY,
+        "Synchronously saves the database(s) to disk and shuts down the Redis server.",
+        shutdown,
+    ),
 ];
 
 fn time(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
@@ -76,7 +160,10 @@ fn time(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
 fn shutdown(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     // NOSAVE / SAVE / NOW / FORCE / ABORT: there is nothing to save yet.
     for a in &args[1..] {
-        if !["nosave", "save", "now", "force"].iter().any(|w| parse::is(a, w)) {
+        if !["nosave", "save", "now", "force"]
+            .iter()
+            .any(|w| parse::is(a, w))
+        {
             return Err(CmdError::syntax());
         }
     }
@@ -188,11 +275,13 @@ fn info_section(e: &mut Engine, section: &str, s: &mut String) {
             );
         }
         "memory" => {
-            let (used, total, seg) = store_info
-                .as_ref()
-                .map_or((0, 0, 0), |i| (i.arena.used_bytes, i.arena.total_bytes, i.segment_bytes));
+            let (used, total, seg) = store_info.as_ref().map_or((0, 0, 0), |i| {
+                (i.arena.used_bytes, i.arena.total_bytes, i.segment_bytes)
+            });
             let maxmemory = store_info.as_ref().map_or(0, |i| i.maxmemory);
-            let policy = store_info.as_ref().map_or(EvictionPolicy::NoEviction, |i| i.policy);
+            let policy = store_info
+                .as_ref()
+                .map_or(EvictionPolicy::NoEviction, |i| i.policy);
             let _ = write!(
                 s,
                 "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_peak:{used}\r\nused_memory_peak_human:{}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
@@ -222,7 +311,10 @@ fn info_section(e: &mut Engine, section: &str, s: &mut String) {
         }
         "cpu" => {
             let (user, sys) = cpu_seconds();
-            let _ = write!(s, "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\n");
+            let _ = write!(
+                s,
+                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\n"
+            );
         }
         "keyspace" => {
             s.push_str("# Keyspace\r\n");
@@ -381,7 +473,8 @@ fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError> {
         }
         Ok(n as u64)
     };
-    let memory = || parse_memory(value).ok_or_else(|| set_failed(name, "argument must be a memory value"));
+    let memory =
+        || parse_memory(value).ok_or_else(|| set_failed(name, "argument must be a memory value"));
     Ok(match name {
         "maxmemory" => Change::MaxMemory(memory()?),
         "maxmemory-policy" => Change::Policy(
@@ -404,7 +497,7 @@ fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError> {
             let text = String::from_utf8_lossy(value).to_ascii_lowercase();
             let parts: Vec<&str> = text.split_whitespace().collect();
             let bad = || set_failed(name, "argument must be a memory value");
-            if parts.is_empty() || parts.len() % 4 != 0 {
+            if parts.is_empty() || !parts.len().is_multiple_of(4) {
                 return Err(set_failed(name, "Wrong number of arguments in buffer limit configuration."));
             }
             let mut normal = None;
@@ -439,7 +532,7 @@ fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError> {
 }
 
 fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(CmdError::arity("config|set"));
     }
     let mut changes = Vec::new();
@@ -476,13 +569,21 @@ fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 fn config_resetstat(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
     let store = &cx.engine.store;
     let info = store.info()?;
-    let stat = |name: &str| info.stats.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v);
+    let stat = |name: &str| {
+        info.stats
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0, |(_, v)| *v)
+    };
     let workers = store.workers()?;
     store.set_config_word(word::BASE_HITS, stat("hits"))?;
     store.set_config_word(word::BASE_MISSES, stat("misses"))?;
     store.set_config_word(word::BASE_EXPIRED, stat("expired"))?;
     store.set_config_word(word::BASE_EVICTED, stat("evicted"))?;
-    store.set_config_word(word::BASE_COMMANDS, workers.iter().map(|w| w.commands).sum())?;
+    store.set_config_word(
+        word::BASE_COMMANDS,
+        workers.iter().map(|w| w.commands).sum(),
+    )?;
     store.set_config_word(
         word::BASE_CONNECTIONS,
         workers.iter().map(|w| w.total_connections).sum(),

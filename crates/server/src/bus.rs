@@ -79,9 +79,18 @@ impl Bus {
 
     /// Puts a message in `to`'s mailbox and wakes it if needed. Retries a
     /// full mailbox for a while (the receiver drains it as it runs).
-    pub async fn send(&self, h: &RefCell<Handle>, to: u32, kind: u32, request: u64, payload: &[u8]) -> bool {
+    pub async fn send(
+        &self,
+        h: &RefCell<Handle>,
+        to: u32,
+        kind: u32,
+        request: u64,
+        payload: &[u8],
+    ) -> bool {
         for _ in 0..1000 {
-            let sent = h.borrow_mut().mailbox_send(to, kind, self.slot, request, payload);
+            let sent = h
+                .borrow_mut()
+                .mailbox_send(to, kind, self.slot, request, payload);
             match sent {
                 Ok(Sent::Delivered { wake }) => {
                     if wake {
@@ -102,7 +111,13 @@ impl Bus {
 
     /// Sends a request to every worker in `to` and waits (bounded) for their
     /// replies; returns the reply payloads, pieces joined per worker.
-    pub async fn gather(&self, h: &RefCell<Handle>, to: &[u32], kind: u32, payload: &[u8]) -> Vec<Vec<u8>> {
+    pub async fn gather(
+        &self,
+        h: &RefCell<Handle>,
+        to: &[u32],
+        kind: u32,
+        payload: &[u8],
+    ) -> Vec<Vec<u8>> {
         let request = self.next_request.get();
         self.next_request.set(request + 1);
         let done = Rc::new(Notify::new());

@@ -92,7 +92,11 @@ where
         let (max_bulk, query_limit, output_limit) = {
             let e = worker.engine.borrow();
             let c = e.config();
-            (c.proto_max_bulk_len, c.client_query_buffer_limit, c.output_limit_normal.0)
+            (
+                c.proto_max_bulk_len,
+                c.client_query_buffer_limit,
+                c.output_limit_normal.0,
+            )
         };
         parser.set_max_bulk_len(max_bulk);
         let step = process(worker, session, &mut parser, &mut buf, &mut out);
@@ -227,7 +231,12 @@ async fn server_request(
             let peers = worker.peers();
             let parts = worker
                 .bus
-                .gather(&worker.bus_handle, &peers, bus::LIST_REQUEST, &bus::encode_ids(&ids))
+                .gather(
+                    &worker.bus_handle,
+                    &peers,
+                    bus::LIST_REQUEST,
+                    &bus::encode_ids(&ids),
+                )
                 .await;
             for p in parts {
                 text.push_str(&String::from_utf8_lossy(&p));
@@ -246,7 +255,12 @@ async fn server_request(
             let peers = worker.peers();
             let parts = worker
                 .bus
-                .gather(&worker.bus_handle, &peers, bus::KILL_REQUEST, &bus::encode_filter(&filter))
+                .gather(
+                    &worker.bus_handle,
+                    &peers,
+                    bus::KILL_REQUEST,
+                    &bus::encode_filter(&filter),
+                )
                 .await;
             for p in parts {
                 killed += p

@@ -102,7 +102,11 @@ async fn supervise(sup: Rc<Supervisor>, store: Store, opts: ServeOptions) -> Res
         std::process::id(),
         info.path,
         info.segment_bytes >> 20,
-        if store.created() { ", created" } else { ", attached" },
+        if store.created() {
+            ", created"
+        } else {
+            ", attached"
+        },
     );
     let mut tasks = Vec::new();
     for slot in 0..opts.workers {
@@ -162,7 +166,11 @@ async fn wait_ready(store: &Store, n: u32) -> bool {
     while start.elapsed() < Duration::from_secs(30) {
         let serving = store
             .workers()
-            .map(|ws| ws.iter().filter(|w| w.state == WorkerState::Serving).count())
+            .map(|ws| {
+                ws.iter()
+                    .filter(|w| w.state == WorkerState::Serving)
+                    .count()
+            })
             .unwrap_or(0);
         if serving >= n as usize {
             return true;

@@ -134,7 +134,9 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     worker.bus_handle.borrow_mut().mailbox_reset(worker.slot)?;
     tokio::task::spawn_local(mailbox_loop(worker.clone(), wake));
     tokio::task::spawn_local(sweeper(worker.clone()));
-    worker.store.set_worker_state(worker.slot, WorkerState::Serving)?;
+    worker
+        .store
+        .set_worker_state(worker.slot, WorkerState::Serving)?;
 
     let mut term = signal(SignalKind::terminate()).map_err(io("install SIGTERM handler"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(io("install SIGINT handler"))?;
@@ -146,7 +148,9 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     }
     // Drain: no new connections; connections finish what they have read and
     // close; then exit.
-    worker.store.set_worker_state(worker.slot, WorkerState::Draining)?;
+    worker
+        .store
+        .set_worker_state(worker.slot, WorkerState::Draining)?;
     let _ = worker.shutdown.send(true);
     for l in listeners {
         l.abort();
@@ -158,7 +162,9 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    worker.store.set_worker_state(worker.slot, WorkerState::Free)?;
+    worker
+        .store
+        .set_worker_state(worker.slot, WorkerState::Free)?;
     Ok(())
 }
 
@@ -244,7 +250,11 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
         bus::LIST_REQUEST => {
             let ids = bus::decode_ids(&m.payload);
             let text = worker.clients.list(&ids, now, None).into_bytes();
-            let max = worker.bus_handle.borrow().mailbox_max_payload().min(32 << 10);
+            let max = worker
+                .bus_handle
+                .borrow()
+                .mailbox_max_payload()
+                .min(32 << 10);
             let pieces: Vec<&[u8]> = if text.is_empty() {
                 vec![&[]]
             } else {
@@ -252,7 +262,11 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
             };
             let last = pieces.len() - 1;
             for (i, piece) in pieces.into_iter().enumerate() {
-                let kind = if i == last { bus::LIST_REPLY } else { bus::LIST_PART };
+                let kind = if i == last {
+                    bus::LIST_REPLY
+                } else {
+                    bus::LIST_PART
+                };
                 worker
                     .bus
                     .send(&worker.bus_handle, m.from, kind, m.request, piece)
@@ -264,10 +278,18 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
             let n = worker.clients.kill(&filter, now, None);
             worker
                 .bus
-                .send(&worker.bus_handle, m.from, bus::KILL_REPLY, m.request, &n.to_le_bytes())
+                .send(
+                    &worker.bus_handle,
+                    m.from,
+                    bus::KILL_REPLY,
+                    m.request,
+                    &n.to_le_bytes(),
+                )
                 .await;
         }
-        bus::LIST_PART => worker.bus.reply_arrived(m.request, m.from, m.payload, false),
+        bus::LIST_PART => worker
+            .bus
+            .reply_arrived(m.request, m.from, m.payload, false),
         bus::LIST_REPLY | bus::KILL_REPLY => {
             worker.bus.reply_arrived(m.request, m.from, m.payload, true)
         }

@@ -90,7 +90,14 @@ impl Handle {
     }
 
     /// Appends a message to the mailbox of worker `to`.
-    pub fn mailbox_send(&mut self, to: u32, kind: u32, from: u32, request: u64, payload: &[u8]) -> Result<Sent> {
+    pub fn mailbox_send(
+        &mut self,
+        to: u32,
+        kind: u32,
+        from: u32,
+        request: u64,
+        payload: &[u8],
+    ) -> Result<Sent> {
         let base = self.mailbox_off(to)?;
         let need = MSG_HEADER + pad8(payload.len() as u64);
         if need > self.ring_cap() {

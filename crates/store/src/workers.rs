@@ -186,7 +186,10 @@ impl Store {
     /// The supervisor's pid, when one is recorded and alive.
     pub fn supervisor_pid(&self) -> Result<Option<u32>> {
         let pid = self.sh.region.load64(H_SUPERVISOR_PID)?;
-        Ok((pid != 0 && pid <= u32::MAX as u64 && process_alive(pid as u32, 0)).then_some(pid as u32))
+        Ok(
+            (pid != 0 && pid <= u32::MAX as u64 && process_alive(pid as u32, 0))
+                .then_some(pid as u32),
+        )
     }
 
     /// Shared setting word `i` (0..CONFIG_WORDS).
@@ -194,7 +197,11 @@ impl Store {
         if i >= CONFIG_WORDS {
             return Err(Error::Corrupted(H_CONFIG + 8 * i));
         }
-        Ok(self.sh.region.a64(H_CONFIG + 8 * i)?.load(Ordering::Acquire))
+        Ok(self
+            .sh
+            .region
+            .a64(H_CONFIG + 8 * i)?
+            .load(Ordering::Acquire))
     }
 
     /// Sets shared setting word `i`.
@@ -202,7 +209,10 @@ impl Store {
         if i >= CONFIG_WORDS {
             return Err(Error::Corrupted(H_CONFIG + 8 * i));
         }
-        self.sh.region.a64(H_CONFIG + 8 * i)?.store(v, Ordering::Release);
+        self.sh
+            .region
+            .a64(H_CONFIG + 8 * i)?
+            .store(v, Ordering::Release);
         Ok(())
     }
 }

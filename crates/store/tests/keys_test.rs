@@ -1295,6 +1295,11 @@ fn swap_db_races_with_writers_and_readers_without_losing_a_write() {
     let seg = TempSegment::new("swapdb-race");
     let store = seg.open(16 * MB);
     let stop = Arc::new(AtomicBool::new(false));
+    // Before any thread starts: the reader asserts the marker is there.
+    {
+        let mut h = store.handle().unwrap();
+        put(&mut h, 7, b"marker", b"seven");
+    }
     let writers: Vec<_> = (0..3u8)
         .map(|t| {
             let store = store.clone();
@@ -1333,10 +1338,6 @@ fn swap_db_races_with_writers_and_readers_without_losing_a_write() {
             }
         })
     };
-    {
-        let mut h = store.handle().unwrap();
-        put(&mut h, 7, b"marker", b"seven");
-    }
     let swapper = {
         let store = store.clone();
         let stop = stop.clone();

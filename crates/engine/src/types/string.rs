@@ -88,9 +88,17 @@ pub(crate) const COMMANDS: &[Command] = &[
 
 fn get(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
-    match cx.engine.h.get(db, &args[1])? {
-        Some(v) => cx.out.bulk(&v),
+    // Read into the engine's reused buffer: no allocation per GET.
+    let engine = &mut *cx.engine;
+    match engine.h.get_into(db, &args[1], &mut engine.scratch)? {
+        Some(meta) if meta.vtype != store::ValueType::String => {
+            return Err(CmdError::msg(crate::error::WRONG_TYPE))
+        }
+        Some(_) => cx.out.bulk(&engine.scratch),
         None => cx.out.null(),
+    }
+    if engine.scratch.capacity() > 1 << 20 {
+        engine.scratch = Vec::new();
     }
     Ok(())
 }
