@@ -208,6 +208,7 @@ pub fn dispatch_sub(cx: &mut Cx<'_>, parent: &Command, args: &[Arg<'_>]) -> CmdR
     if !cmd.arity_ok(args.len()) {
         return Err(CmdError::arity(cmd.name));
     }
+    cx.session.last_cmd = cmd.name;
     (cmd.handler)(cx, args)
 }
 

@@ -188,7 +188,13 @@ impl Engine {
         if !any {
             return 0;
         }
-        self.h.sweep_expired(256).map(|s| s.expired).unwrap_or(0)
+        // A full pass over the index about every five seconds, as Redis's
+        // active expiry keeps expired keys to a small share.
+        let per_tick = (self.store.bucket_count() / (self.config.hz.max(1) * 5)).max(256);
+        self.h
+            .sweep_expired(per_tick)
+            .map(|s| s.expired)
+            .unwrap_or(0)
     }
 
     /// Call before each batch of requests: applies settings another worker

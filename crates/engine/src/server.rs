@@ -299,10 +299,10 @@ fn info_section(e: &mut Engine, section: &str, s: &mut String) {
                 "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:0\r\npubsub_patterns:0\r\ntotal_error_replies:{}\r\n",
                 conns.saturating_sub(base(word::BASE_CONNECTIONS)),
                 cmds.saturating_sub(base(word::BASE_COMMANDS)),
-                stat("expired").saturating_sub(base(word::BASE_EXPIRED)),
-                stat("evicted").saturating_sub(base(word::BASE_EVICTED)),
-                stat("hits").saturating_sub(base(word::BASE_HITS)),
-                stat("misses").saturating_sub(base(word::BASE_MISSES)),
+                stat("expired_keys").saturating_sub(base(word::BASE_EXPIRED)),
+                stat("evicted_keys").saturating_sub(base(word::BASE_EVICTED)),
+                stat("keyspace_hits").saturating_sub(base(word::BASE_HITS)),
+                stat("keyspace_misses").saturating_sub(base(word::BASE_MISSES)),
                 e.stats.failed + e.stats.rejected,
             );
         }
@@ -321,7 +321,15 @@ fn info_section(e: &mut Engine, section: &str, s: &mut String) {
             if let Some(i) = &store_info {
                 for (db, (keys, expires)) in i.keyspace.iter().enumerate() {
                     if *keys > 0 {
-                        let _ = write!(s, "db{db}:keys={keys},expires={expires}\r\n");
+                        let avg_ttl = if *expires > 0 {
+                            sample_avg_ttl(e, db as u8)
+                        } else {
+                            0
+                        };
+                        let _ = write!(
+                            s,
+                            "db{db}:keys={keys},expires={expires},avg_ttl={avg_ttl}\r\n"
+                        );
                     }
                 }
             }
@@ -346,6 +354,28 @@ fn info_section(e: &mut Engine, section: &str, s: &mut String) {
         }
         _ => {}
     }
+}
+
+/// An estimate of the mean time to live (ms) of `db`'s keys with an expiry,
+/// from a bounded sample (Redis estimates it by sampling too).
+fn sample_avg_ttl(e: &mut Engine, db: u8) -> u64 {
+    let (mut sum, mut n, mut cursor) = (0u64, 0u64, 0u64);
+    for _ in 0..8 {
+        let Ok(page) = e.h.scan(db, cursor, None, 100, None) else {
+            break;
+        };
+        for key in &page.keys {
+            if let Ok(store::Ttl::Ms(ms)) = e.h.ttl(db, key) {
+                sum += ms;
+                n += 1;
+            }
+        }
+        cursor = page.cursor;
+        if cursor == 0 || n >= 100 {
+            break;
+        }
+    }
+    sum.checked_div(n).unwrap_or(0)
 }
 
 // ---------- CONFIG ----------
@@ -576,10 +606,10 @@ fn config_resetstat(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
             .map_or(0, |(_, v)| *v)
     };
     let workers = store.workers()?;
-    store.set_config_word(word::BASE_HITS, stat("hits"))?;
-    store.set_config_word(word::BASE_MISSES, stat("misses"))?;
-    store.set_config_word(word::BASE_EXPIRED, stat("expired"))?;
-    store.set_config_word(word::BASE_EVICTED, stat("evicted"))?;
+    store.set_config_word(word::BASE_HITS, stat("keyspace_hits"))?;
+    store.set_config_word(word::BASE_MISSES, stat("keyspace_misses"))?;
+    store.set_config_word(word::BASE_EXPIRED, stat("expired_keys"))?;
+    store.set_config_word(word::BASE_EVICTED, stat("evicted_keys"))?;
     store.set_config_word(
         word::BASE_COMMANDS,
         workers.iter().map(|w| w.commands).sum(),
@@ -666,14 +696,46 @@ fn write_info(cx: &mut Cx<'_>, c: &Command) {
     cx.out.integer(c.first_key as i64);
     cx.out.integer(c.last_key as i64);
     cx.out.integer(c.step as i64);
-    cx.out.set_len(1);
-    cx.out.simple(format!("@{}", c.group).as_bytes());
+    let cats = acl_categories(c);
+    cx.out.set_len(cats.len());
+    for cat in cats {
+        cx.out.simple(cat.as_bytes());
+    }
     cx.out.array_len(0);
     cx.out.array_len(0);
     cx.out.array_len(c.subcommands.len());
     for s in c.subcommands {
         write_info(cx, s);
     }
+}
+
+/// Redis's ACL categories for a command: from its flags (`@write`, `@read`,
+/// `@fast`/`@slow`, `@admin` + `@dangerous`) and its group.
+fn acl_categories(c: &Command) -> Vec<&'static str> {
+    let mut cats = Vec::new();
+    if c.flags & WRITE != 0 {
+        cats.push("@write");
+    }
+    if c.flags & READONLY != 0 {
+        cats.push("@read");
+    }
+    match c.group {
+        "string" => cats.push("@string"),
+        "bitmap" => cats.push("@bitmap"),
+        "generic" => cats.push("@keyspace"),
+        "connection" => cats.push("@connection"),
+        _ => {}
+    }
+    if c.flags & ADMIN != 0 {
+        cats.push("@admin");
+        cats.push("@dangerous");
+    }
+    cats.push(if c.flags & FAST != 0 {
+        "@fast"
+    } else {
+        "@slow"
+    });
+    cats
 }
 
 fn command_info(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {

@@ -29,8 +29,9 @@ enum Step {
     Close,
 }
 
-/// Serves one accepted connection until it closes.
-pub(crate) async fn run<S>(worker: Rc<Worker>, mut stream: S, addr: String, laddr: String)
+/// Serves one accepted connection until it closes. `peer` is the remote
+/// address, the local address and the socket's descriptor (for CLIENT LIST).
+pub(crate) async fn run<S>(worker: Rc<Worker>, mut stream: S, peer: (String, String, i32))
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -48,8 +49,7 @@ where
         return;
     }
     let mut s = Session::new(id, now);
-    s.addr = addr;
-    s.laddr = laddr;
+    (s.addr, s.laddr, s.fd) = (peer.0, peer.1, peer.2 as i64);
     s.worker = worker.slot;
     let session = Rc::new(RefCell::new(s));
     let kill = Rc::new(Notify::new());

@@ -4,6 +4,7 @@
 //! accepting, lets every connection finish the replies in flight, and exits.
 
 use std::cell::RefCell;
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
@@ -177,11 +178,11 @@ async fn accept_tcp(worker: Rc<Worker>, listener: tokio::net::TcpListener) {
                     .local_addr()
                     .map(|a| a.to_string())
                     .unwrap_or_default();
+                let fd = stream.as_raw_fd();
                 tokio::task::spawn_local(connection::run(
                     worker.clone(),
                     stream,
-                    peer.to_string(),
-                    local,
+                    (peer.to_string(), local, fd),
                 ));
             }
             // Out of file descriptors and the like: back off, do not spin.
@@ -199,11 +200,11 @@ async fn accept_unix(worker: Rc<Worker>, listener: tokio::net::UnixListener) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
+                let fd = stream.as_raw_fd();
                 tokio::task::spawn_local(connection::run(
                     worker.clone(),
                     stream,
-                    format!("{path}:0"),
-                    path.clone(),
+                    (format!("{path}:0"), path.clone(), fd),
                 ));
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,

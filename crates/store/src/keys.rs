@@ -498,7 +498,9 @@ impl Handle {
     ) -> Result<ScanPage> {
         let buckets = self.ctx.sh.geo.buckets;
         let count = count.max(1);
-        let max_visits = 16_384 + count as u64 * 10;
+        // Empty buckets are cheap to pass over: enough of them per call that a
+        // small db is scanned in one call on a segment of up to 128 MiB.
+        let max_visits = 131_072 + count as u64 * 10;
         let now = self.now_ms();
         // As Redis: a lone `*` is no filter at all (the matcher itself would
         // not match the empty key with it).

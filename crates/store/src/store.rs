@@ -107,6 +107,11 @@ impl Store {
         self.sh.region.store32(H_SAMPLES, n.clamp(1, 64))
     }
 
+    /// Buckets of the index (how much work a full pass of the sweeper is).
+    pub fn bucket_count(&self) -> u64 {
+        self.sh.geo.buckets
+    }
+
     /// How many keys eviction samples.
     pub fn eviction_samples(&self) -> Result<u32> {
         self.sh.region.load32(H_SAMPLES)
