@@ -41,9 +41,9 @@ mod segment;
 mod shm;
 mod store;
 mod strings;
-mod workers;
 #[doc(hidden)]
 pub mod testing;
+mod workers;
 
 pub use alloc::ArenaStats;
 pub use context::{Stat, STATS, STAT_COUNT};
@@ -52,9 +52,11 @@ pub use error::{Error, Result};
 pub use evict::{EvictionPolicy, Sweep};
 pub use handle::Handle;
 pub use keys::{ExpireCondition, ScanPage, Ttl};
-pub use layout::{CONFIG_WORDS, DEFAULT_CONTEXTS, LAYOUT_VERSION, MAX_VALUE_LEN, MAX_WORKERS, NUM_DBS};
+pub use layout::{
+    CONFIG_WORDS, DEFAULT_CONTEXTS, LAYOUT_VERSION, MAX_VALUE_LEN, MAX_WORKERS, NUM_DBS,
+};
 pub use mailbox::{Message, Sent};
-pub use workers::{WorkerCounter, WorkerInfo, WorkerState};
 pub use segment::{parse_size, Clock, Location, OpenOptions, MIN_SEGMENT};
 pub use store::{CheckReport, Store, StoreInfo};
 pub use strings::{parse_i64, resolve_range, Expiry, Modify, SetCondition, SetOptions, SetResult};
+pub use workers::{WorkerCounter, WorkerInfo, WorkerState};

@@ -98,7 +98,7 @@ impl Store {
         let off = rec(slot)?;
         let pid = std::process::id();
         let restarts = if r.load64(off + W_PID)? != 0 {
-            r.load64(off + W_RESTARTS)? + 1
+            r.load64(off + W_RESTARTS)?.saturating_add(1)
         } else {
             0
         };
@@ -186,23 +186,37 @@ impl Store {
     /// The supervisor's pid, when one is recorded and alive.
     pub fn supervisor_pid(&self) -> Result<Option<u32>> {
         let pid = self.sh.region.load64(H_SUPERVISOR_PID)?;
-        Ok((pid != 0 && pid <= u32::MAX as u64 && process_alive(pid as u32, 0)).then_some(pid as u32))
+        Ok(
+            (pid != 0 && pid <= u32::MAX as u64 && process_alive(pid as u32, 0))
+                .then_some(pid as u32),
+        )
     }
 
     /// Shared setting word `i` (0..CONFIG_WORDS).
     pub fn config_word(&self, i: u64) -> Result<u64> {
         if i >= CONFIG_WORDS {
-            return Err(Error::Corrupted(H_CONFIG + 8 * i));
+            return Err(Error::Corrupted(
+                H_CONFIG.saturating_add(i.saturating_mul(8)),
+            ));
         }
-        Ok(self.sh.region.a64(H_CONFIG + 8 * i)?.load(Ordering::Acquire))
+        Ok(self
+            .sh
+            .region
+            .a64(H_CONFIG + 8 * i)?
+            .load(Ordering::Acquire))
     }
 
     /// Sets shared setting word `i`.
     pub fn set_config_word(&self, i: u64, v: u64) -> Result<()> {
         if i >= CONFIG_WORDS {
-            return Err(Error::Corrupted(H_CONFIG + 8 * i));
+            return Err(Error::Corrupted(
+                H_CONFIG.saturating_add(i.saturating_mul(8)),
+            ));
         }
-        self.sh.region.a64(H_CONFIG + 8 * i)?.store(v, Ordering::Release);
+        self.sh
+            .region
+            .a64(H_CONFIG + 8 * i)?
+            .store(v, Ordering::Release);
         Ok(())
     }
 }
