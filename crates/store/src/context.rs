@@ -318,7 +318,11 @@ impl Ctx {
                 std::thread::yield_now();
             }
             if spins.is_multiple_of(512) {
-                self.check_holder(lock_off, cur)?;
+                if let Err(e) = self.check_holder(lock_off, cur) {
+                    // Not ours after all: drop the intent recorded above.
+                    self.release_held(slot)?;
+                    return Err(e);
+                }
             }
         }
         self.stat_add(Stat::LockAcquired, 1);

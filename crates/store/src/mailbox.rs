@@ -78,13 +78,11 @@ impl Handle {
         let at = pos % cap;
         let first = (cap - at).min(len);
         let r = self.ctx.region();
+        // `read_bytes` appends: the part after the wrap follows the first.
         out.clear();
-        let mut piece = Vec::new();
-        r.read_bytes(base + M_RING + at, first, &mut piece)?;
-        out.extend_from_slice(&piece);
+        r.read_bytes(base + M_RING + at, first, out)?;
         if first < len {
-            r.read_bytes(base + M_RING, len - first, &mut piece)?;
-            out.extend_from_slice(&piece);
+            r.read_bytes(base + M_RING, len - first, out)?;
         }
         Ok(())
     }
@@ -115,6 +113,11 @@ impl Handle {
             if used + need > self.ring_cap() {
                 return Ok(Sent::Full);
             }
+            // Positions never come near 2^64 honestly; a scribbled one waits
+            // for the owner's `mailbox_reset`.
+            let end = tail
+                .checked_add(need)
+                .ok_or(Error::Corrupted(base + M_TAIL))?;
             let mut msg = Vec::with_capacity(need as usize);
             msg.extend_from_slice(&(payload.len() as u32).to_le_bytes());
             msg.extend_from_slice(&kind.to_le_bytes());
@@ -125,7 +128,7 @@ impl Handle {
             msg.resize(need as usize, 0);
             self.ring_write(base, tail, &msg)?;
             self.ctx.crash_point();
-            r.a64(base + M_TAIL)?.store(tail + need, Ordering::Release);
+            r.a64(base + M_TAIL)?.store(end, Ordering::Release);
             let wake = r.a64(base + M_WAKE)?.swap(1, Ordering::AcqRel) == 0;
             Ok(Sent::Delivered { wake })
         })();
@@ -142,7 +145,7 @@ impl Handle {
         let mut head = r.a64(base + M_HEAD)?.load(Ordering::Relaxed);
         let tail = r.a64(base + M_TAIL)?.load(Ordering::Acquire);
         let cap = self.ring_cap();
-        if tail.wrapping_sub(head) > cap {
+        if head > tail || tail - head > cap {
             r.a64(base + M_HEAD)?.store(tail, Ordering::Release);
             return Err(Error::Corrupted(base + M_HEAD));
         }
@@ -173,14 +176,17 @@ impl Handle {
         Ok(())
     }
 
-    /// Empties `slot`'s mailbox for a new worker taking the slot over.
+    /// Empties `slot`'s mailbox for a new worker taking the slot over. Both
+    /// positions restart at 0, which also repairs scribbled ones.
     pub fn mailbox_reset(&mut self, slot: u32) -> Result<()> {
         let base = self.mailbox_off(slot)?;
         self.ctx.lock(base + M_LOCK)?;
         let res = (|| {
             let r = self.ctx.region();
-            let tail = r.a64(base + M_TAIL)?.load(Ordering::Relaxed);
-            r.a64(base + M_HEAD)?.store(tail, Ordering::Release);
+            // Under the lock no producer moves the tail, and the caller is
+            // the only consumer.
+            r.a64(base + M_TAIL)?.store(0, Ordering::Release);
+            r.a64(base + M_HEAD)?.store(0, Ordering::Release);
             r.a64(base + M_WAKE)?.store(0, Ordering::Release);
             Ok(())
         })();

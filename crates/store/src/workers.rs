@@ -98,7 +98,7 @@ impl Store {
         let off = rec(slot)?;
         let pid = std::process::id();
         let restarts = if r.load64(off + W_PID)? != 0 {
-            r.load64(off + W_RESTARTS)? + 1
+            r.load64(off + W_RESTARTS)?.saturating_add(1)
         } else {
             0
         };
@@ -195,7 +195,9 @@ impl Store {
     /// Shared setting word `i` (0..CONFIG_WORDS).
     pub fn config_word(&self, i: u64) -> Result<u64> {
         if i >= CONFIG_WORDS {
-            return Err(Error::Corrupted(H_CONFIG + 8 * i));
+            return Err(Error::Corrupted(
+                H_CONFIG.saturating_add(i.saturating_mul(8)),
+            ));
         }
         Ok(self
             .sh
@@ -207,7 +209,9 @@ impl Store {
     /// Sets shared setting word `i`.
     pub fn set_config_word(&self, i: u64, v: u64) -> Result<()> {
         if i >= CONFIG_WORDS {
-            return Err(Error::Corrupted(H_CONFIG + 8 * i));
+            return Err(Error::Corrupted(
+                H_CONFIG.saturating_add(i.saturating_mul(8)),
+            ));
         }
         self.sh
             .region
