@@ -184,6 +184,7 @@ impl Engine {
     /// Periodic work between requests: an incremental pass of the active
     /// expiry sweeper. Returns how many keys it removed.
     pub fn tick(&mut self) -> u64 {
+        self.h.freeze_clock(false);
         let any = (0..store::NUM_DBS as u8).any(|db| self.h.expires_count(db).unwrap_or(0) > 0);
         if !any {
             return 0;
@@ -201,7 +202,13 @@ impl Engine {
     /// changed and stamps the session's last-interaction time.
     pub fn begin_batch(&mut self, session: &mut Session) {
         self.sync_config();
+        self.h.freeze_clock(true);
         session.last_ms = self.h.now_ms();
+    }
+
+    /// Call after a batch: the clock runs again (for timers between batches).
+    pub fn end_batch(&mut self) {
+        self.h.freeze_clock(false);
     }
 
     /// Executes one request and appends its reply (if the client wants one) to

@@ -197,6 +197,7 @@ fn process(
         break;
     }
     drop(batch);
+    engine.end_batch();
     if !matches!(step, Step::NeedInput) {
         // Requests after this one are parsed again from the new start.
         parser.reset();

@@ -21,6 +21,9 @@ const MAX_BUSY_ROUNDS: u32 = 64;
 pub struct Handle {
     pub(crate) ctx: Ctx,
     pub(crate) lsn: u64,
+    /// A time every operation uses instead of reading the clock, while set
+    /// (see [`Handle::freeze_clock`]).
+    pub(crate) frozen_ms: Option<u64>,
 }
 
 /// Where a publish puts the new entry.
@@ -84,9 +87,24 @@ impl Handle {
         self.ctx.region().prefetch(pos.bucket);
     }
 
-    /// The segment's clock (ms since the epoch; injectable in tests).
+    /// The segment's clock (ms since the epoch; injectable in tests), or
+    /// the frozen time while one is set.
     pub fn now_ms(&self) -> u64 {
-        self.ctx.sh.clock.now_ms()
+        match self.frozen_ms {
+            Some(ms) => ms,
+            None => self.ctx.sh.clock.now_ms(),
+        }
+    }
+
+    /// Freezes this handle's clock at the current time (`true`) or lets it
+    /// run again (`false`). A server freezes it for one batch of pipelined
+    /// requests, as Redis caches the time per event-loop turn: the batch sees
+    /// one instant for expiry, and the clock is read once, not per key.
+    pub fn freeze_clock(&mut self, frozen: bool) {
+        self.frozen_ms = None;
+        if frozen {
+            self.frozen_ms = Some(self.ctx.sh.clock.now_ms());
+        }
     }
 
     pub(crate) fn lru_now(&self) -> u32 {

@@ -74,6 +74,7 @@ impl Store {
         Ok(Handle {
             ctx: Ctx::register(self.sh.clone())?,
             lsn: 0,
+            frozen_ms: None,
         })
     }
 

@@ -63,6 +63,7 @@ impl TestEngine {
         let mut out = Vec::new();
         self.engine.begin_batch(&mut self.session);
         let flow = self.engine.execute(&mut self.session, args, &mut out);
+        self.engine.end_batch();
         (String::from_utf8_lossy(&out).into_owned(), flow)
     }
 
