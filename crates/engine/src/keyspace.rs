@@ -21,6 +21,8 @@ const BAD_FIRST_DB: &str = "ERR invalid first DB index";
 const BAD_SECOND_DB: &str = "ERR invalid second DB index";
 /// OBJECT FREQ without an LFU policy.
 const NO_LFU: &str = "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
+/// OBJECT IDLETIME under an LFU policy (Redis 7.0's text).
+const NO_LRU: &str = "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
 /// Redis's refcount of a shared object (the integers 0..9999).
 const SHARED_REFCOUNT: i64 = i32::MAX as i64;
 /// Keys one SCAN step of KEYS examines.
@@ -750,18 +752,29 @@ fn object_encoding(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     Ok(())
 }
 
+/// Whether the store evicts by an LFU policy (then reads count frequency,
+/// and Redis no longer answers idle times).
+fn lfu_policy(cx: &Cx<'_>) -> Result<bool, CmdError> {
+    Ok(cx.engine.store.eviction_policy()?.is_lfu())
+}
+
 fn object_freq(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    if object_lookup(cx, &args[2])?.is_some() {
-        // No LFU policy exists in the store yet: frequency is never tracked.
-        return Err(CmdError::msg(NO_LFU));
+    if let Some((meta, _)) = object_lookup(cx, &args[2])? {
+        if !lfu_policy(cx)? {
+            return Err(CmdError::msg(NO_LFU));
+        }
+        let decay = cx.engine.store.lfu_decay_time()?;
+        cx.out.integer(meta.freq(cx.engine.now_ms(), decay) as i64);
     }
     Ok(())
 }
 
 fn object_idletime(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     if let Some((meta, _)) = object_lookup(cx, &args[2])? {
-        let now_s = (cx.engine.now_ms() / 1000) as u32;
-        cx.out.integer(now_s.wrapping_sub(meta.lru) as i64);
+        if lfu_policy(cx)? {
+            return Err(CmdError::msg(NO_LRU));
+        }
+        cx.out.integer(meta.idle_seconds(cx.engine.now_ms()) as i64);
     }
     Ok(())
 }

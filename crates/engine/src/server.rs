@@ -412,6 +412,8 @@ const PARAMS: &[&str] = &[
     "maxmemory",
     "maxmemory-policy",
     "maxmemory-samples",
+    "lfu-log-factor",
+    "lfu-decay-time",
     "proto-max-bulk-len",
     "client-query-buffer-limit",
     "client-output-buffer-limit",
@@ -439,6 +441,16 @@ fn param_value(e: &Engine, name: &str) -> String {
             .name()
             .to_string(),
         "maxmemory-samples" => e.store.eviction_samples().unwrap_or(5).to_string(),
+        "lfu-log-factor" => e
+            .store
+            .lfu_log_factor()
+            .unwrap_or(store::DEFAULT_LFU_LOG_FACTOR)
+            .to_string(),
+        "lfu-decay-time" => e
+            .store
+            .lfu_decay_time()
+            .unwrap_or(store::DEFAULT_LFU_DECAY_TIME)
+            .to_string(),
         "proto-max-bulk-len" => c.proto_max_bulk_len.to_string(),
         "client-query-buffer-limit" => c.client_query_buffer_limit.to_string(),
         "client-output-buffer-limit" => {
@@ -480,6 +492,8 @@ enum Change {
     MaxMemory(u64),
     Policy(EvictionPolicy),
     Samples(u32),
+    LfuLogFactor(u32),
+    LfuDecayTime(u32),
     OutputLimit(u64, u64, u64),
 }
 
@@ -511,11 +525,13 @@ fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError> {
             EvictionPolicy::from_name(&String::from_utf8_lossy(value)).ok_or_else(|| {
                 set_failed(
                     name,
-                    "argument(s) must be one of the following: volatile-lru, volatile-ttl, allkeys-lru, allkeys-random, noeviction",
+                    "argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction",
                 )
             })?,
         ),
         "maxmemory-samples" => Change::Samples(int(1, 64)? as u32),
+        "lfu-log-factor" => Change::LfuLogFactor(int(0, i32::MAX as u64)? as u32),
+        "lfu-decay-time" => Change::LfuDecayTime(int(0, i32::MAX as u64)? as u32),
         "proto-max-bulk-len" => Change::Word(word::PROTO_MAX_BULK_LEN, memory()?.max(1024 * 1024)),
         "client-query-buffer-limit" => {
             Change::Word(word::QUERY_BUFFER_LIMIT, memory()?.max(1024 * 1024))
@@ -582,6 +598,8 @@ fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             Change::MaxMemory(v) => store.set_maxmemory(v)?,
             Change::Policy(p) => store.set_eviction_policy(p)?,
             Change::Samples(n) => store.set_eviction_samples(n)?,
+            Change::LfuLogFactor(n) => store.set_lfu_log_factor(n)?,
+            Change::LfuDecayTime(n) => store.set_lfu_decay_time(n)?,
             Change::OutputLimit(h, s, t) => {
                 store.set_config_word(word::OUTPUT_HARD, h + 1)?;
                 store.set_config_word(word::OUTPUT_SOFT, s + 1)?;

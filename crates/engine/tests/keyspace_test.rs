@@ -571,6 +571,67 @@ fn object_idletime_refcount_freq_help() {
 }
 
 #[test]
+fn object_freq_and_idletime_follow_the_policy() {
+    const NO_LFU: &str = "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
+    const NO_LRU: &str = "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.";
+    let mut t = TestEngine::new();
+    assert_eq!(
+        t.run(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"]),
+        OK
+    );
+    t.run(&["SET", "m", "hello"]);
+    // New keys start at LFU_INIT_VAL; up to it every read counts.
+    assert_eq!(t.run(&["OBJECT", "FREQ", "m"]), int(5));
+    assert_eq!(t.run(&["GET", "m"]), bulk("hello"));
+    assert_eq!(t.run(&["OBJECT", "FREQ", "m"]), int(6));
+    // OBJECT, TTL and TYPE do not touch.
+    t.run(&["TTL", "m"]);
+    t.run(&["TYPE", "m"]);
+    t.run(&["OBJECT", "ENCODING", "m"]);
+    assert_eq!(t.run(&["OBJECT", "FREQ", "m"]), int(6));
+    assert_eq!(t.run(&["OBJECT", "IDLETIME", "m"]), err(NO_LRU));
+    assert_eq!(t.run(&["OBJECT", "FREQ", "missing"]), NIL);
+    assert_eq!(t.run(&["OBJECT", "IDLETIME", "missing"]), NIL);
+    // lfu-log-factor 0 counts every access: reads, TOUCH, and a new value
+    // (which keeps the counter, as Redis's overwrite). RENAME keeps it too;
+    // COPY makes a new key.
+    assert_eq!(t.run(&["CONFIG", "SET", "lfu-log-factor", "0"]), OK);
+    for _ in 0..3 {
+        t.run(&["GET", "m"]);
+    }
+    assert_eq!(t.run(&["TOUCH", "m"]), int(1));
+    assert_eq!(t.run(&["OBJECT", "FREQ", "m"]), int(10));
+    assert_eq!(t.run(&["SET", "m", "bye"]), OK);
+    assert_eq!(t.run(&["OBJECT", "FREQ", "m"]), int(11));
+    assert_eq!(t.run(&["RENAME", "m", "r"]), OK);
+    assert_eq!(t.run(&["OBJECT", "FREQ", "r"]), int(11));
+    assert_eq!(t.run(&["COPY", "r", "c"]), int(1));
+    assert_eq!(t.run(&["OBJECT", "FREQ", "c"]), int(5));
+    // One point lost per lfu-decay-time minutes idle (0: never).
+    t.advance_ms(3 * 60_000);
+    assert_eq!(t.run(&["OBJECT", "FREQ", "r"]), int(8));
+    assert_eq!(t.run(&["CONFIG", "SET", "lfu-decay-time", "2"]), OK);
+    assert_eq!(t.run(&["OBJECT", "FREQ", "r"]), int(10));
+    assert_eq!(t.run(&["CONFIG", "SET", "lfu-decay-time", "0"]), OK);
+    assert_eq!(t.run(&["OBJECT", "FREQ", "r"]), int(11));
+    // volatile-lfu is an LFU policy too; volatile-random is not.
+    assert_eq!(
+        t.run(&["CONFIG", "SET", "maxmemory-policy", "volatile-lfu"]),
+        OK
+    );
+    assert_eq!(t.run(&["OBJECT", "FREQ", "r"]), int(11));
+    assert_eq!(t.run(&["OBJECT", "IDLETIME", "r"]), err(NO_LRU));
+    assert_eq!(
+        t.run(&["CONFIG", "SET", "maxmemory-policy", "volatile-random"]),
+        OK
+    );
+    assert_eq!(t.run(&["OBJECT", "FREQ", "r"]), err(NO_LFU));
+    // The LRU clock ran all along: idle since the COPY read it.
+    assert_eq!(t.run(&["OBJECT", "IDLETIME", "r"]), int(180));
+    assert_eq!(t.run(&["OBJECT", "FREQ", "missing"]), NIL);
+}
+
+#[test]
 fn keys_of_other_dbs_stay_apart() {
     let mut t = TestEngine::new();
     t.run(&["SET", "k", "zero"]);

@@ -7,7 +7,8 @@
 //! +16 u8 type, u8 db, u8 encoding, u8 0          +20 u32 memcached flags
 //! +24 u64 absolute expiry, ms since epoch (0 = none)
 //! +32 u64 LSN of the last write
-//! +40 u32 LRU clock (seconds)                    +44 u32 reserved
+//! +40 u32 LRU clock (seconds)                    +44 u32 LFU: counter u8 |
+//!                                                  minutes u16 << 8 (lfu.rs)
 //! +48 key bytes, then value bytes, then spare capacity
 //! ```
 
@@ -87,8 +88,24 @@ pub struct Meta {
     pub mc_flags: u32,
     /// LRU clock (seconds since the epoch, truncated to 32 bits) of last access.
     pub lru: u32,
+    /// LFU state: the logarithmic counter (low 8 bits) and the minute of its
+    /// last decrement (next 16 bits), as Redis keeps them. See [`Meta::freq`].
+    pub lfu: u32,
     /// The encoding byte the owning value type chose.
     pub encoding: u8,
+}
+
+impl Meta {
+    /// OBJECT FREQ: the LFU counter decayed to `now_ms` by `decay_time`
+    /// minutes a step (the store's `lfu-decay-time`), without touching the key.
+    pub fn freq(&self, now_ms: u64, decay_time: u32) -> u8 {
+        crate::lfu::decayed(self.lfu, now_ms, decay_time)
+    }
+
+    /// OBJECT IDLETIME: seconds since the last access.
+    pub fn idle_seconds(&self, now_ms: u64) -> u64 {
+        ((now_ms / 1000) as u32).wrapping_sub(self.lru) as u64
+    }
 }
 
 /// An entry's fields as read from shared memory (validated, maybe stale).
@@ -104,6 +121,7 @@ pub(crate) struct Raw {
     pub expire: u64,
     pub lsn: u64,
     pub lru: u32,
+    pub lfu: u32,
     pub block: u64,
 }
 
@@ -112,6 +130,7 @@ impl Raw {
         let block = r.load64(off)? & !7;
         let lens = r.load64(off + E_KEYLEN)?;
         let kind = r.load64(off + E_KIND)?;
+        let lru = r.load64(off + E_LRU)?;
         let raw = Raw {
             off,
             keylen: lens & 0xFFFF_FFFF,
@@ -122,7 +141,8 @@ impl Raw {
             mc_flags: (kind >> 32) as u32,
             expire: r.load64(off + E_EXPIRE)?,
             lsn: r.load64(off + E_LSN)?,
-            lru: r.load64(off + E_LRU)? as u32,
+            lru: lru as u32,
+            lfu: (lru >> 32) as u32,
             block,
         };
         // Bytes of a block freed and reused under a racing reader can be any
@@ -131,6 +151,11 @@ impl Raw {
             return Err(Error::Corrupted(off));
         }
         Ok(raw)
+    }
+
+    /// The whole LRU word as stored.
+    pub fn lru_word(&self) -> u64 {
+        lru_word(self.lru, self.lfu)
     }
 
     pub fn value_off(&self) -> u64 {
@@ -156,6 +181,7 @@ impl Raw {
             lsn: self.lsn,
             mc_flags: self.mc_flags,
             lru: self.lru,
+            lfu: self.lfu,
             encoding: self.encoding,
         })
     }
@@ -171,6 +197,12 @@ pub(crate) struct NewEntry {
     pub expire: u64,
     pub lsn: u64,
     pub lru: u32,
+    pub lfu: u32,
+}
+
+/// The LRU word of an entry: LRU seconds low, LFU state high (lfu.rs).
+pub(crate) fn lru_word(lru: u32, lfu: u32) -> u64 {
+    lru as u64 | (lfu as u64) << 32
 }
 
 /// Writes header, key and value parts into a freshly allocated block that no
@@ -187,7 +219,7 @@ pub(crate) fn write(
     write_kind(r, blk, e)?;
     r.store64(blk + E_EXPIRE, e.expire)?;
     r.store64(blk + E_LSN, e.lsn)?;
-    r.store64(blk + E_LRU, e.lru as u64)?;
+    r.store64(blk + E_LRU, lru_word(e.lru, e.lfu))?;
     r.write_bytes(blk + E_KEY, key)?;
     let mut pos = blk + E_KEY + key.len() as u64;
     for p in parts {

@@ -9,6 +9,7 @@ use crate::handle::Handle;
 use crate::index;
 use crate::keys::Seen;
 use crate::layout::*;
+use crate::lfu;
 
 /// What to do when a write needs memory and none is free (Redis's
 /// `maxmemory-policy`).
@@ -26,6 +27,13 @@ pub enum EvictionPolicy {
     AllKeysRandom = 3,
     /// Evict the key with an expiry that expires soonest.
     VolatileTtl = 4,
+    /// Evict the least frequently used key of any kind (Redis's LFU counter,
+    /// lfu.rs).
+    AllKeysLfu = 5,
+    /// Evict the least frequently used key among keys with an expiry.
+    VolatileLfu = 6,
+    /// Evict a random key among keys with an expiry.
+    VolatileRandom = 7,
 }
 
 impl EvictionPolicy {
@@ -37,6 +45,9 @@ impl EvictionPolicy {
             EvictionPolicy::VolatileLru => "volatile-lru",
             EvictionPolicy::AllKeysRandom => "allkeys-random",
             EvictionPolicy::VolatileTtl => "volatile-ttl",
+            EvictionPolicy::AllKeysLfu => "allkeys-lfu",
+            EvictionPolicy::VolatileLfu => "volatile-lfu",
+            EvictionPolicy::VolatileRandom => "volatile-random",
         }
     }
 
@@ -48,6 +59,9 @@ impl EvictionPolicy {
             "volatile-lru" => EvictionPolicy::VolatileLru,
             "allkeys-random" => EvictionPolicy::AllKeysRandom,
             "volatile-ttl" => EvictionPolicy::VolatileTtl,
+            "allkeys-lfu" => EvictionPolicy::AllKeysLfu,
+            "volatile-lfu" => EvictionPolicy::VolatileLfu,
+            "volatile-random" => EvictionPolicy::VolatileRandom,
             _ => return None,
         })
     }
@@ -58,14 +72,30 @@ impl EvictionPolicy {
             2 => EvictionPolicy::VolatileLru,
             3 => EvictionPolicy::AllKeysRandom,
             4 => EvictionPolicy::VolatileTtl,
+            5 => EvictionPolicy::AllKeysLfu,
+            6 => EvictionPolicy::VolatileLfu,
+            7 => EvictionPolicy::VolatileRandom,
             _ => EvictionPolicy::NoEviction,
         }
+    }
+
+    /// Whether the policy evicts by access frequency: then reads keep each
+    /// key's LFU counter (OBJECT FREQ answers it) and Redis stops reporting
+    /// idle times.
+    pub fn is_lfu(self) -> bool {
+        matches!(
+            self,
+            EvictionPolicy::AllKeysLfu | EvictionPolicy::VolatileLfu
+        )
     }
 
     fn volatile_only(self) -> bool {
         matches!(
             self,
-            EvictionPolicy::VolatileLru | EvictionPolicy::VolatileTtl
+            EvictionPolicy::VolatileLru
+                | EvictionPolicy::VolatileTtl
+                | EvictionPolicy::VolatileLfu
+                | EvictionPolicy::VolatileRandom
         )
     }
 }
@@ -111,7 +141,12 @@ impl Handle {
         }
         let samples = self.ctx.region().load32(H_SAMPLES)?.clamp(1, 64) as usize;
         let buckets = self.ctx.sh.geo.buckets;
-        let now_s = self.lru_now();
+        let now_ms = self.now_ms();
+        let now_s = (now_ms / 1000) as u32;
+        let decay = match policy.is_lfu() {
+            true => self.ctx.region().load32(H_LFU_DECAY_TIME)?,
+            false => 0,
+        };
         let mut seen: Vec<Seen> = Vec::new();
         // (score, bucket, entry): higher score evicts first.
         let mut candidates: Vec<(u64, u64, u64)> = Vec::new();
@@ -130,6 +165,12 @@ impl Handle {
                         now_s.wrapping_sub(s.raw.lru) as u64
                     }
                     EvictionPolicy::VolatileTtl => u64::MAX - s.raw.expire,
+                    // Least frequent first (Redis's 255 - counter); among
+                    // equals, least recently used.
+                    EvictionPolicy::AllKeysLfu | EvictionPolicy::VolatileLfu => {
+                        let freq = lfu::decayed(s.raw.lfu, now_ms, decay);
+                        (255 - freq as u64) << 32 | now_s.wrapping_sub(s.raw.lru) as u64
+                    }
                     _ => self.ctx.random(),
                 };
                 candidates.push((score, bucket, s.raw.off));

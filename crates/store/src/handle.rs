@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::evict::Evicted;
 use crate::index::{self, Found, KeyPos};
 use crate::layout::*;
+use crate::lfu;
 
 /// Eviction attempts in a row that may find every candidate locked by other
 /// writers before a write gives up with an out-of-memory error.
@@ -107,10 +108,6 @@ impl Handle {
         }
     }
 
-    pub(crate) fn lru_now(&self) -> u32 {
-        (self.now_ms() / 1000) as u32
-    }
-
     /// Reads `key` without locking. `read_value(region, raw, out)` copies what
     /// it needs of the value inside the seqlock check. Expired keys are removed
     /// here (lazy expiry) and reported as missing.
@@ -161,7 +158,7 @@ impl Handle {
             Some((raw, v)) => {
                 self.ctx.stat_add(Stat::Hits, 1);
                 if touch {
-                    self.touch(&pos, &raw, (now_ms / 1000) as u32)?;
+                    self.touch(&pos, &raw, now_ms)?;
                 }
                 Ok(Some((raw, v)))
             }
@@ -189,11 +186,41 @@ impl Handle {
         self.read_value(raw)
     }
 
-    /// Moves the entry's LRU clock to now, at most once a second per key, and
-    /// only if its bucket is free (under the lock, so the entry cannot be freed
-    /// while we write to it).
-    fn touch(&mut self, pos: &KeyPos, raw: &Raw, now: u32) -> Result<()> {
-        if raw.lru == now || !self.ctx.try_lock(pos.bucket)? {
+    /// `(lfu-log-factor, lfu-decay-time)` when the policy is an LFU one: only
+    /// then do accesses move the LFU counters (as Redis).
+    fn lfu_params(&self) -> Result<Option<(u32, u32)>> {
+        let r = self.ctx.region();
+        if !crate::evict::EvictionPolicy::from_u32(r.load32(H_POLICY)?).is_lfu() {
+            return Ok(None);
+        }
+        Ok(Some((
+            r.load32(H_LFU_LOG_FACTOR)?,
+            r.load32(H_LFU_DECAY_TIME)?,
+        )))
+    }
+
+    /// The LFU half of the LRU word after one access to an entry whose LFU
+    /// half is `old`: decayed and counted under an LFU policy, else as it was.
+    fn lfu_accessed(&mut self, old: u32, now_ms: u64) -> Result<u32> {
+        Ok(match self.lfu_params()? {
+            Some((factor, decay)) => {
+                let r = lfu::unit(self.ctx.random());
+                lfu::touched(old, now_ms, factor, decay, r)
+            }
+            None => old,
+        })
+    }
+
+    /// Records an access in the entry's LRU word: the LRU clock moves to now
+    /// (at most once a second per key) and, under an LFU policy, the LFU
+    /// counter is counted (lfu.rs; it rarely changes once a key is hot). Only
+    /// if the word would change and the bucket is free, under the lock, so the
+    /// entry cannot be freed while we write to it (I8).
+    fn touch(&mut self, pos: &KeyPos, raw: &Raw, now_ms: u64) -> Result<()> {
+        let now_s = (now_ms / 1000) as u32;
+        let lfu = self.lfu_accessed(raw.lfu, now_ms)?;
+        let word = entry::lru_word(now_s, lfu);
+        if word == raw.lru_word() || !self.ctx.try_lock(pos.bucket)? {
             return Ok(());
         }
         let mut still = false;
@@ -201,8 +228,11 @@ impl Handle {
             still = s & SLOT_OFF_MASK == raw.off;
             Ok(still)
         })?;
-        if still {
-            self.ctx.region().store32(raw.off + E_LRU, now)?;
+        // A word that moved since we read it was touched by someone else
+        // meanwhile: theirs stands.
+        let r = self.ctx.region();
+        if still && r.load64(raw.off + E_LRU)? == raw.lru_word() {
+            r.store64(raw.off + E_LRU, word)?;
         }
         self.ctx.unlock(pos.bucket)
     }
@@ -427,6 +457,7 @@ impl Handle {
         expire: u64,
         mc_flags: u32,
     ) -> NewEntry {
+        let now_ms = self.now_ms();
         NewEntry {
             db,
             vtype,
@@ -434,7 +465,8 @@ impl Handle {
             mc_flags,
             expire,
             lsn: self.lsn,
-            lru: self.lru_now(),
+            lru: (now_ms / 1000) as u32,
+            lfu: lfu::init(now_ms),
         }
     }
 
@@ -517,8 +549,15 @@ impl Handle {
     }
 
     /// Publishes the filled block `blk` (recorded in `pending`) as the key of
-    /// `l`, replacing what was there. One transaction (I5, I8).
+    /// `l`, replacing what was there. One transaction (I5, I8). A new value
+    /// of an existing key inherits its LFU counter, counted as one access
+    /// (Redis's `lookupKeyWrite` then `dbOverwrite`).
     pub(crate) fn publish(&mut self, l: &mut Locked, blk: u64, pending: u64) -> Result<()> {
+        if let Some(f) = l.found {
+            let lfu = self.lfu_accessed(f.raw.lfu, self.now_ms())?;
+            // `blk` is not published yet: nobody else can see this store (I8).
+            self.ctx.region().store32(blk + E_LRU + 4, lfu)?;
+        }
         let free_word = self.pending_free_words(1)?[0];
         let target = self.prepare_publish(l, free_word)?;
         self.ctx.seq_bump(l.pos.bucket)?;

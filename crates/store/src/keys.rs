@@ -290,6 +290,11 @@ impl Handle {
                 expire: sf.raw.expire,
                 lsn: self.lsn,
                 lru: sf.raw.lru,
+                // RENAME and MOVE keep the key's LFU state; COPY is a new key.
+                lfu: match remove_src {
+                    true => sf.raw.lfu,
+                    false => crate::lfu::init(self.now_ms()),
+                },
             };
             let (blk, pending) = self.new_entry(&fields, dst, &[], sf.raw.vallen)?;
             let r = self.ctx.region();

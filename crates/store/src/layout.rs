@@ -4,7 +4,7 @@
 /// "SHOALSEG": the first eight bytes of every segment.
 pub(crate) const MAGIC: [u8; 8] = *b"SHOALSEG";
 /// Bumped whenever any offset or record format below changes.
-pub const LAYOUT_VERSION: u32 = 3;
+pub const LAYOUT_VERSION: u32 = 4;
 
 /// Number of Redis-style logical databases.
 pub const NUM_DBS: usize = 16;
@@ -55,6 +55,11 @@ pub(crate) const H_DB_MAP_LOCK: u64 = 1280;
 pub(crate) const H_DB_MAP: u64 = H_DB_MAP_LOCK + 8;
 const _: () = assert!(H_DB_EXPIRES_BASE + 8 * NUM_DBS as u64 <= H_DB_MAP_LOCK);
 const _: () = assert!(H_DB_MAP + 8 <= 1344 && 1344 <= A_USED_BYTES);
+/// Redis's `lfu-log-factor` (u32), past the db map's cache line.
+pub(crate) const H_LFU_LOG_FACTOR: u64 = 1344;
+/// Redis's `lfu-decay-time` in minutes (u32).
+pub(crate) const H_LFU_DECAY_TIME: u64 = 1352;
+const _: () = assert!(H_LFU_DECAY_TIME + 8 <= A_USED_BYTES);
 
 // --- header: allocator state (alloc.rs), every word written through the undo log ---
 pub(crate) const A_USED_BYTES: u64 = 2048;
@@ -159,6 +164,7 @@ pub(crate) const E_KEYLEN: u64 = 8;
 pub(crate) const E_KIND: u64 = 16;
 pub(crate) const E_EXPIRE: u64 = 24;
 pub(crate) const E_LSN: u64 = 32;
+/// The LRU word: LRU seconds u32, then the LFU state u32 (lfu.rs).
 pub(crate) const E_LRU: u64 = 40;
 pub(crate) const E_KEY: u64 = 48;
 

@@ -37,6 +37,7 @@ mod handle;
 mod index;
 mod keys;
 mod layout;
+mod lfu;
 mod mailbox;
 mod segment;
 mod shm;
@@ -56,6 +57,7 @@ pub use keys::{ExpireCondition, ScanPage, Ttl};
 pub use layout::{
     CONFIG_WORDS, DEFAULT_CONTEXTS, LAYOUT_VERSION, MAX_VALUE_LEN, MAX_WORKERS, NUM_DBS,
 };
+pub use lfu::{DEFAULT_LFU_DECAY_TIME, DEFAULT_LFU_LOG_FACTOR, LFU_INIT_VAL};
 pub use mailbox::{Message, Sent};
 pub use segment::{parse_size, Clock, Location, OpenOptions, MIN_SEGMENT};
 pub use store::{CheckReport, Store, StoreInfo};

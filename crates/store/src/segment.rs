@@ -286,6 +286,8 @@ fn init_header(region: &Region, geo: &Geometry, page: u64, created_ms: u64) -> R
     region.store64(H_MBOX_SIZE, geo.mbox_size)?;
     region.store64(H_NEXT_CLIENT_ID, 1)?;
     region.store32(H_SAMPLES, 5)?;
+    region.store32(H_LFU_LOG_FACTOR, crate::lfu::DEFAULT_LFU_LOG_FACTOR)?;
+    region.store32(H_LFU_DECAY_TIME, crate::lfu::DEFAULT_LFU_DECAY_TIME)?;
     Ok(())
 }
 

@@ -108,6 +108,28 @@ impl Store {
         self.sh.region.store32(H_SAMPLES, n.clamp(1, 64))
     }
 
+    /// Sets Redis's `lfu-log-factor` for every process attached: how many
+    /// accesses it takes to raise an LFU counter (higher: more).
+    pub fn set_lfu_log_factor(&self, factor: u32) -> Result<()> {
+        self.sh.region.store32(H_LFU_LOG_FACTOR, factor)
+    }
+
+    /// Redis's `lfu-log-factor` in force.
+    pub fn lfu_log_factor(&self) -> Result<u32> {
+        self.sh.region.load32(H_LFU_LOG_FACTOR)
+    }
+
+    /// Sets Redis's `lfu-decay-time` for every process attached: minutes
+    /// an idle key's LFU counter takes to lose one (0: never).
+    pub fn set_lfu_decay_time(&self, minutes: u32) -> Result<()> {
+        self.sh.region.store32(H_LFU_DECAY_TIME, minutes)
+    }
+
+    /// Redis's `lfu-decay-time` in force, in minutes.
+    pub fn lfu_decay_time(&self) -> Result<u32> {
+        self.sh.region.load32(H_LFU_DECAY_TIME)
+    }
+
     /// Buckets of the index (how much work a full pass of the sweeper is).
     pub fn bucket_count(&self) -> u64 {
         self.sh.geo.buckets

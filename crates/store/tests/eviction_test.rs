@@ -58,6 +58,9 @@ fn policy_names_round_trip() {
         EvictionPolicy::VolatileLru,
         EvictionPolicy::AllKeysRandom,
         EvictionPolicy::VolatileTtl,
+        EvictionPolicy::AllKeysLfu,
+        EvictionPolicy::VolatileLfu,
+        EvictionPolicy::VolatileRandom,
     ] {
         assert_eq!(EvictionPolicy::from_name(p.name()), Some(p));
         assert_eq!(EvictionPolicy::from_name(&p.name().to_uppercase()), Some(p));
@@ -65,7 +68,8 @@ fn policy_names_round_trip() {
         assert_eq!(store.eviction_policy().unwrap(), p);
         assert_eq!(store.info().unwrap().policy, p);
     }
-    assert_eq!(EvictionPolicy::from_name("allkeys-lfu"), None);
+    assert_eq!(EvictionPolicy::from_name("allkeys-lfu-ish"), None);
+    assert_eq!(EvictionPolicy::from_name("volatile"), None);
     assert_eq!(EvictionPolicy::from_name(""), None);
     // Every process attached to the segment sees the policy.
     store
@@ -177,6 +181,11 @@ fn allkeys_random_keeps_writes_succeeding() {
 }
 
 #[test]
+fn allkeys_lfu_keeps_writes_succeeding() {
+    allkeys_policy_keeps_writing(EvictionPolicy::AllKeysLfu, "allkeys-lfu");
+}
+
+#[test]
 fn evicted_keys_stat_counts_only_evictions() {
     let seg = TempSegment::new("evicted-stat");
     let (store, clock) = seg.open_with_clock(2 * MB, T0);
@@ -273,8 +282,23 @@ fn volatile_ttl_evicts_only_keys_with_a_ttl() {
 }
 
 #[test]
+fn volatile_random_evicts_only_keys_with_a_ttl() {
+    volatile_policy_spares_persistent_keys(EvictionPolicy::VolatileRandom, "volatile-random");
+}
+
+#[test]
+fn volatile_lfu_evicts_only_keys_with_a_ttl() {
+    volatile_policy_spares_persistent_keys(EvictionPolicy::VolatileLfu, "volatile-lfu");
+}
+
+#[test]
 fn volatile_policy_with_no_volatile_keys_is_out_of_memory() {
-    for policy in [EvictionPolicy::VolatileLru, EvictionPolicy::VolatileTtl] {
+    for policy in [
+        EvictionPolicy::VolatileLru,
+        EvictionPolicy::VolatileTtl,
+        EvictionPolicy::VolatileRandom,
+        EvictionPolicy::VolatileLfu,
+    ] {
         let seg = TempSegment::new("volatile-none");
         let store = seg.open(2 * MB);
         store.set_eviction_policy(policy).unwrap();
@@ -365,6 +389,179 @@ fn allkeys_lru_prefers_keys_not_read_recently() {
         "only {a} of {group} recently read keys survived ({b} unread ones did)"
     );
     assert!(b < a, "unread {b} vs read {a}");
+    drop(h);
+    store.check().unwrap();
+}
+
+#[test]
+fn allkeys_lfu_prefers_keys_read_often() {
+    let seg = TempSegment::new("lfu-order");
+    let (store, clock) = seg.open_with_clock(2 * MB, T0);
+    store
+        .set_eviction_policy(EvictionPolicy::AllKeysLfu)
+        .unwrap();
+    store.set_eviction_samples(16).unwrap();
+    let cap = capacity_keys(&store);
+    let group = cap / 4;
+    let mut h = store.handle().unwrap();
+    for i in 0..group {
+        put(&mut h, 0, &key("a", i), &val(i, VAL));
+        put(&mut h, 0, &key("b", i), &val(i, VAL));
+    }
+    // Ten idle minutes decay every counter to 0. Then, within one second
+    // (recency cannot tell them apart), A is read 30 times (a counter of
+    // about 8) and B once (1). The keys written next start at 5: B goes first.
+    clock.fetch_add(10 * 60_000, Ordering::Relaxed);
+    for _ in 0..30 {
+        for i in 0..group {
+            assert!(h.get(0, &key("a", i)).unwrap().is_some());
+        }
+    }
+    for i in 0..group {
+        assert!(h.get(0, &key("b", i)).unwrap().is_some());
+    }
+    fill_until_evicted(&store, &mut h, "n", group * 3 / 4, cap * 2);
+    let a = surviving(&mut h, "a", group);
+    let b = surviving(&mut h, "b", group);
+    assert!(
+        a * 10 >= group * 9,
+        "only {a} of {group} often read keys survived ({b} rarely read ones did)"
+    );
+    assert!(b * 2 < a, "rarely read {b} vs often read {a}");
+    drop(h);
+    store.check().unwrap();
+}
+
+#[test]
+fn volatile_lfu_counters_decay_with_lfu_decay_time() {
+    let seg = TempSegment::new("lfu-decay");
+    let (store, clock) = seg.open_with_clock(2 * MB, T0);
+    store
+        .set_eviction_policy(EvictionPolicy::VolatileLfu)
+        .unwrap();
+    store.set_eviction_samples(16).unwrap();
+    let cap = capacity_keys(&store);
+    let group = cap / 4;
+    let mut h = store.handle().unwrap();
+    let ttl = expiring_at(T0 + 86_400_000);
+    for i in 0..group {
+        h.set(0, &key("old", i), &val(i, VAL), &ttl).unwrap();
+        h.set(0, &key("new", i), &val(i, VAL), &ttl).unwrap();
+    }
+    // lfu-log-factor 0 makes every read count: the counters are exact.
+    store.set_lfu_log_factor(0).unwrap();
+    // The old favourites were read a lot (counter 25), half an hour ago...
+    for _ in 0..20 {
+        for i in 0..group {
+            assert!(h.get(0, &key("old", i)).unwrap().is_some());
+        }
+    }
+    clock.fetch_add(30 * 60_000, Ordering::Relaxed);
+    // ...the new ones a little, now: their counters (decayed to 0, then 3)
+    // outrank the old ones' (25 decayed by one a minute to 0).
+    for _ in 0..3 {
+        for i in 0..group {
+            assert!(h.get(0, &key("new", i)).unwrap().is_some());
+        }
+    }
+    let mut buf = Vec::new();
+    let now = clock.load(Ordering::Relaxed);
+    let old = h.peek(0, &key("old", 0), 0, &mut buf).unwrap().unwrap();
+    assert_eq!(old.freq(now, store.lfu_decay_time().unwrap()), 0);
+    // With decay off, the old counters count again.
+    store.set_lfu_decay_time(0).unwrap();
+    assert_eq!(old.freq(now, store.lfu_decay_time().unwrap()), 25);
+    store.set_lfu_decay_time(1).unwrap();
+    // Keys with a TTL written until about half a group was evicted.
+    let mut i = 0;
+    while stat(&store, "evicted_keys") < group / 2 {
+        h.set(1, &key("n", i), &val(i, VAL), &ttl).unwrap();
+        i += 1;
+        assert!(i < cap * 2, "no eviction happened");
+    }
+    let old = surviving(&mut h, "old", group);
+    let new = surviving(&mut h, "new", group);
+    assert!(
+        new * 10 >= group * 9,
+        "only {new} of {group} recently read keys survived ({old} decayed ones did)"
+    );
+    // Sampling runs of buckets, not single keys: once the decayed keys left
+    // are few, a run may hold none. Most evictions still hit them.
+    let gone = 2 * group - old - new;
+    assert!(
+        (group - old) * 10 >= gone * 8,
+        "{} of {gone} evicted keys were decayed ones",
+        group - old
+    );
+    drop(h);
+    store.check().unwrap();
+}
+
+#[test]
+fn lfu_counter_counts_reads_but_not_peeks() {
+    let seg = TempSegment::new("lfu-touch");
+    // On a minute boundary, so that the minute clock moves when we say.
+    let (store, clock) = seg.open_with_clock(2 * MB, T0 - T0 % 60_000);
+    assert_eq!(store.lfu_log_factor().unwrap(), DEFAULT_LFU_LOG_FACTOR);
+    assert_eq!(store.lfu_decay_time().unwrap(), DEFAULT_LFU_DECAY_TIME);
+    let mut h = store.handle().unwrap();
+    let mut buf = Vec::new();
+    let freq = |h: &mut Handle, k: &[u8]| {
+        let now = clock.load(Ordering::Relaxed);
+        let m = h.peek(0, k, 0, &mut Vec::new()).unwrap().unwrap();
+        m.freq(now, store.lfu_decay_time().unwrap())
+    };
+    put(&mut h, 0, b"k", b"v");
+    assert_eq!(freq(&mut h, b"k"), LFU_INIT_VAL);
+    // Under an LRU policy reads do not count.
+    store
+        .set_eviction_policy(EvictionPolicy::AllKeysLru)
+        .unwrap();
+    h.get(0, b"k").unwrap();
+    assert_eq!(freq(&mut h, b"k"), LFU_INIT_VAL);
+    store
+        .set_eviction_policy(EvictionPolicy::AllKeysLfu)
+        .unwrap();
+    // Up to the initial value every read counts; peeks, TTL and TYPE never.
+    h.get(0, b"k").unwrap();
+    assert_eq!(freq(&mut h, b"k"), LFU_INIT_VAL + 1);
+    for _ in 0..10 {
+        h.peek(0, b"k", 100, &mut buf).unwrap();
+        h.ttl(0, b"k").unwrap();
+        h.key_type(0, b"k").unwrap();
+    }
+    assert_eq!(freq(&mut h, b"k"), LFU_INIT_VAL + 1);
+    // lfu-log-factor 0: every access counts.
+    store.set_lfu_log_factor(0).unwrap();
+    assert_eq!(store.lfu_log_factor().unwrap(), 0);
+    for _ in 0..20 {
+        h.get(0, b"k").unwrap();
+    }
+    assert_eq!(freq(&mut h, b"k"), LFU_INIT_VAL + 21);
+    // A new value keeps the key's counter and counts as an access (Redis's
+    // overwrite); RENAME keeps it; COPY makes a new key.
+    put(&mut h, 0, b"k", b"w");
+    assert_eq!(freq(&mut h, b"k"), LFU_INIT_VAL + 22);
+    assert!(h.rename(0, b"k", b"r", false).unwrap());
+    assert_eq!(freq(&mut h, b"r"), LFU_INIT_VAL + 22);
+    assert!(h.copy(0, b"r", 0, b"c", false).unwrap());
+    assert_eq!(freq(&mut h, b"c"), LFU_INIT_VAL);
+    // Idle minutes decay it; the next access restamps the minute.
+    clock.fetch_add(7 * 60_000, Ordering::Relaxed);
+    assert_eq!(freq(&mut h, b"r"), LFU_INIT_VAL + 15);
+    h.get(0, b"r").unwrap();
+    assert_eq!(freq(&mut h, b"r"), LFU_INIT_VAL + 16);
+    clock.fetch_add(59_000, Ordering::Relaxed);
+    assert_eq!(freq(&mut h, b"r"), LFU_INIT_VAL + 16);
+    // Idle time stays tracked under LFU too.
+    let now = clock.load(Ordering::Relaxed);
+    let m = h.peek(0, b"r", 0, &mut buf).unwrap().unwrap();
+    assert_eq!(m.idle_seconds(now), 59);
+    // Settings are shared by every process attached.
+    let other = seg.open(2 * MB);
+    assert_eq!(other.lfu_log_factor().unwrap(), 0);
+    other.set_lfu_decay_time(i32::MAX as u32).unwrap();
+    assert_eq!(store.lfu_decay_time().unwrap(), i32::MAX as u32);
     drop(h);
     store.check().unwrap();
 }
