@@ -233,6 +233,7 @@ class Raw:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
+        self.consumed = b""
 
     def __enter__(self):
         return self
@@ -257,6 +258,12 @@ class Raw:
         self.send(b"".join(encode(*c) for c in cmds))
         return [self.reply() for _ in cmds]
 
+    def reply_bytes(self):
+        """The exact bytes of the next reply."""
+        self.consumed = b""
+        self.reply()
+        return self.consumed
+
     def _fill(self):
         data = self.sock.recv(65536)
         if not data:
@@ -268,6 +275,7 @@ class Raw:
             i = self.buf.find(b"\r\n")
             if i >= 0:
                 line, self.buf = self.buf[:i], self.buf[i + 2:]
+                self.consumed += line + b"\r\n"
                 return line
             self._fill()
 
@@ -275,6 +283,7 @@ class Raw:
         while len(self.buf) < n + 2:
             self._fill()
         data, self.buf = self.buf[:n], self.buf[n + 2:]
+        self.consumed += data + b"\r\n"
         return data
 
     def read_all(self, timeout=2.0):
