@@ -144,6 +144,7 @@ class Server:
         """An empty store for the next test: FLUSHALL, or a fresh server where
         FLUSHALL is not there yet."""
         if self.proc is None or self.proc.poll() is not None:
+            self.stop()  # removes the dead server's segment
             self.start()
             return
         try:
