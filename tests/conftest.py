@@ -1,0 +1,78 @@
+"""Fixtures for the end-to-end suite: a shared one-worker shoal server that is
+emptied before each test, fresh servers for tests that need their own, and a
+real redis-server for byte-for-byte comparisons."""
+
+import pytest
+
+from shoaltest import TARGET, Server
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "shoal_only: tests of shoal's own features "
+                            "(workers, crash recovery); left out only when "
+                            "SHOAL_TEST_TARGET=redis checks the suite against Redis")
+
+
+def pytest_collection_modifyitems(config, items):
+    if TARGET != "redis":
+        return
+    skip = pytest.mark.skip(reason="shoal-only test; SHOAL_TEST_TARGET=redis")
+    for item in items:
+        if "shoal_only" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def server():
+    s = Server(workers=1).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def r(server):
+    """A redis-py client (str replies) on an empty store."""
+    server.flush()
+    c = server.client()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def rb(server, r):
+    """A redis-py client with bytes replies, same store as `r`."""
+    c = server.client(decode_responses=False)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def raw(server, r):
+    """A raw RESP connection to the emptied shared server."""
+    c = server.raw()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def make_server():
+    """Starts private servers (`make_server(workers=2)`); all are stopped and
+    their segments removed at teardown, pass or fail."""
+    started = []
+
+    def make(**kw):
+        s = Server(**kw)
+        started.append(s)
+        return s.start()
+
+    yield make
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_ref():
+    """A real redis-server 7.0 (the yardstick) on its own free port."""
+    s = Server(kind="redis").start()
+    yield s
+    s.stop()

@@ -1,0 +1,348 @@
+"""Helpers for the end-to-end suite: start and stop real servers, and a tiny
+RESP2/RESP3 client that returns replies exactly as sent (errors are values,
+simple strings are `str`, bulk strings are `bytes`).
+
+`SHOAL_BIN` names the binary (scripts/test sets it). `SHOAL_TEST_TARGET=redis`
+runs the same tests against redis-server 7.0 instead, to check that the tests
+themselves hold Redis's replies; only then are shoal-only tests left out.
+"""
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import redis
+
+REPO = Path(__file__).resolve().parent.parent
+SHOAL_BIN = os.environ.get("SHOAL_BIN", str(REPO / "target" / "release" / "shoal"))
+TARGET = os.environ.get("SHOAL_TEST_TARGET", "shoal")
+
+# Every server still running when Python exits (a crashed session, ^C) is
+# stopped and its segment removed.
+_LIVE = set()
+atexit.register(lambda: [s.stop() for s in list(_LIVE)])
+
+
+def free_port():
+    """A TCP port nothing listens on now (the kernel picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout=10.0, step=0.02, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Server:
+    """One `shoal serve` (or, with SHOAL_TEST_TARGET=redis, one redis-server)
+    on a free port with a private segment name."""
+
+    def __init__(self, workers=1, memory="64m", kind=None):
+        self.kind = kind or TARGET
+        self.workers = workers
+        self.memory = memory
+        self.proc = None
+        self.port = None
+        self.name = None
+        self.output = []
+
+    # -- lifecycle -----------------------------------------------------
+    def start(self, timeout=20.0):
+        self.port = free_port()
+        self.name = f"shoal-pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        if self.kind == "shoal":
+            argv = [SHOAL_BIN, "serve", "--workers", str(self.workers),
+                    "--port", str(self.port), "--name", self.name,
+                    "--memory", self.memory]
+        else:
+            argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+                    "--save", "", "--appendonly", "no", "--daemonize", "no"]
+        self.output = []
+        ready = threading.Event()
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+        def drain(proc=self.proc, out=self.output):
+            for line in proc.stdout:
+                line = line.decode(errors="replace").rstrip("\n")
+                out.append(line)
+                if "shoal ready" in line or "Ready to accept connections" in line:
+                    ready.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        _LIVE.add(self)
+        deadline = time.monotonic() + timeout
+        while not ready.wait(0.05):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{self.kind} did not start: " + "\n".join(self.output))
+        return self
+
+    def stop(self):
+        """SIGTERM, wait, SIGKILL if it hangs; remove the segment."""
+        p = self.proc
+        if p is not None and p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                for pid in self.worker_pids():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                p.kill()
+                p.wait()
+        self.proc = None
+        _LIVE.discard(self)
+        self.remove_segment()
+
+    def remove_segment(self):
+        if self.kind == "shoal" and self.name:
+            try:
+                os.unlink(f"/dev/shm/{self.name}")
+            except FileNotFoundError:
+                pass
+
+    def restart(self):
+        self.stop()
+        return self.start()
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def worker_pids(self):
+        """Children of the supervisor (the workers), from /proc."""
+        if self.proc is None:
+            return []
+        return children_of(self.proc.pid)
+
+    # -- clients ---------------------------------------------------------
+    def client(self, **kw):
+        kw.setdefault("decode_responses", True)
+        kw.setdefault("socket_timeout", 30)
+        return redis.Redis(host="127.0.0.1", port=self.port, **kw)
+
+    def raw(self, **kw):
+        return Raw(self.port, **kw)
+
+    def flush(self):
+        """An empty store for the next test: FLUSHALL, or a fresh server where
+        FLUSHALL is not there yet."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.stop()  # removes the dead server's segment
+            self.start()
+            return
+        try:
+            with self.raw() as c:
+                if c.cmd("FLUSHALL") == "OK":
+                    return
+        except OSError:
+            pass
+        self.restart()
+
+
+def children_of(pid):
+    kids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid:
+            kids.append(int(d))
+    return sorted(kids)
+
+
+def cpu_ticks(pid):
+    """utime + stime of one process, in clock ticks."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+# ---------------------------------------------------------------------------
+# A raw RESP client.
+
+
+class Err(str):
+    """An error reply: the text after '-' ("ERR syntax error")."""
+
+    def __repr__(self):
+        return f"Err({str.__repr__(self)})"
+
+
+class Double(float):
+    """A RESP3 double (','), kept apart from integers and bulk strings."""
+
+    def __repr__(self):
+        return f"Double({float.__repr__(self)})"
+
+
+class Map(dict):
+    """A RESP3 map ('%')."""
+
+
+class RSet(list):
+    """A RESP3 set ('~'), order as sent."""
+
+
+class Push(list):
+    """A RESP3 push ('>')."""
+
+
+class Verbatim(bytes):
+    """A RESP3 verbatim string ('='); the bytes after the 4-byte format."""
+
+
+class BigNumber(int):
+    """A RESP3 big number ('(')."""
+
+
+def encode(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        if isinstance(a, str):
+            a = a.encode()
+        elif isinstance(a, (int, float)):
+            a = str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class Raw:
+    """A socket and a RESP parser; `cmd` sends one command and returns the
+    reply, `send` writes bytes as given."""
+
+    def __init__(self, port, timeout=10.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+        self.consumed = b""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def cmd(self, *args):
+        self.send(encode(*args))
+        return self.reply()
+
+    def pipeline(self, *cmds):
+        self.send(b"".join(encode(*c) for c in cmds))
+        return [self.reply() for _ in cmds]
+
+    def reply_bytes(self):
+        """The exact bytes of the next reply."""
+        self.consumed = b""
+        self.reply()
+        return self.consumed
+
+    def _fill(self):
+        data = self.sock.recv(65536)
+        if not data:
+            raise ConnectionError("connection closed by server")
+        self.buf += data
+
+    def _line(self):
+        while True:
+            i = self.buf.find(b"\r\n")
+            if i >= 0:
+                line, self.buf = self.buf[:i], self.buf[i + 2:]
+                self.consumed += line + b"\r\n"
+                return line
+            self._fill()
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            self._fill()
+        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        self.consumed += data + b"\r\n"
+        return data
+
+    def read_all(self, timeout=2.0):
+        """Every byte until the server closes the connection (or `timeout`
+        of silence)."""
+        self.sock.settimeout(timeout)
+        data, self.buf = self.buf, b""
+        try:
+            while True:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return data, True
+                data += chunk
+        except socket.timeout:
+            return data, False
+        except ConnectionResetError:
+            return data, True
+
+    def reply(self):
+        line = self._line()
+        t, rest = line[:1], line[1:]
+        if t == b"+":
+            return rest.decode()
+        if t == b"-":
+            return Err(rest.decode())
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n)
+        if t == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.reply() for _ in range(n)]
+        if t == b"_":
+            return None
+        if t == b",":
+            return Double(float(rest))
+        if t == b"#":
+            return rest == b"t"
+        if t == b"(":
+            return BigNumber(int(rest))
+        if t == b"=":
+            return Verbatim(self._exact(int(rest))[4:])
+        if t == b"%":
+            m = Map()
+            for _ in range(int(rest)):
+                k = self.reply()
+                if isinstance(k, list):
+                    k = tuple(k)
+                m[k] = self.reply()
+            return m
+        if t == b"~":
+            return RSet(self.reply() for _ in range(int(rest)))
+        if t == b">":
+            return Push(self.reply() for _ in range(int(rest)))
+        if t == b"|":
+            for _ in range(int(rest)):
+                self.reply()
+                self.reply()
+            return self.reply()
+        raise AssertionError(f"bad reply line {line!r}")
