@@ -50,11 +50,11 @@ const fn cmd(
 /// The bitmap commands.
 #[rustfmt::skip]
 pub(crate) const COMMANDS: &[Command] = &[
-    cmd("setbit", 4, WRITE | DENYOOM, (1, 1, 1), "2.2.0", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", setbit),
-    cmd("getbit", 3, READONLY | FAST, (1, 1, 1), "2.2.0", "Returns a bit value by offset.", getbit),
-    cmd("bitcount", -2, READONLY, (1, 1, 1), "2.6.0", "Counts the number of set bits (population counting) in a string.", bitcount),
-    cmd("bitpos", -3, READONLY, (1, 1, 1), "2.8.7", "Finds the first set (1) or clear (0) bit in a string.", bitpos),
-    cmd("bitop", -4, WRITE | DENYOOM, (2, -1, 1), "2.6.0", "Performs bitwise operations on multiple strings, and stores the result.", bitop),
+    cmd("setbit", 4, WRITE | DENYOOM, (1, 1, 1), "2.2.0", "Sets or clears the bit at offset in the string value stored at key", setbit),
+    cmd("getbit", 3, READONLY | FAST, (1, 1, 1), "2.2.0", "Returns the bit value at offset in the string value stored at key", getbit),
+    cmd("bitcount", -2, READONLY, (1, 1, 1), "2.6.0", "Count set bits in a string", bitcount),
+    cmd("bitpos", -3, READONLY, (1, 1, 1), "2.8.7", "Find first bit set or clear in a string", bitpos),
+    cmd("bitop", -4, WRITE | DENYOOM, (2, -1, 1), "2.6.0", "Perform bitwise operations between strings", bitop),
 ];
 
 /// A bit offset argument as Redis's `getBitOffsetFromArgument` reads it:
