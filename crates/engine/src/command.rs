@@ -133,6 +133,43 @@ impl Command {
     }
 }
 
+/// A table entry with no subcommands; each group file wraps this with its
+/// group's name and defaults.
+#[allow(clippy::too_many_arguments)]
+pub(crate) const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    keys: (i32, i32, i32),
+    group: &'static str,
+    since: &'static str,
+    summary: &'static str,
+    handler: Handler,
+) -> Command {
+    Command {
+        name,
+        arity,
+        flags,
+        first_key: keys.0,
+        last_key: keys.1,
+        step: keys.2,
+        group,
+        since,
+        summary,
+        handler,
+        subcommands: &[],
+    }
+}
+
+/// A HELP reply: one simple string per line.
+pub(crate) fn reply_help(cx: &mut Cx<'_>, lines: &[&str]) -> CmdResult {
+    cx.out.array_len(lines.len());
+    for l in lines {
+        cx.out.simple(l.as_bytes());
+    }
+    Ok(())
+}
+
 /// Every group's table, in COMMAND's order.
 fn tables() -> [&'static [Command]; 5] {
     [

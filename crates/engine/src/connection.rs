@@ -19,19 +19,16 @@ const fn cmd(
     summary: &'static str,
     handler: crate::command::Handler,
 ) -> Command {
-    Command {
+    crate::command::spec(
         name,
         arity,
         flags,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        group: "connection",
-        since: "1.0.0",
+        (0, 0, 0),
+        "connection",
+        "1.0.0",
         summary,
         handler,
-        subcommands: &[],
-    }
+    )
 }
 
 const CLIENT_SUBCOMMANDS: &[Command] = &[
@@ -290,11 +287,7 @@ fn client_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
         "HELP",
         "    Print this help.",
     ];
-    cx.out.array_len(lines.len());
-    for l in lines {
-        cx.out.simple(l.as_bytes());
-    }
-    Ok(())
+    crate::command::reply_help(cx, lines)
 }
 
 fn client_setname(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {

@@ -37,19 +37,9 @@ const fn cmd(
     summary: &'static str,
     handler: crate::command::Handler,
 ) -> Command {
-    Command {
-        name,
-        arity,
-        flags,
-        first_key: keys.0,
-        last_key: keys.1,
-        step: keys.2,
-        group: "generic",
-        since: "1.0.0",
-        summary,
-        handler,
-        subcommands: &[],
-    }
+    crate::command::spec(
+        name, arity, flags, keys, "generic", "1.0.0", summary, handler,
+    )
 }
 
 /// A db-wide command (Redis files these under `server`).
@@ -806,11 +796,7 @@ fn object_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
         "HELP",
         "    Print this help.",
     ];
-    cx.out.array_len(lines.len());
-    for l in lines {
-        cx.out.simple(l.as_bytes());
-    }
-    Ok(())
+    crate::command::reply_help(cx, lines)
 }
 
 // ---------- whole databases ----------

@@ -18,19 +18,16 @@ const fn cmd(
     summary: &'static str,
     handler: command::Handler,
 ) -> Command {
-    Command {
+    crate::command::spec(
         name,
         arity,
         flags,
-        first_key: 0,
-        last_key: 0,
-        step: 0,
-        group: "server",
-        since: "1.0.0",
+        (0, 0, 0),
+        "server",
+        "1.0.0",
         summary,
         handler,
-        subcommands: &[],
-    }
+    )
 }
 
 const CONFIG_SUBCOMMANDS: &[Command] = &[
@@ -641,16 +638,8 @@ fn config_resetstat(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
     Ok(())
 }
 
-fn help(cx: &mut Cx<'_>, lines: &[&str]) -> CmdResult {
-    cx.out.array_len(lines.len());
-    for l in lines {
-        cx.out.simple(l.as_bytes());
-    }
-    Ok(())
-}
-
 fn config_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
-    help(
+    command::reply_help(
         cx,
         &[
             "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -834,7 +823,7 @@ fn command_list(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 }
 
 fn command_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
-    help(
+    command::reply_help(
         cx,
         &[
             "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

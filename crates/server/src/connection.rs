@@ -229,17 +229,7 @@ async fn server_request(
     match req {
         ServerRequest::ClientList { ids } => {
             let mut text = worker.clients.list(&ids, now, Some(&session.borrow()));
-            let peers = worker.peers();
-            let parts = worker
-                .bus
-                .gather(
-                    &worker.bus_handle,
-                    &peers,
-                    bus::LIST_REQUEST,
-                    &bus::encode_ids(&ids),
-                )
-                .await;
-            for p in parts {
+            for p in ask_peers(worker, bus::LIST_REQUEST, &bus::encode_ids(&ids)).await {
                 text.push_str(&String::from_utf8_lossy(&p));
             }
             let mut lines: Vec<&str> = text.lines().collect();
@@ -253,17 +243,7 @@ async fn server_request(
         }
         ServerRequest::ClientKill(filter) => {
             let mut killed = worker.clients.kill(&filter, now, Some(&session.borrow()));
-            let peers = worker.peers();
-            let parts = worker
-                .bus
-                .gather(
-                    &worker.bus_handle,
-                    &peers,
-                    bus::KILL_REQUEST,
-                    &bus::encode_filter(&filter),
-                )
-                .await;
-            for p in parts {
+            for p in ask_peers(worker, bus::KILL_REQUEST, &bus::encode_filter(&filter)).await {
                 killed += p
                     .get(..8)
                     .and_then(|b| b.try_into().ok())
@@ -296,6 +276,15 @@ async fn server_request(
             true
         }
     }
+}
+
+/// Sends a request to every other live worker and returns their answers.
+async fn ask_peers(worker: &Worker, kind: u32, payload: &[u8]) -> Vec<Vec<u8>> {
+    let peers = worker.peers();
+    worker
+        .bus
+        .gather(&worker.bus_handle, &peers, kind, payload)
+        .await
 }
 
 /// The id of a CLIENT LIST line (`id=N …`), for ordering.

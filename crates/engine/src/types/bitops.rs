@@ -32,19 +32,7 @@ const fn cmd(
     summary: &'static str,
     handler: crate::command::Handler,
 ) -> Command {
-    Command {
-        name,
-        arity,
-        flags,
-        first_key: keys.0,
-        last_key: keys.1,
-        step: keys.2,
-        group: "bitmap",
-        since,
-        summary,
-        handler,
-        subcommands: &[],
-    }
+    crate::command::spec(name, arity, flags, keys, "bitmap", since, summary, handler)
 }
 
 /// The bitmap commands.

@@ -44,19 +44,7 @@ const fn cmd(
     summary: &'static str,
     handler: crate::command::Handler,
 ) -> Command {
-    Command {
-        name,
-        arity,
-        flags,
-        first_key: keys.0,
-        last_key: keys.1,
-        step: keys.2,
-        group: "string",
-        since,
-        summary,
-        handler,
-        subcommands: &[],
-    }
+    crate::command::spec(name, arity, flags, keys, "string", since, summary, handler)
 }
 
 /// The string commands.
