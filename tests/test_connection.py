@@ -3,6 +3,7 @@ CLIENT (SETNAME GETNAME ID INFO LIST KILL NO-EVICT REPLY), with Redis 7.0's
 exact replies and error strings."""
 
 import re
+import time
 
 import pytest
 
@@ -206,6 +207,9 @@ def test_client_kill_by_id(server, r):
 
 def test_client_kill_by_addr(server, raw):
     with server.raw() as victim:
+        # Once it has an answer, its worker has accepted it (a kill may not
+        # race the accept).
+        assert victim.cmd("PING") == "PONG"
         addr = "%s:%d" % victim.sock.getsockname()
         assert raw.cmd("CLIENT", "KILL", "ADDR", addr) == 1
         data, closed = victim.read_all()
@@ -215,6 +219,9 @@ def test_client_kill_by_addr(server, raw):
 
 def test_client_kill_legacy_form(server, raw):
     with server.raw() as victim:
+        # Once it has an answer, its worker has accepted it (a kill may not
+        # race the accept).
+        assert victim.cmd("PING") == "PONG"
         addr = "%s:%d" % victim.sock.getsockname()
         assert raw.cmd("CLIENT", "KILL", addr) == "OK"
         data, closed = victim.read_all()
@@ -273,3 +280,20 @@ def test_redis_py_client_helpers(r):
     info = r.client_info()
     assert info["name"] == "py"
     assert any(c["name"] == "py" for c in r.client_list())
+
+
+def test_idle_clients_are_closed_after_timeout(server, raw):
+    """CONFIG SET timeout closes clients idle that long (on every worker);
+    a client that keeps talking stays."""
+    assert raw.cmd("CONFIG", "SET", "timeout", "1") == "OK"
+    try:
+        with server.raw() as idle:
+            assert idle.cmd("PING") == "PONG"
+            for _ in range(5):
+                time.sleep(0.5)
+                assert raw.cmd("PING") == "PONG"
+            _, closed = idle.read_all()
+            assert closed
+    finally:
+        assert raw.cmd("CONFIG", "SET", "timeout", "0") == "OK"
+    assert raw.cmd("CONFIG", "GET", "timeout") == [b"timeout", b"0"]

@@ -89,13 +89,14 @@ where
     let mut shutdown = worker.shutdown.subscribe();
     loop {
         // Limits are read each round: CONFIG SET on any worker changes them.
-        let (max_bulk, query_limit, output_limit) = {
+        let (max_bulk, query_limit, output_limit, idle_timeout) = {
             let e = worker.engine.borrow();
             let c = e.config();
             (
                 c.proto_max_bulk_len,
                 c.client_query_buffer_limit,
                 c.output_limit_normal.0,
+                c.timeout,
             )
         };
         parser.set_max_bulk_len(max_bulk);
@@ -145,8 +146,18 @@ where
             }
             _ = kill.notified() => return Ok(()),
             _ = shutdown.changed() => return Ok(()),
+            // `timeout`: an idle client is closed, as Redis does.
+            _ = idle(idle_timeout) => return Ok(()),
         }
     }
+}
+
+/// Resolves after `seconds` (never when 0).
+async fn idle(seconds: u64) {
+    if seconds == 0 {
+        std::future::pending::<()>().await;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
 }
 
 /// Executes every complete request in `buf` (synchronously: no `.await`
