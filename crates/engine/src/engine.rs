@@ -164,21 +164,26 @@ impl Engine {
         self.h.now_ms()
     }
 
-    /// Starts loading the index slots of a request's keys into cache, so that a
-    /// pipeline's lookups overlap (Rai DS's batch prefetch).
-    pub fn prefetch(&self, session: &Session, args: &[Arg<'_>]) {
-        let Some(name) = args.first() else { return };
-        let Some(cmd) = command::lookup(name) else {
-            return;
-        };
-        if cmd.first_key == 0 {
-            return;
-        }
-        for i in cmd.key_positions(args.len()) {
-            if let Some(key) = args.get(i) {
-                self.h.prefetch(session.db, key);
+    /// Looks up a request's command and, when `prefetch` is set, starts
+    /// loading its keys' index slots into cache, so that a pipeline's lookups
+    /// overlap (Rai DS's batch prefetch). Hand the result to
+    /// [`execute_resolved`](Self::execute_resolved) so the name is not looked
+    /// up twice.
+    pub fn resolve(
+        &self,
+        session: &Session,
+        args: &[Arg<'_>],
+        prefetch: bool,
+    ) -> Option<&'static Command> {
+        let cmd = command::lookup(args.first()?)?;
+        if prefetch && cmd.first_key != 0 {
+            for i in cmd.key_positions(args.len()) {
+                if let Some(key) = args.get(i) {
+                    self.h.prefetch(session.db, key);
+                }
             }
         }
+        Some(cmd)
     }
 
     /// Periodic work between requests: an incremental pass of the active
@@ -214,9 +219,22 @@ impl Engine {
     /// Executes one request and appends its reply (if the client wants one) to
     /// `out`. An empty request does nothing.
     pub fn execute(&mut self, session: &mut Session, args: &[Arg<'_>], out: &mut Vec<u8>) -> Flow {
-        let Some(name) = args.first() else {
+        let cmd = self.resolve(session, args, false);
+        self.execute_resolved(session, cmd, args, out)
+    }
+
+    /// [`execute`](Self::execute) for a request whose command
+    /// [`resolve`](Self::resolve) already looked up (`None`: unknown).
+    pub fn execute_resolved(
+        &mut self,
+        session: &mut Session,
+        cmd: Option<&'static Command>,
+        args: &[Arg<'_>],
+        out: &mut Vec<u8>,
+    ) -> Flow {
+        if args.is_empty() {
             return Flow::Continue;
-        };
+        }
         let mark = out.len();
         let reply_mode = session.reply;
         if reply_mode == ReplyMode::Skip {
@@ -229,7 +247,7 @@ impl Engine {
             out: ReplyWriter::new(out, protocol),
             flow: Flow::Continue,
         };
-        let result = match command::lookup(name) {
+        let result = match cmd {
             None => {
                 cx.engine.stats.rejected += 1;
                 Err(unknown_command(args))

@@ -180,7 +180,10 @@ fn process(
         match parser.parse(&buf[pos..]) {
             Ok(Some((args, n))) => {
                 pos += n;
-                batch.push((args, pos));
+                // Looked up (and its keys' slots prefetched) now, before any
+                // request of the batch runs, so the cache misses overlap.
+                let cmd = engine.resolve(&session, &args, true);
+                batch.push((args, pos, cmd));
             }
             Ok(None) => break,
             Err(e) => {
@@ -189,17 +192,12 @@ fn process(
             }
         }
     }
-    if batch.len() > 1 {
-        for (args, _) in &batch {
-            engine.prefetch(&session, args);
-        }
-    }
     let mut step = Step::NeedInput;
     let mut consumed = pos;
     let mut executed = 0;
-    for (args, end) in &batch {
+    for (args, end, cmd) in &batch {
         executed += 1;
-        match engine.execute(&mut session, args, out) {
+        match engine.execute_resolved(&mut session, *cmd, args, out) {
             Flow::Continue => continue,
             Flow::Close => step = Step::Close,
             Flow::Server(req) => step = Step::Server(req),
