@@ -98,6 +98,19 @@ impl Handle {
         Ok(self.ctx.region().load32(H_DB_MAP_LOCK + B_SEQ)? == view.gen)
     }
 
+    /// The map and its generation, read while holding the map lock.
+    fn locked_view(&self) -> Result<DbView> {
+        let r = self.ctx.region();
+        let view = DbView {
+            gen: r.load32(H_DB_MAP_LOCK + B_SEQ)?,
+            map: r.load64(H_DB_MAP)?,
+        };
+        if !valid_map(view.map) {
+            return Err(Error::Corrupted(H_DB_MAP));
+        }
+        Ok(view)
+    }
+
     /// Runs `f` with the map lock held, so the map cannot change meanwhile
     /// (FLUSHDB). The map lock comes before bucket locks in the lock order.
     pub(crate) fn with_map_locked<T>(
@@ -106,14 +119,7 @@ impl Handle {
     ) -> Result<T> {
         self.ctx.lock(H_DB_MAP_LOCK)?;
         let res = (|| {
-            let r = self.ctx.region();
-            let view = DbView {
-                gen: r.load32(H_DB_MAP_LOCK + B_SEQ)?,
-                map: r.load64(H_DB_MAP)?,
-            };
-            if !valid_map(view.map) {
-                return Err(Error::Corrupted(H_DB_MAP));
-            }
+            let view = self.locked_view()?;
             f(self, view)
         })();
         self.finish(&[H_DB_MAP_LOCK], res)
@@ -130,14 +136,7 @@ impl Handle {
         }
         self.ctx.lock(H_DB_MAP_LOCK)?;
         let res = (|| {
-            let r = self.ctx.region();
-            let view = DbView {
-                gen: r.load32(H_DB_MAP_LOCK + B_SEQ)?,
-                map: r.load64(H_DB_MAP)?,
-            };
-            if !valid_map(view.map) {
-                return Err(Error::Corrupted(H_DB_MAP));
-            }
+            let view = self.locked_view()?;
             // Odd: new resolutions wait, and writers past their check ...
             self.ctx.seq_bump(H_DB_MAP_LOCK)?;
             fence(Ordering::SeqCst);

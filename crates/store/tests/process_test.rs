@@ -5,13 +5,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::TempSegment;
+use common::{wait_for_line, TempSegment};
 use store::*;
 
 const MB: u64 = 1 << 20;
@@ -109,33 +108,12 @@ fn check_all(h: &mut Handle) -> Result<u64, String> {
 // ---------- child processes ----------
 
 fn spawn_child(role: &str, seg: &TempSegment, id: u32, extra: &[(&str, String)]) -> Child {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["child_entry", "--exact", "--nocapture", "--test-threads=1"])
-        .env("SHOAL_CHILD", role)
-        .env("SHOAL_SEGMENT", &seg.path)
-        .env("SHOAL_CHILD_ID", id.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    for (k, v) in extra {
-        cmd.env(k, v);
-    }
-    cmd.spawn().expect("spawn child")
-}
-
-/// Waits until the child prints `line` on stdout.
-fn wait_for_line(child: &mut Child, line: &str) {
-    let out = child.stdout.as_mut().unwrap();
-    let mut reader = BufReader::new(out);
-    let mut buf = String::new();
-    loop {
-        buf.clear();
-        let n = reader.read_line(&mut buf).unwrap();
-        assert!(n > 0, "child exited before printing {line:?}");
-        // libtest prints "test child_entry ... " without a newline first.
-        if buf.trim_end().ends_with(line) {
-            return;
-        }
-    }
+    let mut env = vec![
+        ("SHOAL_CHILD", role.to_string()),
+        ("SHOAL_CHILD_ID", id.to_string()),
+    ];
+    env.extend(extra.iter().cloned());
+    common::spawn_child(seg, &env)
 }
 
 fn child_store() -> Store {

@@ -9,15 +9,14 @@
 mod common;
 
 use std::collections::{HashSet, VecDeque};
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::TempSegment;
+use common::{wait_for_line, TempSegment};
 use proptest::prelude::*;
 use store::*;
 
@@ -146,32 +145,9 @@ impl SegmentFile {
 // ---------- child processes ----------
 
 fn spawn_child(role: &str, seg: &TempSegment, extra: &[(&str, String)]) -> Child {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["child_entry", "--exact", "--nocapture", "--test-threads=1"])
-        .env("SHOAL_WORKERS_CHILD", role)
-        .env("SHOAL_SEGMENT", &seg.path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    for (k, v) in extra {
-        cmd.env(k, v);
-    }
-    cmd.spawn().expect("spawn child")
-}
-
-/// Waits until the child prints `line` on stdout.
-fn wait_for_line(child: &mut Child, line: &str) {
-    let out = child.stdout.as_mut().unwrap();
-    let mut reader = BufReader::new(out);
-    let mut buf = String::new();
-    loop {
-        buf.clear();
-        let n = reader.read_line(&mut buf).unwrap();
-        assert!(n > 0, "child exited before printing {line:?}");
-        // libtest prints "test child_entry ... " without a newline first.
-        if buf.trim_end().ends_with(line) {
-            return;
-        }
-    }
+    let mut env = vec![("SHOAL_WORKERS_CHILD", role.to_string())];
+    env.extend(extra.iter().cloned());
+    common::spawn_child(seg, &env)
 }
 
 fn env_u64(name: &str) -> u64 {

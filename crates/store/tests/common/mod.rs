@@ -1,7 +1,9 @@
 //! Helpers shared by the store's integration tests.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -93,4 +95,34 @@ pub fn all_keys(h: &mut store::Handle, db: u8) -> Vec<Vec<u8>> {
     }
     keys.sort();
     keys
+}
+
+/// Starts this test binary again as a child process that runs only its
+/// `child_entry` test, on `seg`, with `env` telling it what to do.
+pub fn spawn_child(seg: &TempSegment, env: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["child_entry", "--exact", "--nocapture", "--test-threads=1"])
+        .env("SHOAL_SEGMENT", &seg.path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("spawn child")
+}
+
+/// Waits until the child prints `line` on stdout.
+pub fn wait_for_line(child: &mut Child, line: &str) {
+    let out = child.stdout.as_mut().unwrap();
+    let mut reader = BufReader::new(out);
+    let mut buf = String::new();
+    loop {
+        buf.clear();
+        let n = reader.read_line(&mut buf).unwrap();
+        assert!(n > 0, "child exited before printing {line:?}");
+        // libtest prints "test child_entry ... " without a newline first.
+        if buf.trim_end().ends_with(line) {
+            return;
+        }
+    }
 }
