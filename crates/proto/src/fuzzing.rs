@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use crate::resp::{Protocol, ReplyWriter, RequestParser};
+use crate::resp::{ParseResult, Protocol, ReplyWriter, RequestParser};
 use crate::ProtocolError;
 
 /// What parsing a byte stream request by request produced.
@@ -170,41 +170,27 @@ fn check_round_trip(args: &[Vec<u8>]) {
 }
 
 fn parse_whole(data: &[u8]) -> Outcome {
-    let mut requests = Vec::new();
     let mut resumed = RequestParser::new();
-    let mut rest = data;
-    loop {
+    parse_all(data, |rest| {
         let fresh = RequestParser::new().parse(rest);
         let again = resumed.parse(rest);
         assert_eq!(fresh, again, "a reused parser disagrees with a fresh one");
-        match fresh {
-            Ok(Some((args, consumed))) => {
-                check_request(&args, consumed, rest.len());
-                requests.push((args.into_iter().map(Cow::into_owned).collect(), consumed));
-                rest = &rest[consumed..];
-            }
-            Ok(None) => {
-                return Outcome {
-                    requests,
-                    error: None,
-                }
-            }
-            Err(e) => {
-                return Outcome {
-                    requests,
-                    error: Some(e),
-                }
-            }
-        }
-    }
+        fresh
+    })
 }
 
 /// Parses all of `data` at once, request after request, with `parser`.
 fn parse_with(data: &[u8], mut parser: RequestParser) -> Outcome {
+    parse_all(data, |rest| parser.parse(rest))
+}
+
+/// Runs `parse` over `data` request after request, checking each, until it
+/// needs more bytes or fails.
+fn parse_all<'a>(data: &'a [u8], mut parse: impl FnMut(&'a [u8]) -> ParseResult<'a>) -> Outcome {
     let mut requests = Vec::new();
     let mut rest = data;
     loop {
-        match parser.parse(rest) {
+        match parse(rest) {
             Ok(Some((args, consumed))) => {
                 check_request(&args, consumed, rest.len());
                 requests.push((args.into_iter().map(Cow::into_owned).collect(), consumed));
