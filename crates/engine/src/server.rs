@@ -193,13 +193,16 @@ fn info(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     {
         wanted = DEFAULT_SECTIONS.iter().map(|s| s.to_string()).collect();
     }
+    // The segment's figures and the registry are read once for all sections.
+    let store_info = cx.engine.store.info().ok();
+    let workers = cx.engine.store.workers().unwrap_or_default();
     let mut text = String::new();
     for section in DEFAULT_SECTIONS {
         if wanted.iter().any(|w| w == section) {
             if !text.is_empty() {
                 text.push_str("\r\n");
             }
-            info_section(cx.engine, section, &mut text);
+            info_section(cx.engine, &store_info, &workers, section, &mut text);
         }
     }
     cx.out.verbatim(b"txt", text.as_bytes());
@@ -230,10 +233,14 @@ fn cpu_seconds() -> (f64, f64) {
     (tick(11), tick(12))
 }
 
-fn info_section(e: &mut Engine, section: &str, s: &mut String) {
+fn info_section(
+    e: &mut Engine,
+    store_info: &Option<store::StoreInfo>,
+    workers: &[store::WorkerInfo],
+    section: &str,
+    s: &mut String,
+) {
     let now_ms = e.now_ms();
-    let store_info = e.store.info().ok();
-    let workers = e.store.workers().unwrap_or_default();
     let base = |w| e.store.config_word(w).unwrap_or(0);
     let stat = |name: &str| {
         store_info
@@ -333,7 +340,7 @@ fn info_section(e: &mut Engine, section: &str, s: &mut String) {
         }
         "workers" => {
             let _ = write!(s, "# Workers\r\nworkers:{}\r\n", workers.len());
-            for w in &workers {
+            for w in workers {
                 let _ = write!(
                     s,
                     "worker{}:pid={},state={},port={},connections={},total_connections={},commands={},uptime={},restarts={}\r\n",
