@@ -286,11 +286,15 @@ fn info_section(
             let policy = store_info
                 .as_ref()
                 .map_or(EvictionPolicy::NoEviction, |i| i.policy);
+            // The segment's fixed structures (header, contexts, mailboxes,
+            // index) are overhead; values and overflow nodes are the dataset,
+            // which is what maxmemory limits.
+            let overhead = seg.saturating_sub(total);
             let _ = write!(
                 s,
-                "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_peak:{used}\r\nused_memory_peak_human:{}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
-                human(used),
-                human(used),
+                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:{overhead}\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
+                overhead + used,
+                human(overhead + used),
                 human(maxmemory),
                 policy.name()
             );
