@@ -49,6 +49,12 @@ pub mod flags {
     pub const NO_MULTI: u32 = 1 << 11;
     /// Allowed while a script is busy.
     pub const ALLOW_BUSY: u32 = 1 << 12;
+    /// May block the client (BLPOP and kin).
+    pub const BLOCKING: u32 = 1 << 13;
+    /// shoal's own: writes several keys, so the dispatcher runs it in the
+    /// store's exclusive section to make it atomic across workers. Not
+    /// shown by COMMAND INFO.
+    pub const ATOMIC: u32 = 1 << 31;
 
     /// Flag names in COMMAND INFO's order.
     pub const NAMES: &[(u32, &str)] = &[
@@ -65,6 +71,7 @@ pub mod flags {
         (NO_AUTH, "no_auth"),
         (NO_MULTI, "no_multi"),
         (ALLOW_BUSY, "allow_busy"),
+        (BLOCKING, "blocking"),
     ];
 }
 

@@ -721,23 +721,21 @@ fn is_int_string(value: &[u8]) -> Option<i64> {
     store::parse_i64(value)
 }
 
-/// OBJECT ENCODING's name for a key. Strings follow Redis exactly; other
-/// types report Redis 7.0's encoding for a small value of the type.
-fn encoding_name(meta: &store::Meta, value: &[u8]) -> &'static str {
-    match meta.vtype {
+/// OBJECT ENCODING's name for a key. Strings follow Redis exactly;
+/// collections are named by their shape under Redis 7.0's default thresholds.
+fn encoding_name(meta: &store::Meta, value: &[u8]) -> Result<&'static str, CmdError> {
+    Ok(match meta.vtype {
         ValueType::String if is_int_string(value).is_some() => "int",
         ValueType::String if meta.len <= 44 => "embstr",
         ValueType::String => "raw",
-        ValueType::List => "quicklist",
-        ValueType::Hash | ValueType::ZSet => "listpack",
-        ValueType::Set => "hashtable",
         ValueType::Stream => "stream",
-    }
+        other => store::collections::encoding_name(other, value)?,
+    })
 }
 
 fn object_encoding(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     if let Some((meta, value)) = object_lookup(cx, &args[2])? {
-        cx.out.bulk(encoding_name(&meta, &value).as_bytes());
+        cx.out.bulk(encoding_name(&meta, &value)?.as_bytes());
     }
     Ok(())
 }

@@ -33,6 +33,8 @@ pub enum Error {
     BadDb,
     /// COPY or MOVE onto the very key it reads from.
     SameObject,
+    /// A collection value's bytes do not decode (damaged in the segment).
+    BadValue,
 }
 
 /// Result alias used across the store.
@@ -57,6 +59,7 @@ impl fmt::Display for Error {
             Error::NoContext => f.write_str("every context slot of the segment is in use"),
             Error::BadDb => f.write_str("DB index is out of range"),
             Error::SameObject => f.write_str("source and destination objects are the same"),
+            Error::BadValue => f.write_str("a collection value is damaged"),
         }
     }
 }

@@ -27,6 +27,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod alloc;
+pub mod collections;
 mod context;
 mod dbmap;
 mod entry;
@@ -48,6 +49,7 @@ pub mod testing;
 mod workers;
 
 pub use alloc::ArenaStats;
+pub use collections::{Collection, Hash, List, Set, ZSet};
 pub use context::{Stat, STATS, STAT_COUNT};
 pub use entry::{Meta, ValueType};
 pub use error::{Error, Result};
