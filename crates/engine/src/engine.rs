@@ -37,6 +37,43 @@ pub enum Flow {
     /// The command concerns connections or processes: the server finishes it
     /// and writes its reply.
     Server(ServerRequest),
+    /// A blocking command (BLPOP…) found nothing: the connection waits, with
+    /// no reply written, until one of the keys is signalled ready (then the
+    /// same command runs again) or the deadline passes (then the server
+    /// writes the timeout reply).
+    Block(BlockRequest),
+}
+
+/// Where and how long a blocked client waits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockRequest {
+    /// The database of the keys.
+    pub db: u8,
+    /// The keys, in the command's order.
+    pub keys: Vec<Vec<u8>>,
+    /// When to give up, ms since the epoch (None: wait forever).
+    pub deadline_ms: Option<u64>,
+    /// What to reply on timeout.
+    pub timeout_reply: TimeoutReply,
+}
+
+/// A blocking command's reply when its timeout passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeoutReply {
+    /// BLPOP, BRPOP, BLMPOP, BZPOPMIN/MAX, BZMPOP: a null array.
+    NullArray,
+    /// BLMOVE, BRPOPLPUSH: a null bulk string.
+    NullBulk,
+}
+
+impl TimeoutReply {
+    /// Writes the reply.
+    pub fn write(self, out: &mut ReplyWriter<'_>) {
+        match self {
+            TimeoutReply::NullArray => out.null_array(),
+            TimeoutReply::NullBulk => out.null(),
+        }
+    }
 }
 
 /// Work that only the server can do, already validated by the engine.
@@ -93,6 +130,9 @@ pub struct Engine {
     pub(crate) started: Instant,
     /// Reused buffer for values read on their way into a reply.
     pub(crate) scratch: Vec<u8>,
+    /// Lists and sorted sets that commands added elements to since the
+    /// server last took them: blocked clients waiting on them may go on.
+    pub(crate) ready_keys: Vec<(u8, Vec<u8>)>,
     /// The shared-settings generation this engine has applied.
     config_generation: u64,
 }
@@ -110,6 +150,45 @@ impl Cx<'_> {
     /// The thread's store handle.
     pub(crate) fn h(&mut self) -> &mut Handle {
         &mut self.engine.h
+    }
+
+    /// Records that `key` (in the session's db) gained elements, so that
+    /// clients blocked on it, on this worker or another, try again (Redis's
+    /// `signalKeyAsReady`). List and sorted-set writers call it.
+    #[allow(dead_code)] // until the list and sorted-set commands land
+    pub(crate) fn signal_ready(&mut self, key: &[u8]) {
+        let db = self.session.db;
+        if !self
+            .engine
+            .ready_keys
+            .iter()
+            .any(|(d, k)| *d == db && k == key)
+        {
+            self.engine.ready_keys.push((db, key.to_vec()));
+        }
+    }
+
+    /// Ends a blocking command that found nothing: the client waits on
+    /// `keys` for `timeout_ms` (None: forever). Where a client cannot wait
+    /// (inside EXEC) the timeout reply is written at once, as Redis does.
+    #[allow(dead_code)] // until the blocking commands land
+    pub(crate) fn block(
+        &mut self,
+        keys: Vec<Vec<u8>>,
+        timeout_ms: Option<u64>,
+        reply: TimeoutReply,
+    ) {
+        if self.session.no_block {
+            reply.write(&mut self.out);
+            return;
+        }
+        let now = self.engine.h.now_ms();
+        self.flow = Flow::Block(BlockRequest {
+            db: self.session.db,
+            keys,
+            deadline_ms: timeout_ms.map(|t| now.saturating_add(t)),
+            timeout_reply: reply,
+        });
     }
 
     /// The selected db.
@@ -130,6 +209,7 @@ impl Engine {
             stats: EngineStats::default(),
             started: Instant::now(),
             scratch: Vec::new(),
+            ready_keys: Vec::new(),
             config_generation: 0,
         })
     }
@@ -184,6 +264,12 @@ impl Engine {
             }
         }
         Some(cmd)
+    }
+
+    /// The keys signalled ready since the last call (see
+    /// [`Cx::signal_ready`]), for the server to wake blocked clients.
+    pub fn take_ready_keys(&mut self) -> Vec<(u8, Vec<u8>)> {
+        std::mem::take(&mut self.ready_keys)
     }
 
     /// Periodic work between requests: an incremental pass of the active

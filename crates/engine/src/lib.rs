@@ -41,5 +41,8 @@ mod session;
 mod types;
 
 pub use config::Config;
-pub use engine::{Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest};
+pub use engine::{
+    BlockRequest, Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest,
+    TimeoutReply,
+};
 pub use session::{ReplyMode, Session};

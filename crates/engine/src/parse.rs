@@ -9,6 +9,30 @@ pub(crate) fn int(arg: &[u8]) -> Result<i64, CmdError> {
     store::parse_i64(arg).ok_or(CmdError::not_integer())
 }
 
+/// A blocking command's timeout in seconds (a float, as Redis 6+ takes it),
+/// as milliseconds; None for 0, which waits forever.
+#[allow(dead_code)] // until the blocking commands land
+pub(crate) fn timeout(arg: &[u8]) -> Result<Option<u64>, CmdError> {
+    const NOT_FLOAT: &str = "ERR timeout is not a float or out of range";
+    let secs: f64 = std::str::from_utf8(arg)
+        .ok()
+        .filter(|s| !s.is_empty() && !s.starts_with(char::is_whitespace))
+        .and_then(|s| s.parse().ok())
+        .filter(|f: &f64| !f.is_nan())
+        .ok_or(CmdError::msg(NOT_FLOAT))?;
+    if secs < 0.0 {
+        return Err(CmdError::msg("ERR timeout is negative"));
+    }
+    let ms = secs * 1000.0;
+    if !ms.is_finite() || ms > (i64::MAX / 2) as f64 {
+        return Err(CmdError::msg("ERR timeout is out of range"));
+    }
+    Ok(match ms.ceil() as u64 {
+        0 => None,
+        ms => Some(ms),
+    })
+}
+
 /// Whether `arg` is `word`, ignoring ASCII case.
 pub(crate) fn is(arg: &[u8], word: &str) -> bool {
     arg.eq_ignore_ascii_case(word.as_bytes())

@@ -37,6 +37,9 @@ pub struct Session {
     pub reply: ReplyMode,
     /// CLIENT NO-EVICT.
     pub no_evict: bool,
+    /// Set while EXEC runs its queue: blocking commands answer at once as
+    /// if they had timed out.
+    pub no_block: bool,
     /// Remote address `ip:port`, or the socket path's peer for a Unix socket.
     pub addr: String,
     /// Local address.
@@ -69,6 +72,7 @@ impl Session {
             lib_ver: Vec::new(),
             reply: ReplyMode::On,
             no_evict: false,
+            no_block: false,
             addr: String::new(),
             laddr: String::new(),
             fd: -1,

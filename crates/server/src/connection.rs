@@ -201,6 +201,13 @@ fn process(
             Flow::Continue => continue,
             Flow::Close => step = Step::Close,
             Flow::Server(req) => step = Step::Server(req),
+            Flow::Block(req) => {
+                // Until connections can park, a blocked client gets its
+                // timeout reply at once.
+                req.timeout_reply
+                    .write(&mut ReplyWriter::new(out, session.protocol));
+                continue;
+            }
         }
         consumed = *end;
         break;

@@ -49,7 +49,7 @@ pub mod testing;
 mod workers;
 
 pub use alloc::ArenaStats;
-pub use collections::{Collection, Hash, List, Set, ZSet};
+pub use collections::{Collection, FieldValue, Hash, List, Scored, Set, ZSet};
 pub use context::{Stat, STATS, STAT_COUNT};
 pub use entry::{Meta, ValueType};
 pub use error::{Error, Result};

@@ -86,7 +86,9 @@ impl<'a> Reader<'a> {
         let end = self.pos + 8;
         let b = self.bytes.get(self.pos..end).ok_or(Error::BadValue)?;
         self.pos = end;
-        Ok(u64::from_le_bytes(b.try_into().map_err(|_| Error::BadValue)?))
+        Ok(u64::from_le_bytes(
+            b.try_into().map_err(|_| Error::BadValue)?,
+        ))
     }
 
     /// Fails unless every byte was consumed.

@@ -3,7 +3,7 @@
 use indexmap::IndexMap;
 
 use super::codec::{self, Reader, TAG_ITEMS};
-use super::Collection;
+use super::{Collection, FieldValue};
 use crate::entry::ValueType;
 use crate::error::{Error, Result};
 
@@ -110,7 +110,7 @@ impl Hash {
     }
 
     /// Every field and value.
-    pub fn entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    pub fn entries(&self) -> Result<Vec<FieldValue>> {
         Ok(self
             .fields
             .iter()
@@ -120,7 +120,7 @@ impl Hash {
 
     /// The field and value at position `index` (< len) of the hash's
     /// iteration order: HRANDFIELD picks by random position.
-    pub fn nth(&self, index: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    pub fn nth(&self, index: u64) -> Result<Option<FieldValue>> {
         Ok(usize::try_from(index)
             .ok()
             .and_then(|i| self.fields.get_index(i))
@@ -130,7 +130,7 @@ impl Hash {
     /// One HSCAN step from `cursor`: the next cursor (0 when done) and the
     /// fields visited. A compact value is returned whole with cursor 0, as
     /// Redis does for a listpack.
-    pub fn scan(&self, _cursor: u64, _count: u64) -> Result<(u64, Vec<(Vec<u8>, Vec<u8>)>)> {
+    pub fn scan(&self, _cursor: u64, _count: u64) -> Result<(u64, Vec<FieldValue>)> {
         Ok((0, self.entries()?))
     }
 }

@@ -104,7 +104,10 @@ impl List {
 
     /// Replaces the element at `index`; false when out of range.
     pub fn set(&mut self, index: u64, item: &[u8]) -> Result<bool> {
-        match usize::try_from(index).ok().and_then(|i| self.items.get_mut(i)) {
+        match usize::try_from(index)
+            .ok()
+            .and_then(|i| self.items.get_mut(i))
+        {
             Some(slot) => {
                 *slot = item.to_vec();
                 self.changed = true;
@@ -134,7 +137,10 @@ impl List {
     /// Keeps only the elements in `start..end` (LTRIM).
     pub fn retain_range(&mut self, start: u64, end: u64) -> Result<()> {
         let len = self.len();
-        let (start, end) = (start.min(len) as usize, end.min(len).max(start.min(len)) as usize);
+        let (start, end) = (
+            start.min(len) as usize,
+            end.min(len).max(start.min(len)) as usize,
+        );
         if start == 0 && end == len as usize {
             return Ok(());
         }

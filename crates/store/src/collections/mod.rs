@@ -25,6 +25,11 @@ pub use list::List;
 pub use set::Set;
 pub use zset::ZSet;
 
+/// A hash field and its value.
+pub type FieldValue = (Vec<u8>, Vec<u8>);
+/// A sorted-set member and its score.
+pub type Scored = (Vec<u8>, f64);
+
 use crate::entry::ValueType;
 use crate::error::{Error, Result};
 use crate::handle::Handle;

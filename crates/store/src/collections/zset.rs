@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use super::codec::{self, Reader, TAG_ITEMS};
-use super::Collection;
+use super::{Collection, Scored};
 use crate::entry::ValueType;
 use crate::error::{Error, Result};
 
@@ -143,7 +143,7 @@ impl ZSet {
     }
 
     /// The member and score at `rank`.
-    pub fn nth(&self, rank: u64) -> Result<Option<(Vec<u8>, f64)>> {
+    pub fn nth(&self, rank: u64) -> Result<Option<Scored>> {
         Ok(usize::try_from(rank)
             .ok()
             .and_then(|i| self.sorted.get(i))
@@ -151,7 +151,7 @@ impl ZSet {
     }
 
     /// Members and scores with ranks in `start..end` (clamped), ascending.
-    pub fn range(&self, start: u64, end: u64) -> Result<Vec<(Vec<u8>, f64)>> {
+    pub fn range(&self, start: u64, end: u64) -> Result<Vec<Scored>> {
         let len = self.len();
         let (start, end) = (start.min(len) as usize, end.min(len) as usize);
         Ok(self.sorted[start..end.max(start)]
@@ -197,7 +197,7 @@ impl ZSet {
     }
 
     /// One ZSCAN step (see [`super::Hash::scan`]).
-    pub fn scan(&self, _cursor: u64, _count: u64) -> Result<(u64, Vec<(Vec<u8>, f64)>)> {
+    pub fn scan(&self, _cursor: u64, _count: u64) -> Result<(u64, Vec<Scored>)> {
         Ok((0, self.range(0, self.len())?))
     }
 }
