@@ -24,6 +24,25 @@ fn setup(h: &mut Handle) {
     h.append(0, b"s", b"x").unwrap();
     h.append(0, b"s", b"y").unwrap();
     h.set(0, b"t", b"no ttl yet", &opts).unwrap();
+    h.write_collection::<List, _>(0, b"L", true, |l| {
+        for item in [&b"a"[..], b"b", b"c"] {
+            l.push_back(item)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    h.write_collection::<ZSet, _>(0, b"Z", true, |z| z.insert(b"m", 1.0))
+        .unwrap();
+}
+
+fn list(h: &mut Handle) -> Option<Vec<Vec<u8>>> {
+    h.read_collection::<List, _>(0, b"L", |l| l.range(0, l.len()))
+        .unwrap()
+}
+
+fn zset(h: &mut Handle) -> Option<Vec<(Vec<u8>, f64)>> {
+    h.read_collection::<ZSet, _>(0, b"Z", |z| z.range(0, z.len()))
+        .unwrap()
 }
 
 /// The operations under test, by name.
@@ -43,6 +62,10 @@ const OPS: &[&str] = &[
     "getdel",
     "flushdb",
     "swapdb",
+    "list-push",
+    "list-pop-last",
+    "zset-add",
+    "hash-store",
 ];
 
 fn run_op(h: &mut Handle, op: &str) {
@@ -66,13 +89,34 @@ fn run_op(h: &mut Handle, op: &str) {
         "getdel" => drop(h.get_del(0, b"a").unwrap()),
         "flushdb" => h.flushdb(0).unwrap(),
         "swapdb" => h.swap_db(0, 3).unwrap(),
+        "list-push" => drop(
+            h.write_collection::<List, _>(0, b"L", true, |l| l.push_front(b"new"))
+                .unwrap(),
+        ),
+        "list-pop-last" => drop(
+            h.write_collection::<List, _>(0, b"L", false, |l| l.retain_range(1, 1))
+                .unwrap(),
+        ),
+        "zset-add" => drop(
+            h.write_collection::<ZSet, _>(0, b"Z", true, |z| z.insert(b"n", 0.5))
+                .unwrap(),
+        ),
+        "hash-store" => {
+            let mut hash = Hash::empty();
+            hash.insert(b"f", b"v").unwrap();
+            h.store_collection(0, b"a", &hash).unwrap()
+        }
         other => panic!("unknown op {other}"),
     }
 }
 
 /// Whether the keys show `op` not done or fully done.
 fn before_or_after(h: &mut Handle, op: &str) -> Result<(), String> {
-    let get = |h: &mut Handle, db: u8, k: &[u8]| h.get(db, k).unwrap();
+    // A key that became a collection reads as no string.
+    let get = |h: &mut Handle, db: u8, k: &[u8]| match h.get(db, k) {
+        Err(Error::WrongType) => None,
+        other => other.unwrap(),
+    };
     let a = get(h, 0, b"a");
     let old_a = Some(OLD_A.to_vec());
     let ok = match op {
@@ -104,8 +148,30 @@ fn before_or_after(h: &mut Handle, op: &str) -> Result<(), String> {
         "swapdb" => {
             let in3 = get(h, 3, b"a");
             let sizes = (h.dbsize(0).unwrap(), h.dbsize(3).unwrap());
-            (a == old_a && in3.is_none() && sizes == (5, 0))
-                || (a.is_none() && in3 == old_a && sizes == (0, 5))
+            (a == old_a && in3.is_none() && sizes == (7, 0))
+                || (a.is_none() && in3 == old_a && sizes == (0, 7))
+        }
+        "list-push" | "list-pop-last" => {
+            let before: Vec<Vec<u8>> = vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()];
+            let after = if op == "list-push" {
+                Some([vec![b"new".to_vec()], before.clone()].concat())
+            } else {
+                None
+            };
+            let got = list(h);
+            got == Some(before) || got == after
+        }
+        "zset-add" => {
+            let got = zset(h);
+            got == Some(vec![(b"m".to_vec(), 1.0)])
+                || got == Some(vec![(b"n".to_vec(), 0.5), (b"m".to_vec(), 1.0)])
+        }
+        "hash-store" => {
+            let stored = matches!(
+                h.read_collection::<Hash, _>(0, b"a", |x| x.entries()),
+                Ok(Some(e)) if e == vec![(b"f".to_vec(), b"v".to_vec())]
+            );
+            a == old_a || stored
         }
         _ => false,
     };
