@@ -172,7 +172,11 @@ impl List {
     /// whatever the number removed (two when counting from the tail).
     pub fn remove_equal(&mut self, item: &[u8], limit: u64, from_tail: bool) -> Result<u64> {
         let matches = self.items.iter().filter(|x| x.as_slice() == item).count() as u64;
-        let remove = if limit == 0 { matches } else { limit.min(matches) };
+        let remove = if limit == 0 {
+            matches
+        } else {
+            limit.min(matches)
+        };
         if remove == 0 {
             return Ok(0);
         }
@@ -273,7 +277,9 @@ mod tests {
         assert_eq!(items(&l), ["b", "c", "a"]);
         assert_eq!(l.remove_equal(b"a", 0, false).unwrap(), 1);
         assert_eq!(items(&l), ["b", "c"]);
-        let mut l = list(&["x"]);
+        let mut bytes = Vec::new();
+        list(&["x"]).encode(&mut bytes);
+        let mut l = List::decode(&bytes).unwrap();
         assert_eq!(l.remove_equal(b"y", 0, false).unwrap(), 0);
         assert!(!l.changed());
         assert_eq!(l.remove_equal(b"x", 9, true).unwrap(), 1);
