@@ -155,7 +155,6 @@ impl Cx<'_> {
     /// Records that `key` (in the session's db) gained elements, so that
     /// clients blocked on it, on this worker or another, try again (Redis's
     /// `signalKeyAsReady`). List and sorted-set writers call it.
-    #[allow(dead_code)] // until the list and sorted-set commands land
     pub(crate) fn signal_ready(&mut self, key: &[u8]) {
         let db = self.session.db;
         if !self
@@ -171,7 +170,6 @@ impl Cx<'_> {
     /// Ends a blocking command that found nothing: the client waits on
     /// `keys` for `timeout_ms` (None: forever). Where a client cannot wait
     /// (inside EXEC) the timeout reply is written at once, as Redis does.
-    #[allow(dead_code)] // until the blocking commands land
     pub(crate) fn block(
         &mut self,
         keys: Vec<Vec<u8>>,
