@@ -2,4 +2,6 @@
 //! its command table and handlers after.
 
 pub(crate) mod bitops;
+pub(crate) mod hash;
+pub(crate) mod set;
 pub(crate) mod string;
