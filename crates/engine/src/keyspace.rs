@@ -684,7 +684,17 @@ fn encoding_name(meta: &store::Meta, value: &[u8]) -> Result<&'static str, CmdEr
 }
 
 fn object_encoding(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    if let Some((meta, value)) = object_lookup(cx, &args[2])? {
+    if let Some((mut meta, mut value)) = object_lookup(cx, &args[2])? {
+        if !matches!(meta.vtype, ValueType::String | ValueType::Stream) {
+            // A collection is named by its shape, so it is read whole (the
+            // lookup reads only a short string's bytes).
+            let db = cx.db();
+            let Some(m) = cx.h().peek(db, &args[2], u64::MAX, &mut value)? else {
+                cx.out.null();
+                return Ok(());
+            };
+            meta = m;
+        }
         cx.out.bulk(encoding_name(&meta, &value)?.as_bytes());
     }
     Ok(())
