@@ -130,14 +130,19 @@ mod tests {
         let a = |w: &[&'static str]| -> Vec<Arg<'static>> {
             w.iter().map(|s| Arg::Borrowed(s.as_bytes())).collect()
         };
-        let o = options(&a(&[]), false).unwrap();
+        let args = a(&[]);
+        let o = options(&args, false).unwrap();
         assert_eq!((o.count, o.pattern, o.vtype), (10, None, None));
-        let o = options(&a(&["MATCH", "a*", "count", "3", "match", "b*"]), false).unwrap();
+        let args = a(&["MATCH", "a*", "count", "3", "match", "b*"]);
+        let o = options(&args, false).unwrap();
         assert_eq!((o.count, o.pattern), (3, Some(&b"b*"[..])));
-        let o = options(&a(&["type", "hash"]), true).unwrap();
-        assert_eq!(o.vtype, Some(Some(ValueType::Hash)));
-        let o = options(&a(&["count", "99999999999"]), true).unwrap();
-        assert_eq!(o.count, i32::MAX as usize);
+        let args = a(&["type", "hash"]);
+        assert_eq!(
+            options(&args, true).unwrap().vtype,
+            Some(Some(ValueType::Hash))
+        );
+        let args = a(&["count", "99999999999"]);
+        assert_eq!(options(&args, true).unwrap().count, i32::MAX as usize);
         for bad in [
             &["type", "hash"][..],
             &["count"],

@@ -92,7 +92,7 @@ fn write<T>(
 
 /// HSET and HMSET: sets each `field value` pair; the number of new fields.
 fn set_pairs(cx: &mut Cx<'_>, args: &[Arg<'_>], name: &str) -> Result<u64, CmdError> {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return Err(CmdError::arity(name));
     }
     let pairs = &args[2..];
