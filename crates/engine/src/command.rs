@@ -178,11 +178,13 @@ pub(crate) fn reply_help(cx: &mut Cx<'_>, lines: &[&str]) -> CmdResult {
 }
 
 /// Every group's table, in COMMAND's order.
-fn tables() -> [&'static [Command]; 6] {
-    [
+fn tables() -> &'static [&'static [Command]] {
+    &[
         crate::types::string::COMMANDS,
         crate::types::bitops::COMMANDS,
         crate::types::list::COMMANDS,
+        crate::types::hash::COMMANDS,
+        crate::types::set::COMMANDS,
         crate::keyspace::COMMANDS,
         crate::connection::COMMANDS,
         crate::server::COMMANDS,
@@ -191,7 +193,7 @@ fn tables() -> [&'static [Command]; 6] {
 
 /// Every top-level command.
 pub fn all() -> impl Iterator<Item = &'static Command> {
-    tables().into_iter().flatten()
+    tables().iter().copied().flatten()
 }
 
 /// FNV-1a: command names are short and trusted to be few, so a simple hash

@@ -8,9 +8,8 @@ use crate::command::{dispatch_sub, flags::*, Arg, CmdResult, Command};
 use crate::engine::Cx;
 use crate::error::{CmdError, BAD_DB, SYNTAX};
 use crate::parse;
+use crate::scan;
 
-/// SCAN's cursor is not a number.
-const INVALID_CURSOR: &str = "ERR invalid cursor";
 /// EXPIRE with NX and another condition.
 const NX_AND_OTHERS: &str = "ERR NX and XX, GT or LT options at the same time are not compatible";
 /// EXPIRE with GT and LT.
@@ -410,65 +409,16 @@ fn type_(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 // ---------- iteration ----------
 
-/// SCAN's cursor as Redis's `strtoul` reads it: no leading space, an
-/// optional sign (a `-` wraps around), decimal digits, nothing after.
-fn parse_cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    let bad = || CmdError::msg(INVALID_CURSOR);
-    let (neg, digits) = match arg.first() {
-        Some(b'-') => (true, &arg[1..]),
-        Some(b'+') => (false, &arg[1..]),
-        _ => (false, arg),
-    };
-    if arg.is_empty() {
-        // strtoul of "" is 0 with nothing left over.
-        return Ok(0);
-    }
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(bad());
-    }
-    let mut v: u64 = 0;
-    for d in digits {
-        v = v
-            .checked_mul(10)
-            .and_then(|v| v.checked_add((d - b'0') as u64))
-            .ok_or_else(bad)?;
-    }
-    Ok(if neg { v.wrapping_neg() } else { v })
-}
-
 fn scan(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    let cursor = parse_cursor(&args[1])?;
-    let mut count = 10usize;
-    let mut pattern: Option<&[u8]> = None;
-    // None: no filter; Some(None): a type name no key can have.
-    let mut vtype: Option<Option<ValueType>> = None;
-    let mut i = 2;
-    while i < args.len() {
-        let more = args.len() - i - 1;
-        if parse::is(&args[i], "count") && more >= 1 {
-            let n = parse::int(&args[i + 1])?;
-            if n < 1 {
-                return Err(CmdError::msg(SYNTAX));
-            }
-            count = n.min(i32::MAX as i64) as usize;
-        } else if parse::is(&args[i], "match") && more >= 1 {
-            pattern = Some(&args[i + 1]);
-        } else if parse::is(&args[i], "type") && more >= 1 {
-            vtype = Some(ValueType::from_name(&args[i + 1]));
-        } else {
-            return Err(CmdError::msg(SYNTAX));
-        }
-        i += 2;
-    }
+    let cursor = scan::cursor(&args[1])?;
+    let opts = scan::options(&args[2..], true)?;
     let db = cx.db();
-    let filter = vtype.flatten();
-    let mut page = cx.h().scan(db, cursor, pattern, count, filter)?;
-    if vtype == Some(None) {
+    let filter = opts.vtype.flatten();
+    let mut page = cx.h().scan(db, cursor, opts.pattern, opts.count, filter)?;
+    if opts.vtype == Some(None) {
         page.keys.clear();
     }
-    cx.out.array_len(2);
-    cx.out.bulk(page.cursor.to_string().as_bytes());
-    cx.out.array_len(page.keys.len());
+    scan::reply_header(cx, page.cursor, page.keys.len());
     for k in &page.keys {
         cx.out.bulk(k);
     }
@@ -734,7 +684,17 @@ fn encoding_name(meta: &store::Meta, value: &[u8]) -> Result<&'static str, CmdEr
 }
 
 fn object_encoding(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    if let Some((meta, value)) = object_lookup(cx, &args[2])? {
+    if let Some((mut meta, mut value)) = object_lookup(cx, &args[2])? {
+        if !matches!(meta.vtype, ValueType::String | ValueType::Stream) {
+            // A collection is named by its shape, so it is read whole (the
+            // lookup reads only a short string's bytes).
+            let db = cx.db();
+            let Some(m) = cx.h().peek(db, &args[2], u64::MAX, &mut value)? else {
+                cx.out.null();
+                return Ok(());
+            };
+            meta = m;
+        }
         cx.out.bulk(encoding_name(&meta, &value)?.as_bytes());
     }
     Ok(())
@@ -852,18 +812,6 @@ fn swapdb(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cursors_parse_like_strtoul() {
-        assert_eq!(parse_cursor(b"0").unwrap(), 0);
-        assert_eq!(parse_cursor(b"").unwrap(), 0);
-        assert_eq!(parse_cursor(b"+12").unwrap(), 12);
-        assert_eq!(parse_cursor(b"-1").unwrap(), u64::MAX);
-        assert_eq!(parse_cursor(b"007").unwrap(), 7);
-        for bad in [&b"x"[..], b" 1", b"1 ", b"+", b"-", b"18446744073709551616"] {
-            assert_eq!(parse_cursor(bad).unwrap_err().text(), INVALID_CURSOR);
-        }
-    }
 
     #[test]
     fn expire_options_combine_as_redis() {

@@ -36,6 +36,8 @@ mod engine;
 pub mod error;
 mod keyspace;
 mod parse;
+mod random;
+mod scan;
 mod server;
 mod session;
 mod types;

@@ -2,5 +2,7 @@
 //! its command table and handlers after.
 
 pub(crate) mod bitops;
+pub(crate) mod hash;
 pub(crate) mod list;
+pub(crate) mod set;
 pub(crate) mod string;

@@ -1,5 +1,7 @@
 //! Hashes.
 
+use std::collections::HashSet;
+
 use indexmap::IndexMap;
 
 use super::codec::{self, Reader, TAG_ITEMS};
@@ -109,6 +111,21 @@ impl Hash {
         Ok(removed)
     }
 
+    /// Removes each of `fields` that exists; returns how many did. One pass
+    /// over the hash however many are named (HDEL of many fields), where
+    /// [`remove`](Self::remove) once each would shift the order once each.
+    pub fn remove_all(&mut self, fields: &[&[u8]]) -> Result<u64> {
+        if let [one] = fields {
+            return Ok(u64::from(self.remove(one)?));
+        }
+        let doomed: HashSet<&[u8]> = fields.iter().copied().collect();
+        let before = self.fields.len();
+        self.fields.retain(|f, _| !doomed.contains(f.as_slice()));
+        let removed = before - self.fields.len();
+        self.changed |= removed > 0;
+        Ok(removed as u64)
+    }
+
     /// Every field and value.
     pub fn entries(&self) -> Result<Vec<FieldValue>> {
         Ok(self
@@ -132,5 +149,33 @@ impl Hash {
     /// Redis does for a listpack.
     pub fn scan(&self, _cursor: u64, _count: u64) -> Result<(u64, Vec<FieldValue>)> {
         Ok((0, self.entries()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remove_all_counts_each_field_once_and_keeps_order() {
+        let mut h = Hash::empty();
+        for (f, v) in [("c", "1"), ("a", "2"), ("x", "3"), ("b", "4")] {
+            h.insert(f.as_bytes(), v.as_bytes()).unwrap();
+        }
+        let mut h = Hash::decode(&{
+            let mut out = Vec::new();
+            h.encode(&mut out);
+            out
+        })
+        .unwrap();
+        assert_eq!(h.remove_all(&[b"zz", b"yy"]).unwrap(), 0);
+        assert!(!h.changed());
+        assert_eq!(h.remove_all(&[b"a", b"zz", b"a", b"x"]).unwrap(), 2);
+        assert!(h.changed());
+        let fields: Vec<Vec<u8>> = h.entries().unwrap().into_iter().map(|e| e.0).collect();
+        assert_eq!(fields, [b"c".to_vec(), b"b".to_vec()]);
+        assert_eq!(h.remove_all(&[b"c"]).unwrap(), 1);
+        assert_eq!(h.remove_all(&[b"b", b"c"]).unwrap(), 1);
+        assert!(h.is_empty());
     }
 }

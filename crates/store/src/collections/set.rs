@@ -1,5 +1,7 @@
 //! Sets.
 
+use std::collections::HashSet;
+
 use indexmap::IndexSet;
 
 use super::codec::{self, Reader, TAG_INTSET, TAG_ITEMS};
@@ -114,6 +116,22 @@ impl Set {
         Ok(removed)
     }
 
+    /// Removes each of `members` that is there; returns how many were. One
+    /// pass over the set however many are named (SREM of many members,
+    /// SPOP with a count), where [`remove`](Self::remove) once each would
+    /// shift the set's order once each.
+    pub fn remove_all(&mut self, members: &[&[u8]]) -> Result<u64> {
+        if let [one] = members {
+            return Ok(u64::from(self.remove(one)?));
+        }
+        let doomed: HashSet<&[u8]> = members.iter().copied().collect();
+        let before = self.members.len();
+        self.members.retain(|m| !doomed.contains(m.as_slice()));
+        let removed = before - self.members.len();
+        self.changed |= removed > 0;
+        Ok(removed as u64)
+    }
+
     /// Every member, in the set's iteration order.
     pub fn members(&self) -> Result<Vec<Vec<u8>>> {
         if let Some(ints) = self.as_intset() {
@@ -134,5 +152,32 @@ impl Set {
     /// One SSCAN step (see [`super::Hash::scan`]).
     pub fn scan(&self, _cursor: u64, _count: u64) -> Result<(u64, Vec<Vec<u8>>)> {
         Ok((0, self.members()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remove_all_counts_each_member_once_and_keeps_order() {
+        let mut s = Set::empty();
+        for m in ["c", "a", "x", "b"] {
+            s.insert(m.as_bytes()).unwrap();
+        }
+        let mut s = Set::decode(&{
+            let mut out = Vec::new();
+            s.encode(&mut out);
+            out
+        })
+        .unwrap();
+        assert_eq!(s.remove_all(&[b"zz"]).unwrap(), 0);
+        assert!(!s.changed());
+        assert_eq!(s.remove_all(&[b"a", b"zz", b"a", b"x"]).unwrap(), 2);
+        assert!(s.changed());
+        assert_eq!(s.members().unwrap(), [b"c".to_vec(), b"b".to_vec()]);
+        assert_eq!(s.remove_all(&[b"c"]).unwrap(), 1);
+        assert_eq!(s.remove_all(&[b"b", b"c"]).unwrap(), 1);
+        assert!(s.is_empty());
     }
 }
