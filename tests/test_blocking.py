@@ -98,7 +98,8 @@ def test_bzpop_immediate(raw):
     raw.cmd("ZADD", "z", "1", "a", "2.5", "b", "3", "c")
     assert raw.cmd("BZPOPMIN", "nokey", "z", "0") == [b"z", b"a", b"1"]
     assert raw.cmd("BZPOPMAX", "z", "0.1") == [b"z", b"c", b"3"]
-    assert raw.cmd("BZMPOP", "0", "2", "nokey", "z", "MIN", "COUNT", "5") == [b"z", [[b"b", b"2.5"]]]
+    assert raw.cmd("BZMPOP", "0", "2", "nokey", "z", "MIN", "COUNT", "5") == [
+        b"z", [[b"b", b"2.5"]]]
     assert raw.cmd("EXISTS", "z") == 0
     raw.cmd("ZADD", "z", "1", "a", "2", "b")
     assert raw.cmd("BZMPOP", "0", "1", "z", "MAX") == [b"z", [[b"b", b"2"]]]

@@ -266,6 +266,8 @@ def test_hrandfield_positive_count_distinct(raw, hsize):
         d = pairs(got)
         assert len(d) == min(count, hsize)
         assert all(fields[f] == v for f, v in d.items())
+    got = raw.cmd("HRANDFIELD", "h", "9223372036854775807")
+    assert sorted(got) == sorted(fields)
     assert raw.cmd("HLEN", "h") == hsize  # nothing removed
 
 

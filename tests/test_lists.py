@@ -425,6 +425,10 @@ def test_lmpop_same_key_twice(raw):
     raw.cmd("RPUSH", "l", "a", "b")
     assert raw.cmd("LMPOP", "2", "l", "l", "RIGHT", "COUNT", "5") == [b"l", [b"b", b"a"]]
     assert raw.cmd("EXISTS", "l") == 0
+    raw.cmd("RPUSH", "l", "a", "b")
+    assert raw.cmd("LMPOP", "1", "l", "LEFT", "COUNT", "9223372036854775807") == [
+        b"l", [b"a", b"b"]]
+    assert raw.cmd("EXISTS", "l") == 0
 
 
 def test_lmpop_errors(raw):

@@ -159,6 +159,8 @@ def test_spop_edge_cases(raw):
     assert raw.cmd("SPOP", "s") == b"x"
     assert raw.cmd("EXISTS", "s") == 0
     raw.cmd("SADD", "s", "a")
+    assert raw.cmd("SPOP", "s", "9223372036854775807") == [b"a"]
+    raw.cmd("SADD", "s", "a")
     assert raw.cmd("SPOP", "s", "-1") == MUST_BE_POSITIVE
     assert raw.cmd("SPOP", "s", "x") == MUST_BE_POSITIVE
     assert raw.cmd("SPOP", "nokey", "-1") == MUST_BE_POSITIVE

@@ -134,7 +134,8 @@ def test_execabort_after_unknown_command(raw):
     assert raw.cmd("SET", "a", "1") == "QUEUED"
     assert raw.cmd("NOSUCHCMD", "x") == Err(
         "ERR unknown command 'NOSUCHCMD', with args beginning with: 'x' ")
-    assert raw.cmd("NOSUCHCMD") == Err("ERR unknown command 'NOSUCHCMD', with args beginning with: ")
+    assert raw.cmd("NOSUCHCMD") == Err(
+        "ERR unknown command 'NOSUCHCMD', with args beginning with: ")
     assert raw.cmd("EXEC") == EXECABORT
     assert raw.cmd("EXISTS", "a") == 0
 

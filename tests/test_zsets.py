@@ -412,7 +412,8 @@ def test_lex_errors(lexz):
 def test_zrangebylex_limit(lexz):
     raw = lexz
     assert raw.cmd("ZRANGEBYLEX", "l", "-", "+", "LIMIT", "1", "2") == bs("a", "aa")
-    assert raw.cmd("ZRANGEBYLEX", "l", "-", "+", "LIMIT", "1", "-1") == bs("a", "aa", "ab", "b", "c")
+    assert raw.cmd("ZRANGEBYLEX", "l", "-", "+", "LIMIT", "1", "-1") == bs(
+        "a", "aa", "ab", "b", "c")
     assert raw.cmd("ZRANGEBYLEX", "l", "-", "+", "LIMIT", "0", "0") == []
     assert raw.cmd("ZRANGEBYLEX", "l", "-", "+", "LIMIT", "10", "5") == []
     assert raw.cmd("ZRANGEBYLEX", "l", "-", "+", "LIMIT", "-1", "5") == []
@@ -842,8 +843,9 @@ def test_zsetops_errors(zz):
     raw.cmd("SET", "str", "v")
     for cmd in ("ZUNION", "ZINTER", "ZDIFF"):
         lc = cmd.lower()
-        assert raw.cmd(cmd, "0", "z1") == Err(f"ERR at least 1 input key is needed for '{lc}' command")
-        assert raw.cmd(cmd, "-1", "z1") == Err(f"ERR at least 1 input key is needed for '{lc}' command")
+        no_keys = Err(f"ERR at least 1 input key is needed for '{lc}' command")
+        assert raw.cmd(cmd, "0", "z1") == no_keys
+        assert raw.cmd(cmd, "-1", "z1") == no_keys
         assert raw.cmd(cmd, "x", "z1") == NOT_INT
         assert raw.cmd(cmd, "3", "z1", "z2") == SYNTAX
         assert raw.cmd(cmd, "2", "z1", "z2", "FOO") == SYNTAX
@@ -1094,5 +1096,6 @@ def test_zset_resp3(raw):
     assert raw_reply(raw, "ZPOPMIN", "z") == b"*2\r\n$1\r\na\r\n,2\r\n"
     assert raw_reply(raw, "ZPOPMAX", "z", "5") == b"*1\r\n*2\r\n$1\r\nb\r\n,2.5\r\n"
     raw.cmd("ZADD", "z", "3", "c")
-    assert raw_reply(raw, "ZMPOP", "1", "z", "MIN") == b"*2\r\n$1\r\nz\r\n*1\r\n*2\r\n$1\r\nc\r\n,3\r\n"
+    assert raw_reply(raw, "ZMPOP", "1", "z", "MIN") == (
+        b"*2\r\n$1\r\nz\r\n*1\r\n*2\r\n$1\r\nc\r\n,3\r\n")
     assert raw_reply(raw, "ZMPOP", "1", "z", "MIN") == b"_\r\n"
