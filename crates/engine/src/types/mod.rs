@@ -3,3 +3,4 @@
 
 pub(crate) mod bitops;
 pub(crate) mod string;
+pub(crate) mod zset;
