@@ -277,13 +277,14 @@ fn zadd(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         i += 1;
     }
     let elements = &args[i..];
-    if elements.is_empty() || elements.len() % 2 != 0 {
+    if elements.is_empty() || !elements.len().is_multiple_of(2) {
         return Err(CmdError::msg(SYNTAX));
     }
     if f.nx && f.xx {
         return Err(CmdError::msg(XX_AND_NX));
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    // At most one of GT, LT and NX.
+    if u8::from(f.gt) + u8::from(f.lt) + u8::from(f.nx) > 1 {
         return Err(CmdError::msg(GT_LT_NX));
     }
     if f.incr && elements.len() > 2 {
