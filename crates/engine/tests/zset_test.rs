@@ -2212,3 +2212,67 @@ proptest::proptest! {
         }
     }
 }
+
+/// `zadd key 1 m000 2 m001 …` with `n` members.
+fn zadd_many(t: &mut TestEngine, key: &str, n: usize) -> String {
+    let mut words: Vec<String> = vec!["zadd".into(), key.into()];
+    for i in 0..n {
+        words.push((i + 1).to_string());
+        words.push(format!("m{i:03}"));
+    }
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    t.run(&refs)
+}
+
+#[test]
+fn negative_zero_follows_the_encoding_member_by_member() {
+    // Recorded from redis-server 7.0.15: a set turns into a skiplist just
+    // before its 129th member goes in.
+    let mut t = TestEngine::new();
+    assert_eq!(zadd_many(&mut t, "z", 127), int(127));
+    assert_eq!(t.run(&["zadd", "z", "-0", "x", "-0", "y"]), int(2));
+    assert_eq!(t.run(&["zscore", "z", "x"]), bulk("0"));
+    assert_eq!(t.run(&["zscore", "z", "y"]), bulk("-0"));
+    // A member longer than 64 bytes turns it too.
+    let long = "l".repeat(65);
+    assert_eq!(
+        t.run(&["zadd", "s", "-0", "a", "-0", &long, "-0", "b"]),
+        int(3)
+    );
+    assert_eq!(
+        t.run(&["zmscore", "s", "a", &long, "b"]),
+        "*3\r\n$1\r\n0\r\n$2\r\n-0\r\n$2\r\n-0\r\n"
+    );
+
+    // ZRANGESTORE by rank knows its length: more than 128 makes a skiplist
+    // from the start. By score it starts as a listpack.
+    assert_eq!(zadd_many(&mut t, "big", 130), int(130));
+    assert_eq!(
+        t.run(&["zadd", "big", "-0", "a", "-0", "b", "-0", "m129"]),
+        int(2)
+    );
+    assert_eq!(t.run(&["zscore", "big", "m129"]), bulk("-0"));
+    assert_eq!(t.run(&["zrangestore", "d", "big", "0", "-1"]), int(132));
+    assert_eq!(
+        t.run(&["zmscore", "d", "a", "m129"]),
+        "*2\r\n$2\r\n-0\r\n$2\r\n-0\r\n"
+    );
+    assert_eq!(
+        t.run(&["zrangestore", "d", "big", "0", "-1", "rev"]),
+        int(132)
+    );
+    assert_eq!(
+        t.run(&["zmscore", "d", "a", "m129"]),
+        "*2\r\n$2\r\n-0\r\n$2\r\n-0\r\n"
+    );
+    assert_eq!(
+        t.run(&["zrangestore", "d", "big", "-inf", "+inf", "byscore"]),
+        int(132)
+    );
+    assert_eq!(
+        t.run(&["zmscore", "d", "a", "m129"]),
+        "*2\r\n$1\r\n0\r\n$1\r\n0\r\n"
+    );
+    assert_eq!(t.run(&["zrangestore", "d", "big", "0", "2"]), int(3));
+    assert_eq!(t.run(&["zscore", "d", "m129"]), bulk("0"));
+}

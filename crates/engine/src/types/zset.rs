@@ -12,11 +12,12 @@
 //!
 //! Redis keeps a small sorted set as a listpack, where a score that is an
 //! integer is stored as one, so a score of -0 reads back as 0; a large set
-//! (a skiplist) keeps -0. The store has no such encodings, so the commands
-//! store 0 for -0 when the set has the listpack's shape (at most 128 members
-//! of at most 64 bytes) after the write. Redis never turns a skiplist back
-//! into a listpack when a set shrinks, so a set that shrank keeps its -0
-//! there and not here: the one known difference.
+//! (a skiplist) keeps -0. The store has no such encodings, so the writers
+//! follow, member by member, the encoding Redis would use ([`Listpack`]) and
+//! store 0 for -0 where it would be a listpack. Redis never turns a skiplist
+//! back into a listpack when the set shrinks, and the store does not record
+//! the encoding: a set that grew past 128 members and shrank back is taken
+//! for a listpack again, the one known difference.
 
 mod pop;
 mod range;
@@ -165,18 +166,35 @@ fn is_negative_zero(x: f64) -> bool {
     x == 0.0 && x.is_sign_negative()
 }
 
-/// Stores 0 instead of -0 for `members` when `z` has the listpack's shape,
-/// as Redis's listpack does (see the module docs).
-fn settle_negative_zeros(z: &mut ZSet, members: &[&[u8]]) -> store::Result<()> {
-    if members.is_empty() || z.encoding_name() != "listpack" {
-        return Ok(());
+/// Redis 7.0's `zset-max-listpack-entries` / `-value` defaults.
+const LISTPACK_ENTRIES: u64 = 128;
+const LISTPACK_VALUE: usize = 64;
+
+/// Follows whether Redis would hold a sorted set as a listpack while members
+/// go in one at a time: `zsetAdd` turns it into a skiplist just before a
+/// member that would make it longer than 128 entries or that is longer than
+/// 64 bytes, and never turns it back (see the module docs for why it
+/// matters).
+struct Listpack(bool);
+
+impl Listpack {
+    /// Before adding a new `member` to a set of `len` members: whether the
+    /// set is still a listpack when it goes in.
+    fn admit(&mut self, len: u64, member: &[u8]) -> bool {
+        if len + 1 > LISTPACK_ENTRIES || member.len() > LISTPACK_VALUE {
+            self.0 = false;
+        }
+        self.0
     }
-    for m in members {
-        if z.score(m)?.is_some_and(is_negative_zero) {
-            z.insert(m, 0.0)?;
+
+    /// The score as stored: a listpack stores -0 as the integer 0.
+    fn store(&self, score: f64) -> f64 {
+        if self.0 && is_negative_zero(score) {
+            0.0
+        } else {
+            score
         }
     }
-    Ok(())
 }
 
 /// Redis's order of sorted-set members: by score, then by bytes.
@@ -194,13 +212,19 @@ fn build_zset(mut items: Vec<Scored>) -> store::Result<ZSet> {
     for (member, score) in &items {
         z.insert(member, *score)?;
     }
-    let zeros: Vec<&[u8]> = items
-        .iter()
-        .filter(|(_, s)| is_negative_zero(*s))
-        .map(|(m, _)| m.as_slice())
-        .collect();
-    settle_negative_zeros(&mut z, &zeros)?;
     Ok(z)
+}
+
+/// ZUNIONSTORE and kin build the result as a skiplist and turn it into a
+/// listpack when it fits (`zsetConvertToListpackIfNeeded`): then every -0
+/// becomes 0.
+fn settle_negative_zeros(items: &mut [Scored]) {
+    let fits = items.len() as u64 <= LISTPACK_ENTRIES
+        && items.iter().all(|(m, _)| m.len() <= LISTPACK_VALUE);
+    let lp = Listpack(fits);
+    for (_, score) in items.iter_mut() {
+        *score = lp.store(*score);
+    }
 }
 
 /// Replaces `dst` with `items` (deleting it when there are none) and
@@ -312,7 +336,7 @@ fn add(cx: &mut Cx<'_>, key: &[u8], pairs: &[(f64, &[u8])], f: AddFlags) -> CmdR
     let db = cx.db();
     let res = cx.h().write_collection::<ZSet, _>(db, key, !f.xx, |z| {
         let mut out = Added::default();
-        let mut zeros = Vec::new();
+        let mut lp = Listpack(z.encoding_name() == "listpack");
         for &(score, member) in pairs {
             let new = match z.score(member)? {
                 Some(_) if f.nx => continue,
@@ -327,25 +351,22 @@ fn add(cx: &mut Cx<'_>, key: &[u8], pairs: &[(f64, &[u8])], f: AddFlags) -> CmdR
                     }
                     // -0 and 0 are the same score: no update.
                     if new != cur {
-                        z.insert(member, new)?;
+                        z.insert(member, lp.store(new))?;
                         out.updated += 1;
                     }
                     new
                 }
                 None if f.xx => continue,
                 None => {
-                    z.insert(member, score)?;
+                    lp.admit(z.len(), member);
+                    z.insert(member, lp.store(score))?;
                     out.added += 1;
                     score
                 }
             };
             out.processed += 1;
             out.score = new;
-            if is_negative_zero(new) {
-                zeros.push(member);
-            }
         }
-        settle_negative_zeros(z, &zeros)?;
         Ok(Ok(out))
     })?;
     // XX on a missing key: nothing to do.

@@ -9,7 +9,7 @@
 
 use store::{Collection, Scored, ZSet};
 
-use super::{reply_members, store_result};
+use super::{reply_members, store_result, Listpack, LISTPACK_ENTRIES};
 use crate::command::{Arg, CmdResult};
 use crate::engine::Cx;
 use crate::error::{CmdError, SYNTAX};
@@ -308,10 +308,19 @@ pub(super) fn zrevrangebylex(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 pub(super) fn zrangestore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let req = parse_request(args, 2, true, None, None)?;
     let db = cx.db();
-    let items = cx
+    let mut items = cx
         .h()
-        .read_collection::<ZSet, _>(db, &args[2], |z| select(z, &req))?;
-    store_result(cx, &args[1], items.unwrap_or_default())
+        .read_collection::<ZSet, _>(db, &args[2], |z| select(z, &req))?
+        .unwrap_or_default();
+    // Redis adds the members one by one to a set it starts as a listpack,
+    // unless a range by rank knows it will be too long for one.
+    let by_rank = matches!(req.span, Span::Rank(..));
+    let mut lp = Listpack(!by_rank || items.len() as u64 <= LISTPACK_ENTRIES);
+    for (len, (member, score)) in items.iter_mut().enumerate() {
+        lp.admit(len as u64, member);
+        *score = lp.store(*score);
+    }
+    store_result(cx, &args[1], items)
 }
 
 /// ZCOUNT and ZLEXCOUNT after parsing.

@@ -13,7 +13,7 @@ use std::collections::hash_map::{Entry, HashMap};
 use store::{Collection, Scored, Set, ZSet};
 
 use super::score::parse_score;
-use super::{by_score, reply_members, store_result};
+use super::{by_score, reply_members, settle_negative_zeros, store_result};
 use crate::command::{Arg, CmdResult};
 use crate::engine::Cx;
 use crate::error::{CmdError, SYNTAX};
@@ -203,7 +203,10 @@ fn setop(
     };
     match output {
         Output::Cardinality => cx.out.integer(items.len() as i64),
-        Output::Store(dst) => return store_result(cx, dst, items),
+        Output::Store(dst) => {
+            settle_negative_zeros(&mut items);
+            return store_result(cx, dst, items);
+        }
         Output::Reply => {
             items.sort_by(by_score);
             reply_members(cx, &items, withscores);
