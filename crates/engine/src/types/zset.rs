@@ -17,7 +17,8 @@
 //! store 0 for -0 where it would be a listpack. Redis never turns a skiplist
 //! back into a listpack when the set shrinks, and the store does not record
 //! the encoding: a set that grew past 128 members and shrank back is taken
-//! for a listpack again, the one known difference.
+//! for a listpack again, and a -0 written to it then reads back as 0 where
+//! Redis says -0.
 
 mod pop;
 mod range;
