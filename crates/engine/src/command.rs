@@ -185,6 +185,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::types::list::COMMANDS,
         crate::types::hash::COMMANDS,
         crate::types::set::COMMANDS,
+        crate::types::zset::COMMANDS,
         crate::keyspace::COMMANDS,
         crate::connection::COMMANDS,
         crate::server::COMMANDS,

@@ -6,3 +6,4 @@ pub(crate) mod hash;
 pub(crate) mod list;
 pub(crate) mod set;
 pub(crate) mod string;
+pub(crate) mod zset;
