@@ -178,10 +178,11 @@ pub(crate) fn reply_help(cx: &mut Cx<'_>, lines: &[&str]) -> CmdResult {
 }
 
 /// Every group's table, in COMMAND's order.
-fn tables() -> [&'static [Command]; 5] {
+fn tables() -> [&'static [Command]; 6] {
     [
         crate::types::string::COMMANDS,
         crate::types::bitops::COMMANDS,
+        crate::types::list::COMMANDS,
         crate::keyspace::COMMANDS,
         crate::connection::COMMANDS,
         crate::server::COMMANDS,

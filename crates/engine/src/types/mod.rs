@@ -2,4 +2,5 @@
 //! its command table and handlers after.
 
 pub(crate) mod bitops;
+pub(crate) mod list;
 pub(crate) mod string;
