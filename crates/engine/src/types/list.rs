@@ -171,12 +171,14 @@ pub(crate) const COMMANDS: &[Command] = &[
 /// leave a missing key alone and reply 0.
 fn push_cmd(cx: &mut Cx<'_>, args: &[Arg<'_>], end: End, create: bool) -> CmdResult {
     let db = cx.db();
-    let len = cx.h().write_collection(db, &args[1], create, |l: &mut List| {
-        for item in &args[2..] {
-            push(l, end, item)?;
-        }
-        Ok(l.len())
-    })?;
+    let len = cx
+        .h()
+        .write_collection(db, &args[1], create, |l: &mut List| {
+            for item in &args[2..] {
+                push(l, end, item)?;
+            }
+            Ok(l.len())
+        })?;
     match len {
         Some(n) => {
             cx.signal_ready(&args[1]);
@@ -227,9 +229,11 @@ fn pop_cmd(cx: &mut Cx<'_>, args: &[Arg<'_>], end: End) -> CmdResult {
         None => None,
     };
     let db = cx.db();
-    let popped = cx.h().write_collection(db, &args[1], false, |l: &mut List| {
-        pop_many(l, end, count.unwrap_or(1))
-    })?;
+    let popped = cx
+        .h()
+        .write_collection(db, &args[1], false, |l: &mut List| {
+            pop_many(l, end, count.unwrap_or(1))
+        })?;
     match (popped, count) {
         (None, None) => cx.out.null(),
         (None, Some(_)) => cx.out.null_array(),
@@ -313,16 +317,18 @@ fn lset(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     // Redis looks the key up before it parses the index. LSET adds no
     // element, so it wakes no blocked client.
-    let done = cx.h().write_collection(db, &args[1], false, |l: &mut List| {
-        let index = match parse::int(&args[2]) {
-            Ok(index) => index,
-            Err(e) => return Ok(Err(e)),
-        };
-        match resolve_index(index, l.len()) {
-            Some(i) if l.set(i, &args[3])? => Ok(Ok(())),
-            _ => Ok(Err(CmdError::msg(INDEX_RANGE))),
-        }
-    })?;
+    let done = cx
+        .h()
+        .write_collection(db, &args[1], false, |l: &mut List| {
+            let index = match parse::int(&args[2]) {
+                Ok(index) => index,
+                Err(e) => return Ok(Err(e)),
+            };
+            match resolve_index(index, l.len()) {
+                Some(i) if l.set(i, &args[3])? => Ok(Ok(())),
+                _ => Ok(Err(CmdError::msg(INDEX_RANGE))),
+            }
+        })?;
     done.ok_or(CmdError::msg(NO_SUCH_KEY))??;
     cx.out.simple(b"OK");
     Ok(())
@@ -338,22 +344,24 @@ fn linsert(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     };
     let (pivot, item) = (&args[3], &args[4]);
     let db = cx.db();
-    let len = cx.h().write_collection(db, &args[1], false, |l: &mut List| {
-        let mut at = None;
-        l.scan(false, |i, x| {
-            if x == pivot.as_ref() {
-                at = Some(i);
+    let len = cx
+        .h()
+        .write_collection(db, &args[1], false, |l: &mut List| {
+            let mut at = None;
+            l.scan(false, |i, x| {
+                if x == pivot.as_ref() {
+                    at = Some(i);
+                }
+                at.is_none()
+            })?;
+            match at {
+                Some(i) => {
+                    l.insert(i + u64::from(after), item)?;
+                    Ok(l.len() as i64)
+                }
+                None => Ok(-1),
             }
-            at.is_none()
         })?;
-        match at {
-            Some(i) => {
-                l.insert(i + u64::from(after), item)?;
-                Ok(l.len() as i64)
-            }
-            None => Ok(-1),
-        }
-    })?;
     match len {
         Some(n) => {
             if n > 0 {
@@ -369,9 +377,11 @@ fn linsert(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 fn lrem(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let count = parse::int(&args[2])?;
     let db = cx.db();
-    let removed = cx.h().write_collection(db, &args[1], false, |l: &mut List| {
-        l.remove_equal(&args[3], count.unsigned_abs(), count < 0)
-    })?;
+    let removed = cx
+        .h()
+        .write_collection(db, &args[1], false, |l: &mut List| {
+            l.remove_equal(&args[3], count.unsigned_abs(), count < 0)
+        })?;
     cx.out.integer(removed.unwrap_or(0) as i64);
     Ok(())
 }
@@ -380,11 +390,12 @@ fn ltrim(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let start = parse::int(&args[2])?;
     let stop = parse::int(&args[3])?;
     let db = cx.db();
-    cx.h().write_collection(db, &args[1], false, |l: &mut List| {
-        // An empty range empties the list, which removes the key.
-        let (from, to) = resolve_range(start, stop, l.len()).unwrap_or((0, 0));
-        l.retain_range(from, to)
-    })?;
+    cx.h()
+        .write_collection(db, &args[1], false, |l: &mut List| {
+            // An empty range empties the list, which removes the key.
+            let (from, to) = resolve_range(start, stop, l.len()).unwrap_or((0, 0));
+            l.retain_range(from, to)
+        })?;
     cx.out.simple(b"OK");
     Ok(())
 }

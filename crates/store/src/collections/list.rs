@@ -172,7 +172,11 @@ impl List {
     /// whatever the number removed (two when counting from the tail).
     pub fn remove_equal(&mut self, item: &[u8], limit: u64, from_tail: bool) -> Result<u64> {
         let matches = self.items.iter().filter(|x| x.as_slice() == item).count() as u64;
-        let remove = if limit == 0 { matches } else { limit.min(matches) };
+        let remove = if limit == 0 {
+            matches
+        } else {
+            limit.min(matches)
+        };
         if remove == 0 {
             return Ok(0);
         }
