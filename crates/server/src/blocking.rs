@@ -341,3 +341,185 @@ impl Blocking {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::{Config, ServerInfo};
+    use store::{Location, OpenOptions};
+
+    struct Fixture {
+        engine: Engine,
+        blocking: Blocking,
+        store: Store,
+        path: std::path::PathBuf,
+    }
+
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    fn fixture(tag: &str) -> Fixture {
+        let path =
+            std::env::temp_dir().join(format!("shoal-blocking-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let store = Store::open(&OpenOptions {
+            location: Location::Path(path.clone()),
+            size: 8 << 20,
+            ..OpenOptions::default()
+        })
+        .unwrap();
+        store.register_worker(2, 0).unwrap();
+        let engine = Engine::new(store.clone(), Config::default(), ServerInfo::default()).unwrap();
+        let blocking = Blocking::new(2, store.clone()).unwrap();
+        Fixture {
+            engine,
+            blocking,
+            store,
+            path,
+        }
+    }
+
+    fn args(words: &[&str]) -> Vec<Arg<'static>> {
+        words
+            .iter()
+            .map(|w| Cow::Owned(w.as_bytes().to_vec()))
+            .collect()
+    }
+
+    impl Fixture {
+        /// Runs `words` for a client; a blocking command that finds nothing
+        /// registers it (as the connection does).
+        fn run(&mut self, session: &Rc<RefCell<Session>>, words: &[&str]) -> Option<String> {
+            let a = args(words);
+            let cmd = self.engine.resolve(&session.borrow(), &a, false);
+            let mut out = Vec::new();
+            let flow = self
+                .engine
+                .execute_resolved(&mut session.borrow_mut(), cmd, &a, &mut out);
+            let id = session.borrow().id;
+            let reply = match flow {
+                Flow::Block(req) => {
+                    self.blocking.block(session.clone(), id, cmd, &a, &req);
+                    None
+                }
+                _ => Some(String::from_utf8_lossy(&out).into_owned()),
+            };
+            self.blocking.serve_ready(&mut self.engine, Vec::new());
+            reply
+        }
+
+        fn served(&self, session: &Rc<RefCell<Session>>) -> Option<String> {
+            match self.blocking.take_outcome(session.borrow().id)? {
+                Outcome::Served { reply, flow } => {
+                    assert_eq!(flow, Flow::Continue);
+                    Some(String::from_utf8_lossy(&reply).into_owned())
+                }
+                Outcome::Unblocked { error } => Some(format!("unblocked error={error}")),
+            }
+        }
+
+        fn bit(&self, key: &str) -> bool {
+            self.store
+                .waiters_on(waiter_word(0, key.as_bytes()))
+                .unwrap()
+                & (1 << 2)
+                != 0
+        }
+
+        fn blocked_count(&self) -> u64 {
+            self.store
+                .workers()
+                .unwrap_or_default()
+                .iter()
+                .map(|w| w.blocked)
+                .sum()
+        }
+    }
+
+    fn client(id: u64) -> Rc<RefCell<Session>> {
+        Rc::new(RefCell::new(Session::new(id, 0)))
+    }
+
+    #[test]
+    fn waiters_are_tried_in_order_and_keep_their_place() {
+        let mut f = fixture("fifo");
+        let (a, b, c, w) = (client(1), client(2), client(3), client(4));
+        assert_eq!(f.run(&a, &["BLPOP", "q", "0"]), None);
+        assert_eq!(f.run(&b, &["BLPOP", "other", "q", "0"]), None);
+        assert_eq!(f.run(&c, &["BLPOP", "q", "q", "0"]), None);
+        assert!(f.bit("q") && f.bit("other"));
+
+        // One element: the first waiter only.
+        assert_eq!(f.run(&w, &["RPUSH", "q", "x"]).unwrap(), ":1\r\n");
+        assert_eq!(f.served(&a).unwrap(), "*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
+        assert_eq!((f.served(&b), f.served(&c)), (None, None));
+        // Two: the next two, in the order they blocked.
+        assert_eq!(f.run(&w, &["RPUSH", "q", "y", "z"]).unwrap(), ":2\r\n");
+        assert_eq!(f.served(&b).unwrap(), "*2\r\n$1\r\nq\r\n$1\r\ny\r\n");
+        assert_eq!(f.served(&c).unwrap(), "*2\r\n$1\r\nq\r\n$1\r\nz\r\n");
+        assert_eq!(f.run(&w, &["EXISTS", "q"]).unwrap(), ":0\r\n");
+        // The last waiter gone, the worker's bits are clear.
+        assert!(!f.bit("q") && !f.bit("other"));
+    }
+
+    #[test]
+    fn a_served_move_makes_its_destination_ready() {
+        let mut f = fixture("move");
+        let (mover, popper, w) = (client(1), client(2), client(3));
+        assert_eq!(
+            f.run(&mover, &["BLMOVE", "src", "dst", "LEFT", "RIGHT", "0"]),
+            None
+        );
+        assert_eq!(f.run(&popper, &["BLPOP", "dst", "0"]), None);
+        f.run(&w, &["LPUSH", "src", "v"]);
+        assert_eq!(f.served(&mover).unwrap(), "$1\r\nv\r\n");
+        assert_eq!(f.served(&popper).unwrap(), "*2\r\n$3\r\ndst\r\n$1\r\nv\r\n");
+    }
+
+    #[test]
+    fn keys_announced_by_another_worker_wake_waiters_and_unblock_cleans_up() {
+        let mut f = fixture("remote");
+        let (a, b) = (client(1), client(2));
+        assert_eq!(f.run(&a, &["BRPOP", "r", "0"]), None);
+        assert_eq!(f.run(&b, &["BRPOP", "s", "0"]), None);
+        assert_eq!(f.blocked_count(), 2);
+        // Another worker wrote "r": here the engine writes it and its ready
+        // key is dropped, then the announcement arrives.
+        let writer = client(3);
+        let a2 = args(&["RPUSH", "r", "1"]);
+        let cmd = f.engine.resolve(&writer.borrow(), &a2, false);
+        f.engine
+            .execute_resolved(&mut writer.borrow_mut(), cmd, &a2, &mut Vec::new());
+        f.engine.take_ready_keys();
+        assert_eq!(f.served(&a), None);
+        f.blocking
+            .serve_ready(&mut f.engine, vec![(0, b"r".to_vec())]);
+        assert_eq!(f.served(&a).unwrap(), "*2\r\n$1\r\nr\r\n$1\r\n1\r\n");
+
+        // CLIENT UNBLOCK, then the connection's own unblock: idempotent.
+        assert!(f.blocking.client_unblock(2, true));
+        assert!(!f.blocking.client_unblock(2, true));
+        assert_eq!(f.served(&b).unwrap(), "unblocked error=true");
+        f.blocking.unblock(2);
+        assert!(!f.bit("s"));
+        assert_eq!(f.blocked_count(), 0);
+        assert!(f.blocking.keys_of_word(waiter_word(0, b"s")).is_empty());
+    }
+
+    #[test]
+    fn the_announcement_goes_to_other_workers_with_bits_set() {
+        let mut f = fixture("outbox");
+        let w = client(1);
+        // Worker 5 waits on "k"; this worker (2) does not.
+        f.store.add_waiter(waiter_word(0, b"k"), 5).unwrap();
+        f.store.add_waiter(waiter_word(0, b"k"), 2).unwrap();
+        f.run(&w, &["RPUSH", "k", "x"]);
+        let outbox = f.blocking.take_outbox();
+        assert_eq!(outbox.len(), 1);
+        assert!(outbox[&5].contains(&(0, b"k".to_vec())));
+        assert!(f.blocking.take_outbox().is_empty());
+    }
+}

@@ -188,7 +188,10 @@ impl Conn {
     /// Whether the server closed the connection (reads to EOF).
     fn closed(&mut self) -> bool {
         let mut rest = Vec::new();
-        matches!(self.r.read_to_end(&mut rest), Ok(_) if rest.is_empty())
+        match self.r.read_to_end(&mut rest) {
+            Ok(_) => rest.is_empty(),
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
     }
 
     fn text(&mut self, args: &[&str]) -> String {
