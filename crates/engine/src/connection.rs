@@ -96,6 +96,13 @@ const CLIENT_SUBCOMMANDS: &[Command] = &[
         client_reply,
     ),
     cmd(
+        "client|unblock",
+        -3,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        "Unblock a client blocked in a blocking command from a different connection",
+        client_unblock,
+    ),
+    cmd(
         "client|setinfo",
         4,
         NOSCRIPT | LOADING | STALE,
@@ -284,6 +291,8 @@ fn client_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
         "    Assign the name <name> to the current connection.",
         "SETINFO <option> <value>",
         "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+        "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+        "    Unblock the specified blocked client.",
         "HELP",
         "    Print this help.",
     ];
@@ -399,6 +408,36 @@ fn client_kill(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         }
     }
     cx.flow = Flow::Server(ServerRequest::ClientKill(filter));
+    Ok(())
+}
+
+fn client_unblock(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    if args.len() > 4 {
+        return Err(CmdError::msg(
+            "ERR unknown subcommand or wrong number of arguments for 'unblock'. Try CLIENT HELP.",
+        ));
+    }
+    // As Redis: the reason is checked before the id.
+    let error = match args.get(3) {
+        None => false,
+        Some(r) if parse::is(r, "timeout") => false,
+        Some(r) if parse::is(r, "error") => true,
+        Some(_) => {
+            return Err(CmdError::msg(
+                "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR",
+            ))
+        }
+    };
+    let id = store::parse_i64(&args[2]).ok_or(CmdError::not_integer())?;
+    if id <= 0 {
+        // No client has such an id.
+        cx.out.integer(0);
+        return Ok(());
+    }
+    cx.flow = Flow::Server(ServerRequest::ClientUnblock {
+        id: id as u64,
+        error,
+    });
     Ok(())
 }
 

@@ -86,6 +86,15 @@ pub enum ServerRequest {
     },
     /// CLIENT KILL.
     ClientKill(KillFilter),
+    /// CLIENT UNBLOCK: end client `id`'s blocking command as if it timed out
+    /// or, with `error`, with an -UNBLOCKED error; the reply is 1 when it was
+    /// blocked, else 0.
+    ClientUnblock {
+        /// The blocked client.
+        id: u64,
+        /// ERROR rather than TIMEOUT.
+        error: bool,
+    },
     /// SHUTDOWN (NOSAVE/SAVE are accepted; there is nothing to save yet).
     Shutdown,
 }

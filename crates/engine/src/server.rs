@@ -272,9 +272,10 @@ fn info_section(
         }
         "clients" => {
             let connected: u64 = workers.iter().map(|w| w.connections).sum();
+            let blocked: u64 = workers.iter().map(|w| w.blocked).sum();
             let _ = write!(
                 s,
-                "# Clients\r\nconnected_clients:{connected}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+                "# Clients\r\nconnected_clients:{connected}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{blocked}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
                 e.config.maxclients
             );
         }

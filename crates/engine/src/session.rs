@@ -40,6 +40,9 @@ pub struct Session {
     /// Set while EXEC runs its queue: blocking commands answer at once as
     /// if they had timed out.
     pub no_block: bool,
+    /// Set by the server while the client waits in a blocking command
+    /// (CLIENT LIST's `b` flag).
+    pub blocked: bool,
     /// Remote address `ip:port`, or the socket path's peer for a Unix socket.
     pub addr: String,
     /// Local address.
@@ -73,6 +76,7 @@ impl Session {
             reply: ReplyMode::On,
             no_evict: false,
             no_block: false,
+            blocked: false,
             addr: String::new(),
             laddr: String::new(),
             fd: -1,
@@ -97,7 +101,13 @@ impl Session {
     /// The line CLIENT LIST and CLIENT INFO print for this client, in Redis
     /// 7.0's field order (without the trailing newline).
     pub fn client_line(&self, now_ms: u64) -> String {
-        let flags = if self.no_evict { "e" } else { "N" };
+        // Redis's order: b before e; N for none.
+        let flags = match (self.blocked, self.no_evict) {
+            (false, false) => "N",
+            (true, false) => "b",
+            (false, true) => "e",
+            (true, true) => "be",
+        };
         format!(
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}",
             self.id,

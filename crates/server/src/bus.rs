@@ -1,5 +1,6 @@
 //! Messages between workers: requests that need every worker's answer
-//! (CLIENT LIST, CLIENT KILL) and notices (CONFIG SET). A message goes into
+//! (CLIENT LIST, CLIENT KILL, CLIENT UNBLOCK) and notices (CONFIG SET, keys
+//! that blocked clients may now find ready). A message goes into
 //! the receiver's mailbox in the segment; a one-byte datagram to the
 //! receiver's abstract Unix socket wakes its event loop (only when the mailbox
 //! says a wake-up is owed, so a burst costs one datagram).
@@ -27,6 +28,16 @@ pub(crate) const LIST_REPLY: u32 = 3;
 pub(crate) const KILL_REQUEST: u32 = 4;
 /// Reply: how many were closed (u64 LE).
 pub(crate) const KILL_REPLY: u32 = 5;
+/// Notice: keys were written that the receiver's blocked clients wait on
+/// (payload: [`encode_keys`]).
+pub(crate) const KEY_READY: u32 = 6;
+/// Notice: a key too long for a KEY_READY message was written; the receiver
+/// tries every key of that waiter-table word (payload: the word, u32 LE).
+pub(crate) const WORD_READY: u32 = 7;
+/// Request: CLIENT UNBLOCK (payload: client id u64 LE, then 1 for ERROR).
+pub(crate) const UNBLOCK_REQUEST: u32 = 8;
+/// Reply: 1 if the client was blocked there and is unblocked, else 0 (u64 LE).
+pub(crate) const UNBLOCK_REPLY: u32 = 9;
 
 /// How long a request waits for the other workers.
 const GATHER_TIMEOUT: Duration = Duration::from_secs(1);
@@ -176,6 +187,54 @@ pub(crate) fn decode_ids(payload: &[u8]) -> Vec<u64> {
         .collect()
 }
 
+/// A key in a db (a ready key).
+pub(crate) type DbKey = (u8, Vec<u8>);
+
+/// Ready keys as payloads of at most `max` bytes: per key its db (u8), its
+/// length (u32 LE) and its bytes. Keys too long for a payload of their own
+/// are returned apart (the caller announces them by their table word).
+pub(crate) fn encode_keys<'k>(
+    keys: impl IntoIterator<Item = &'k DbKey>,
+    max: usize,
+) -> (Vec<Vec<u8>>, Vec<&'k DbKey>) {
+    let mut payloads: Vec<Vec<u8>> = Vec::new();
+    let mut too_long = Vec::new();
+    let mut cur: Vec<u8> = Vec::new();
+    for entry in keys {
+        let (db, key) = entry;
+        let need = 5 + key.len();
+        if need > max || key.len() > u32::MAX as usize {
+            too_long.push(entry);
+            continue;
+        }
+        if cur.len() + need > max {
+            payloads.push(std::mem::take(&mut cur));
+        }
+        cur.push(*db);
+        cur.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        cur.extend_from_slice(key);
+    }
+    if !cur.is_empty() {
+        payloads.push(cur);
+    }
+    (payloads, too_long)
+}
+
+/// The keys of a KEY_READY payload (a truncated last entry is dropped).
+pub(crate) fn decode_keys(payload: &[u8]) -> Vec<DbKey> {
+    let mut keys = Vec::new();
+    let mut rest = payload;
+    while let [db, a, b, c, d, tail @ ..] = rest {
+        let len = u32::from_le_bytes([*a, *b, *c, *d]) as usize;
+        let Some(key) = tail.get(..len) else {
+            break;
+        };
+        keys.push((*db, key.to_vec()));
+        rest = &tail[len..];
+    }
+    keys
+}
+
 /// A kill filter as a payload: `key=value` lines.
 pub(crate) fn encode_filter(f: &KillFilter) -> Vec<u8> {
     let mut s = format!("caller={}\nskipme={}\n", f.caller, f.skip_me as u8);
@@ -232,5 +291,25 @@ mod tests {
         assert_eq!(decode_filter(&encode_filter(&f)), f);
         assert_eq!(decode_ids(&encode_ids(&[1, 2, u64::MAX])), [1, 2, u64::MAX]);
         assert_eq!(decode_ids(b"short"), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn ready_keys_round_trip_in_bounded_payloads() {
+        let keys: Vec<(u8, Vec<u8>)> = vec![
+            (0, b"a".to_vec()),
+            (3, b"".to_vec()),
+            (15, vec![7; 20]),
+            (1, vec![9; 100]),
+            (2, b"bb".to_vec()),
+        ];
+        let (payloads, too_long) = encode_keys(&keys, 32);
+        assert!(payloads.iter().all(|p| p.len() <= 32));
+        assert_eq!(too_long, vec![&keys[3]]);
+        let back: Vec<_> = payloads.iter().flat_map(|p| decode_keys(p)).collect();
+        assert_eq!(back, [&keys[..3], &keys[4..]].concat());
+        // Truncated or empty payloads decode to what is whole.
+        assert_eq!(decode_keys(&payloads[0][..payloads[0].len() - 1]).len(), 1);
+        assert_eq!(decode_keys(b""), Vec::new());
+        assert_eq!(decode_keys(b"\x00\xff\xff\xff\xff"), Vec::new());
     }
 }

@@ -3,18 +3,22 @@
 //! replies in one write. Limits and closing follow Redis: a protocol error is
 //! answered and the connection closed; a query buffer past
 //! `client-query-buffer-limit` or replies past the output limit close it
-//! without a reply.
+//! without a reply. A blocking command that finds nothing parks the
+//! connection (see `blocking`): the requests after it wait, as in Redis.
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use engine::{Flow, ServerRequest, Session};
+use engine::command::{Arg, Command};
+use engine::{BlockRequest, Engine, Flow, ServerRequest, Session};
 use proto::resp::{ReplyWriter, RequestParser, PROTO_IOBUF_LEN};
 use store::WorkerCounter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
+use crate::blocking::Outcome;
 use crate::bus;
 use crate::clients::Client;
 use crate::worker::Worker;
@@ -27,6 +31,18 @@ enum Step {
     Server(ServerRequest),
     /// Write the replies, then close.
     Close,
+    /// A blocking command found nothing: write the replies, then wait.
+    Blocked(BlockRequest),
+}
+
+/// How a parked connection goes on.
+enum Resumed {
+    /// Its reply is in the output: go on with the requests after it.
+    Go,
+    /// The served command's flow asks more (close, a server request).
+    Flow(Flow),
+    /// The connection is closing (closed by the peer, killed, shutdown).
+    Closed,
 }
 
 /// Serves one accepted connection until it closes. `peer` is the remote
@@ -68,6 +84,9 @@ where
         .add_worker_counter(worker.slot, WorkerCounter::TotalConnections, 1);
     let _ = serve(&worker, &mut stream, &session, &kill).await;
     let _ = stream.shutdown().await;
+    // However the connection ended, it waits on no key any more.
+    worker.blocking.unblock(id);
+    worker.blocking.take_outcome(id);
     worker.clients.remove(id);
     let _ = worker
         .store
@@ -100,13 +119,35 @@ where
             )
         };
         parser.set_max_bulk_len(max_bulk);
-        let step = process(worker, session, &mut parser, &mut buf, &mut out);
+        let mut step = process(worker, session, &mut parser, &mut buf, &mut out);
         if output_limit != 0 && out.len() as u64 > output_limit {
             // client-output-buffer-limit: the client is closed, its replies
             // dropped, as Redis does.
             return Ok(());
         }
+        if let Step::Blocked(req) = step {
+            if !out.is_empty() {
+                stream.write_all(&out).await?;
+                out.clear();
+            }
+            let parked = Parked {
+                stream: &mut *stream,
+                buf: &mut buf,
+                kill,
+                shutdown: &mut shutdown,
+                query_limit,
+            };
+            step = match park(worker, session, parked, req, &mut out).await? {
+                // The reply is in `out`: go round for the requests after it.
+                Resumed::Go => continue,
+                Resumed::Closed => return Ok(()),
+                Resumed::Flow(Flow::Server(req)) => Step::Server(req),
+                Resumed::Flow(Flow::Close) => Step::Close,
+                Resumed::Flow(_) => continue,
+            };
+        }
         let close = match step {
+            Step::Blocked(_) => false,
             Step::NeedInput => false,
             Step::Close => true,
             Step::Server(req) => {
@@ -152,6 +193,113 @@ where
     }
 }
 
+/// What a parked connection watches besides its wake-up.
+struct Parked<'a, S> {
+    stream: &'a mut S,
+    buf: &'a mut BytesMut,
+    kill: &'a Notify,
+    shutdown: &'a mut watch::Receiver<bool>,
+    query_limit: u64,
+}
+
+/// Waits until the blocked client is served, unblocked or times out (its
+/// reply then goes into `out`), or its connection ends. Meanwhile the
+/// socket is still read, so that a client that hangs up is noticed; what it
+/// sends waits in the buffer (within the query buffer limit).
+async fn park<S>(
+    worker: &Rc<Worker>,
+    session: &Rc<RefCell<Session>>,
+    p: Parked<'_, S>,
+    req: BlockRequest,
+    out: &mut Vec<u8>,
+) -> std::io::Result<Resumed>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (id, protocol) = {
+        let s = session.borrow();
+        (s.id, s.protocol)
+    };
+    let wake = worker.blocking.waker(id);
+    let deadline = req.deadline_ms.map(|at| {
+        let now = worker.engine.borrow().now_ms();
+        tokio::time::Instant::now() + Duration::from_millis(at.saturating_sub(now))
+    });
+    let resumed = loop {
+        if let Some(o) = worker.blocking.take_outcome(id) {
+            break outcome(o, protocol, &req, out);
+        }
+        let Some(wake) = &wake else {
+            // Neither blocked nor decided: nothing can wake it (not expected).
+            req.timeout_reply
+                .write(&mut ReplyWriter::new(out, protocol));
+            break Resumed::Go;
+        };
+        if *p.shutdown.borrow() {
+            break Resumed::Closed;
+        }
+        p.buf.reserve(PROTO_IOBUF_LEN);
+        tokio::select! {
+            _ = wake.notified() => {}
+            _ = until(deadline) => {
+                // Served in the same instant? Then the reply wins.
+                if let Some(o) = worker.blocking.take_outcome(id) {
+                    break outcome(o, protocol, &req, out);
+                }
+                worker.blocking.unblock(id);
+                req.timeout_reply
+                    .write(&mut ReplyWriter::new(out, protocol));
+                break Resumed::Go;
+            }
+            n = p.stream.read_buf(p.buf) => {
+                if !matches!(n, Ok(n) if n > 0) || p.buf.len() as u64 > p.query_limit {
+                    break Resumed::Closed;
+                }
+            }
+            _ = p.kill.notified() => break Resumed::Closed,
+            _ = p.shutdown.changed() => break Resumed::Closed,
+        }
+    };
+    worker.blocking.unblock(id);
+    session.borrow_mut().blocked = false;
+    Ok(resumed)
+}
+
+/// Writes what ended a wait and says how the connection goes on.
+fn outcome(
+    o: Outcome,
+    protocol: proto::resp::Protocol,
+    req: &BlockRequest,
+    out: &mut Vec<u8>,
+) -> Resumed {
+    match o {
+        Outcome::Served { reply, flow } => {
+            out.extend_from_slice(&reply);
+            match flow {
+                Flow::Continue => Resumed::Go,
+                flow => Resumed::Flow(flow),
+            }
+        }
+        Outcome::Unblocked { error: false } => {
+            req.timeout_reply
+                .write(&mut ReplyWriter::new(out, protocol));
+            Resumed::Go
+        }
+        Outcome::Unblocked { error: true } => {
+            ReplyWriter::new(out, protocol).error(b"UNBLOCKED client unblocked via CLIENT UNBLOCK");
+            Resumed::Go
+        }
+    }
+}
+
+/// Resolves at `deadline` (never when None).
+async fn until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Resolves after `seconds` (never when 0).
 async fn idle(seconds: u64) {
     if seconds == 0 {
@@ -164,13 +312,13 @@ async fn idle(seconds: u64) {
 /// while the engine is borrowed) and drops the consumed bytes.
 fn process(
     worker: &Worker,
-    session: &RefCell<Session>,
+    session_rc: &Rc<RefCell<Session>>,
     parser: &mut RequestParser,
     buf: &mut BytesMut,
     out: &mut Vec<u8>,
 ) -> Step {
     let mut engine = worker.engine.borrow_mut();
-    let mut session = session.borrow_mut();
+    let mut session = session_rc.borrow_mut();
     engine.begin_batch(&mut session);
     session.qbuf = buf.len();
     let mut batch = Vec::new();
@@ -197,17 +345,27 @@ fn process(
     let mut executed = 0;
     for (args, end, cmd) in &batch {
         executed += 1;
-        match engine.execute_resolved(&mut session, *cmd, args, out) {
+        let mut flow = engine.execute_resolved(&mut session, *cmd, args, out);
+        if let Flow::Block(req) = flow {
+            flow = block(
+                worker,
+                &mut engine,
+                session_rc,
+                &mut session,
+                *cmd,
+                args,
+                req,
+                out,
+            );
+        }
+        // Clients blocked on keys this command wrote are served before the
+        // next command runs, as in Redis.
+        worker.blocking.serve_ready(&mut engine, Vec::new());
+        match flow {
             Flow::Continue => continue,
             Flow::Close => step = Step::Close,
             Flow::Server(req) => step = Step::Server(req),
-            Flow::Block(req) => {
-                // Until connections can park, a blocked client gets its
-                // timeout reply at once.
-                req.timeout_reply
-                    .write(&mut ReplyWriter::new(out, session.protocol));
-                continue;
-            }
+            Flow::Block(req) => step = Step::Blocked(req),
         }
         consumed = *end;
         break;
@@ -230,6 +388,39 @@ fn process(
             .add_worker_counter(worker.slot, WorkerCounter::Commands, executed);
     }
     step
+}
+
+/// Registers a client whose command found nothing as blocked, then runs the
+/// command once more: a write on another worker may have come before this
+/// worker's bit in the waiter table was visible (I13). Returns that run's
+/// flow when it found something, else `Flow::Block` (the client parks).
+#[allow(clippy::too_many_arguments)]
+fn block(
+    worker: &Worker,
+    engine: &mut Engine,
+    session_rc: &Rc<RefCell<Session>>,
+    session: &mut Session,
+    cmd: Option<&'static Command>,
+    args: &[Arg<'_>],
+    req: BlockRequest,
+    out: &mut Vec<u8>,
+) -> Flow {
+    let id = session.id;
+    worker
+        .blocking
+        .block(session_rc.clone(), id, cmd, args, &req);
+    let mark = out.len();
+    match engine.execute_resolved(session, cmd, args, out) {
+        Flow::Block(_) => {
+            out.truncate(mark);
+            session.blocked = true;
+            Flow::Block(req)
+        }
+        served => {
+            worker.blocking.unblock(id);
+            served
+        }
+    }
 }
 
 /// Finishes a command that concerns connections or processes. Returns
@@ -276,6 +467,19 @@ async fn server_request(
             } else {
                 w.integer(killed as i64);
             }
+            false
+        }
+        ServerRequest::ClientUnblock { id, error } => {
+            let mut unblocked = worker.blocking.client_unblock(id, error);
+            if !unblocked {
+                let mut payload = id.to_le_bytes().to_vec();
+                payload.push(error as u8);
+                unblocked = ask_peers(worker, bus::UNBLOCK_REQUEST, &payload)
+                    .await
+                    .iter()
+                    .any(|p| p.first().is_some_and(|&n| n != 0));
+            }
+            ReplyWriter::new(out, protocol).integer(unblocked as i64);
             false
         }
         ServerRequest::Shutdown => {

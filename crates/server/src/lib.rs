@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod blocking;
 mod bus;
 mod clients;
 mod connection;

@@ -15,6 +15,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use tokio::task::LocalSet;
 
+use crate::blocking::Blocking;
 use crate::bus::{self, Bus};
 use crate::clients::Clients;
 use crate::connection;
@@ -43,6 +44,8 @@ pub(crate) struct Worker {
     pub bus_handle: RefCell<Handle>,
     pub bus: Bus,
     pub clients: Clients,
+    /// Clients waiting in BLPOP & co.
+    pub blocking: Blocking,
     pub shutdown: watch::Sender<bool>,
 }
 
@@ -79,6 +82,7 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
     let engine = Engine::new(store.clone(), opts.config.clone(), info)?;
     let bus_handle = store.handle()?;
     let bus = Bus::new(opts.slot, &opts.segment.display().to_string())?;
+    let blocking = Blocking::new(opts.slot, store.clone())?;
     let (shutdown, _) = watch::channel(false);
     let worker = Rc::new(Worker {
         slot: opts.slot,
@@ -87,6 +91,7 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
         bus_handle: RefCell::new(bus_handle),
         bus,
         clients: Clients::default(),
+        blocking,
         shutdown,
     });
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -134,6 +139,7 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     let wake = worker.bus.bind()?;
     worker.bus_handle.borrow_mut().mailbox_reset(worker.slot)?;
     tokio::task::spawn_local(mailbox_loop(worker.clone(), wake));
+    tokio::task::spawn_local(send_ready(worker.clone()));
     tokio::task::spawn_local(sweeper(worker.clone()));
     worker
         .store
@@ -163,6 +169,9 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // Every blocked client left with its connection; a straggler's bits
+    // would only cost other workers needless messages.
+    let _ = worker.store.clear_waiters(worker.slot);
     worker
         .store
         .set_worker_state(worker.slot, WorkerState::Free)?;
@@ -219,6 +228,42 @@ async fn sweeper(worker: Rc<Worker>) {
         let hz = worker.engine.borrow().config().hz.clamp(1, 500);
         tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
         worker.engine.borrow_mut().tick();
+    }
+}
+
+/// Tells other workers about written keys their blocked clients wait on
+/// (the outbox `Blocking::serve_ready` fills).
+async fn send_ready(worker: Rc<Worker>) {
+    loop {
+        worker.blocking.outbox_ready.notified().await;
+        let outbox = worker.blocking.take_outbox();
+        let max = worker
+            .bus_handle
+            .borrow()
+            .mailbox_max_payload()
+            .min(32 << 10);
+        for (slot, keys) in outbox {
+            let (payloads, too_long) = bus::encode_keys(&keys, max);
+            for p in payloads {
+                worker
+                    .bus
+                    .send(&worker.bus_handle, slot, bus::KEY_READY, 0, &p)
+                    .await;
+            }
+            for (db, key) in too_long {
+                let word = store::waiter_word(*db, key);
+                worker
+                    .bus
+                    .send(
+                        &worker.bus_handle,
+                        slot,
+                        bus::WORD_READY,
+                        0,
+                        &word.to_le_bytes(),
+                    )
+                    .await;
+            }
+        }
     }
 }
 
@@ -288,10 +333,46 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
                 )
                 .await;
         }
+        bus::KEY_READY => {
+            let keys = bus::decode_keys(&m.payload);
+            let mut engine = worker.engine.borrow_mut();
+            worker.blocking.serve_ready(&mut engine, keys);
+        }
+        bus::WORD_READY => {
+            let word = m
+                .payload
+                .get(..4)
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_le_bytes);
+            if let Some(word) = word {
+                let keys = worker.blocking.keys_of_word(word);
+                let mut engine = worker.engine.borrow_mut();
+                worker.blocking.serve_ready(&mut engine, keys);
+            }
+        }
+        bus::UNBLOCK_REQUEST => {
+            let id = m
+                .payload
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes);
+            let error = m.payload.get(8) == Some(&1);
+            let n = id.is_some_and(|id| worker.blocking.client_unblock(id, error)) as u64;
+            worker
+                .bus
+                .send(
+                    &worker.bus_handle,
+                    m.from,
+                    bus::UNBLOCK_REPLY,
+                    m.request,
+                    &n.to_le_bytes(),
+                )
+                .await;
+        }
         bus::LIST_PART => worker
             .bus
             .reply_arrived(m.request, m.from, m.payload, false),
-        bus::LIST_REPLY | bus::KILL_REPLY => {
+        bus::LIST_REPLY | bus::KILL_REPLY | bus::UNBLOCK_REPLY => {
             worker.bus.reply_arrived(m.request, m.from, m.payload, true)
         }
         _ => {}

@@ -85,6 +85,12 @@ pub(crate) const H_SUPERVISOR_PID: u64 = 8200;
 pub(crate) const H_CONFIG: u64 = 8448;
 /// Number of shared setting words.
 pub const CONFIG_WORDS: u64 = 64;
+/// The waiter table (waiters.rs, I13): one u32 per key hash, bit `s` set
+/// while worker slot `s` has a client blocked on a key of that hash. Bytes
+/// 8960..10240 stay free for more shared words.
+pub(crate) const H_WAITERS: u64 = 10240;
+/// Words in the waiter table.
+pub const WAITER_WORDS: u32 = 512;
 /// The worker registry: one record per worker slot.
 pub(crate) const H_WORKERS: u64 = 12288;
 pub(crate) const WORKER_REC: u64 = 128;
@@ -99,8 +105,12 @@ pub(crate) const W_CONNECTIONS: u64 = 40;
 pub(crate) const W_TOTAL_CONNECTIONS: u64 = 48;
 pub(crate) const W_COMMANDS: u64 = 56;
 pub(crate) const W_RESTARTS: u64 = 64;
+/// Clients blocked (BLPOP & co.) on the worker now.
+pub(crate) const W_BLOCKED: u64 = 72;
 const _: () = assert!(A_END <= H_NEXT_CLIENT_ID);
-const _: () = assert!(H_CONFIG + 8 * CONFIG_WORDS <= H_WORKERS);
+const _: () = assert!(H_CONFIG + 8 * CONFIG_WORDS <= H_WAITERS);
+const _: () = assert!(H_WAITERS + 4 * WAITER_WORDS as u64 <= H_WORKERS);
+const _: () = assert!(W_BLOCKED + 8 <= WORKER_REC);
 const _: () = assert!(H_WORKERS + WORKER_REC * MAX_WORKERS as u64 <= HEADER_SIZE);
 
 // --- mailbox (mailbox.rs): one ring per worker slot, after the contexts ---

@@ -46,6 +46,7 @@ mod store;
 mod strings;
 #[doc(hidden)]
 pub mod testing;
+mod waiters;
 mod workers;
 
 pub use alloc::ArenaStats;
@@ -58,10 +59,12 @@ pub use handle::Handle;
 pub use keys::{ExpireCondition, ScanPage, Ttl};
 pub use layout::{
     CONFIG_WORDS, DEFAULT_CONTEXTS, LAYOUT_VERSION, MAX_VALUE_LEN, MAX_WORKERS, NUM_DBS,
+    WAITER_WORDS,
 };
 pub use lfu::{DEFAULT_LFU_DECAY_TIME, DEFAULT_LFU_LOG_FACTOR, LFU_INIT_VAL};
 pub use mailbox::{Message, Sent};
 pub use segment::{parse_size, Clock, Location, OpenOptions, MIN_SEGMENT};
 pub use store::{CheckReport, Store, StoreInfo};
 pub use strings::{parse_i64, resolve_range, Expiry, Modify, SetCondition, SetOptions, SetResult};
+pub use waiters::waiter_word;
 pub use workers::{WorkerCounter, WorkerInfo, WorkerState};

@@ -55,6 +55,8 @@ pub enum WorkerCounter {
     TotalConnections,
     /// Commands executed since the worker started.
     Commands,
+    /// Clients blocked (BLPOP & co.) now.
+    Blocked,
 }
 
 /// One live worker as the registry shows it.
@@ -78,6 +80,8 @@ pub struct WorkerInfo {
     pub commands: u64,
     /// How many times this slot's worker was started again after dying.
     pub restarts: u64,
+    /// Clients blocked (BLPOP & co.) now.
+    pub blocked: u64,
 }
 
 fn rec(slot: u32) -> Result<u64> {
@@ -109,6 +113,7 @@ impl Store {
         r.store64(off + W_CONNECTIONS, 0)?;
         r.store64(off + W_TOTAL_CONNECTIONS, 0)?;
         r.store64(off + W_COMMANDS, 0)?;
+        r.store64(off + W_BLOCKED, 0)?;
         r.store64(off + W_RESTARTS, restarts)?;
         r.store64(off + W_PID, pid as u64)?;
         r.store64(off + W_STATE, 1)?;
@@ -132,6 +137,7 @@ impl Store {
             WorkerCounter::Connections => W_CONNECTIONS,
             WorkerCounter::TotalConnections => W_TOTAL_CONNECTIONS,
             WorkerCounter::Commands => W_COMMANDS,
+            WorkerCounter::Blocked => W_BLOCKED,
         };
         self.sh
             .region
@@ -164,6 +170,7 @@ impl Store {
                 total_connections: r.load64(off + W_TOTAL_CONNECTIONS)?,
                 commands: r.load64(off + W_COMMANDS)?,
                 restarts: r.load64(off + W_RESTARTS)?,
+                blocked: r.load64(off + W_BLOCKED)?,
             });
         }
         Ok(out)

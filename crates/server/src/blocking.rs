@@ -1,0 +1,525 @@
+//! Blocked clients (BLPOP & co.). A blocking command that finds nothing ends
+//! with `Flow::Block`; its connection registers here and parks (reads no
+//! more requests) until one of three things happens: a key it waits on is
+//! written and its command, run again, finds something; its deadline passes;
+//! or it is closed, killed or unblocked.
+//!
+//! Each worker keeps its own registry: per (db, key) a queue of the clients
+//! waiting on it, in the order they blocked. After every command (and every
+//! re-run) the worker takes the keys the engine signalled ready and serves
+//! their queues synchronously, as Redis does: waiters are tried in order, a
+//! waiter whose command finds nothing again keeps its place (and ends the
+//! round for that key: the key has nothing left), a waiter served leaves and
+//! the next one tries.
+//!
+//! Other workers learn about a ready key through the waiter table in the
+//! segment (`store::waiter_word`, design.md I13): one word per key hash, one
+//! bit per worker slot with local waiters on a key of that hash. A writing
+//! worker sends each worker whose bit is set a KEY_READY message; no wake-up
+//! is lost because a blocking client sets its worker's bit before running
+//! its command one last time before parking.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::rc::Rc;
+
+use engine::command::{Arg, Command};
+use engine::{BlockRequest, Engine, Flow, Session};
+use store::{waiter_word, Store, WorkerCounter, MAX_WORKERS, WAITER_WORDS};
+use tokio::sync::Notify;
+
+/// How a blocked client's wait ended, when something other than its own
+/// connection ended it.
+pub(crate) enum Outcome {
+    /// Its command ran again and was served: the reply, and what the
+    /// connection does next.
+    Served {
+        /// The re-run's reply bytes.
+        reply: Vec<u8>,
+        /// The re-run's flow (never `Block`).
+        flow: Flow,
+    },
+    /// CLIENT UNBLOCK: reply as on a timeout or, with `error`, -UNBLOCKED.
+    Unblocked {
+        /// ERROR rather than TIMEOUT.
+        error: bool,
+    },
+}
+
+/// One parked client.
+struct Waiter {
+    /// Its place in every queue it is in (smaller blocked earlier).
+    seq: u64,
+    session: Rc<RefCell<Session>>,
+    cmd: Option<&'static Command>,
+    /// The blocking command, kept to run again.
+    args: Vec<Arg<'static>>,
+    db: u8,
+    /// The keys it waits on, without duplicates.
+    keys: Vec<Vec<u8>>,
+    wake: Rc<Notify>,
+}
+
+/// A queue's name: the db byte, then the key (so a `&[u8]` looks it up).
+fn queue_name(db: u8, key: &[u8]) -> Vec<u8> {
+    let mut name = Vec::with_capacity(key.len() + 1);
+    name.push(db);
+    name.extend_from_slice(key);
+    name
+}
+
+#[derive(Default)]
+struct Registry {
+    next_seq: u64,
+    waiters: HashMap<u64, Waiter>,
+    /// Per queue name, the waiting client ids by `seq`.
+    queues: HashMap<Vec<u8>, BTreeMap<u64, u64>>,
+    /// Per waiter-table word, how many (waiter, key) pairs of this worker
+    /// hash there: the worker's bit is set while the count is not 0.
+    words: Vec<u32>,
+    /// Ends decided for clients whose connection has not looked yet.
+    outcomes: HashMap<u64, Outcome>,
+    /// Ready keys to announce to other workers, by slot.
+    outbox: BTreeMap<u32, BTreeSet<(u8, Vec<u8>)>>,
+}
+
+/// What running a waiter's command again did.
+enum Rerun {
+    /// Nothing for it yet: it keeps its place.
+    Blocked,
+    /// Its session is in use (it is not really parked): skip it.
+    Busy,
+    /// It is no longer registered.
+    Gone,
+    /// It got its reply.
+    Served(Vec<u8>, Flow),
+}
+
+/// This worker's blocked clients.
+pub(crate) struct Blocking {
+    slot: u32,
+    store: Store,
+    reg: RefCell<Registry>,
+    /// Wakes the task that sends the outbox (see [`send_ready`]).
+    pub outbox_ready: Notify,
+}
+
+impl Blocking {
+    /// An empty registry for the worker in `slot`. Clears the slot's bits a
+    /// killed predecessor may have left in the waiter table.
+    pub fn new(slot: u32, store: Store) -> Result<Blocking, store::Error> {
+        store.clear_waiters(slot)?;
+        Ok(Blocking {
+            slot,
+            store,
+            reg: RefCell::new(Registry {
+                next_seq: 1,
+                words: vec![0; WAITER_WORDS as usize],
+                ..Registry::default()
+            }),
+            outbox_ready: Notify::new(),
+        })
+    }
+
+    /// Registers client `id` as blocked on `req`'s keys, at the back of each
+    /// key's queue, and sets this worker's bits in the waiter table (I13:
+    /// before the caller runs the command one last time).
+    pub fn block(
+        &self,
+        session: Rc<RefCell<Session>>,
+        id: u64,
+        cmd: Option<&'static Command>,
+        args: &[Arg<'_>],
+        req: &BlockRequest,
+    ) {
+        let mut reg = self.reg.borrow_mut();
+        if reg.waiters.contains_key(&id) {
+            return;
+        }
+        let seq = reg.next_seq;
+        reg.next_seq += 1;
+        let mut keys: Vec<Vec<u8>> = Vec::with_capacity(req.keys.len());
+        for k in &req.keys {
+            if !keys.contains(k) {
+                keys.push(k.clone());
+            }
+        }
+        for k in &keys {
+            reg.queues
+                .entry(queue_name(req.db, k))
+                .or_default()
+                .insert(seq, id);
+            let word = waiter_word(req.db, k) as usize;
+            reg.words[word] += 1;
+            if reg.words[word] == 1 {
+                let _ = self.store.add_waiter(word as u32, self.slot);
+            }
+        }
+        reg.waiters.insert(
+            id,
+            Waiter {
+                seq,
+                session,
+                cmd,
+                args: args.iter().map(|a| Cow::Owned(a.to_vec())).collect(),
+                db: req.db,
+                keys,
+                wake: Rc::new(Notify::new()),
+            },
+        );
+        let _ = self
+            .store
+            .add_worker_counter(self.slot, WorkerCounter::Blocked, 1);
+    }
+
+    /// Takes client `id` out of every queue (idempotent); clears this
+    /// worker's bit from words it no longer waits on. Returns the waiter.
+    fn remove(&self, id: u64) -> Option<Waiter> {
+        let mut reg = self.reg.borrow_mut();
+        let w = reg.waiters.remove(&id)?;
+        for k in &w.keys {
+            let name = queue_name(w.db, k);
+            if let Some(q) = reg.queues.get_mut(&name) {
+                q.remove(&w.seq);
+                if q.is_empty() {
+                    reg.queues.remove(&name);
+                }
+            }
+            let word = waiter_word(w.db, k) as usize;
+            reg.words[word] = reg.words[word].saturating_sub(1);
+            if reg.words[word] == 0 {
+                let _ = self.store.remove_waiter(word as u32, self.slot);
+            }
+        }
+        let _ = self
+            .store
+            .add_worker_counter(self.slot, WorkerCounter::Blocked, -1);
+        Some(w)
+    }
+
+    /// Ends client `id`'s wait from its own connection (timeout, close,
+    /// kill, or its last look found something).
+    pub fn unblock(&self, id: u64) {
+        self.remove(id);
+    }
+
+    /// The notifier that tells client `id`'s connection an [`Outcome`] is
+    /// waiting (None once it is no longer blocked).
+    pub fn waker(&self, id: u64) -> Option<Rc<Notify>> {
+        self.reg.borrow().waiters.get(&id).map(|w| w.wake.clone())
+    }
+
+    /// The end decided for client `id`, if any.
+    pub fn take_outcome(&self, id: u64) -> Option<Outcome> {
+        self.reg.borrow_mut().outcomes.remove(&id)
+    }
+
+    /// Ends `id`'s wait with `outcome` and wakes its connection.
+    fn finish(&self, id: u64, outcome: Outcome) -> bool {
+        let Some(w) = self.remove(id) else {
+            return false;
+        };
+        self.reg.borrow_mut().outcomes.insert(id, outcome);
+        w.wake.notify_one();
+        true
+    }
+
+    /// CLIENT UNBLOCK for a client of this worker: whether it was blocked.
+    pub fn client_unblock(&self, id: u64, error: bool) -> bool {
+        self.finish(id, Outcome::Unblocked { error })
+    }
+
+    /// The keys this worker's clients wait on whose table word is `word`
+    /// (for a WORD_READY message).
+    pub fn keys_of_word(&self, word: u32) -> Vec<(u8, Vec<u8>)> {
+        self.reg
+            .borrow()
+            .queues
+            .keys()
+            .filter_map(|name| {
+                let (&db, key) = name.split_first()?;
+                (waiter_word(db, key) == word).then(|| (db, key.to_vec()))
+            })
+            .collect()
+    }
+
+    /// Takes the keys to announce to other workers.
+    pub fn take_outbox(&self) -> BTreeMap<u32, BTreeSet<(u8, Vec<u8>)>> {
+        std::mem::take(&mut self.reg.borrow_mut().outbox)
+    }
+
+    /// Serves the clients blocked on `keys` (ready keys another worker
+    /// announced) and on every key the engine signalled ready: call it after
+    /// each command. Keys written here are also announced to the other
+    /// workers with waiters on them.
+    pub fn serve_ready(&self, engine: &mut Engine, keys: Vec<(u8, Vec<u8>)>) {
+        let mut pending: VecDeque<(u8, Vec<u8>)> = keys.into();
+        loop {
+            let written = engine.take_ready_keys();
+            if !written.is_empty() {
+                self.announce(&written);
+                pending.extend(written);
+            }
+            let Some((db, key)) = pending.pop_front() else {
+                return;
+            };
+            self.serve_key(engine, db, &key);
+        }
+    }
+
+    /// Queues `keys` for the other workers whose bit is set on their words.
+    fn announce(&self, keys: &[(u8, Vec<u8>)]) {
+        let mut any = false;
+        for (db, key) in keys {
+            // I13: the write that made the key ready is published; the fence
+            // in `waiters_on` orders the read of the word after it.
+            let Ok(bits) = self.store.waiters_on(waiter_word(*db, key)) else {
+                continue;
+            };
+            let others = bits & !(1u32 << self.slot);
+            if others == 0 {
+                continue;
+            }
+            let mut reg = self.reg.borrow_mut();
+            for slot in (0..MAX_WORKERS).filter(|s| others & (1 << s) != 0) {
+                reg.outbox
+                    .entry(slot)
+                    .or_default()
+                    .insert((*db, key.clone()));
+                any = true;
+            }
+        }
+        if any {
+            self.outbox_ready.notify_one();
+        }
+    }
+
+    /// Tries the clients waiting on one ready key, in the order they
+    /// blocked, until one finds nothing.
+    fn serve_key(&self, engine: &mut Engine, db: u8, key: &[u8]) {
+        let name = queue_name(db, key);
+        let mut after = 0;
+        loop {
+            let next = self
+                .reg
+                .borrow()
+                .queues
+                .get(&name)
+                .and_then(|q| q.range(after..).next().map(|(&s, &id)| (s, id)));
+            let Some((seq, id)) = next else {
+                return;
+            };
+            after = seq + 1;
+            match self.rerun(engine, id) {
+                // The key has nothing left for anyone behind it either.
+                Rerun::Blocked => return,
+                Rerun::Busy | Rerun::Gone => continue,
+                Rerun::Served(reply, flow) => {
+                    self.finish(id, Outcome::Served { reply, flow });
+                    // What the command wrote (BLMOVE's push) is ready in turn;
+                    // `serve_ready` takes it after this key.
+                }
+            }
+        }
+    }
+
+    /// Runs waiter `id`'s command again.
+    fn rerun(&self, engine: &mut Engine, id: u64) -> Rerun {
+        let reg = self.reg.borrow();
+        let Some(w) = reg.waiters.get(&id) else {
+            return Rerun::Gone;
+        };
+        let Ok(mut session) = w.session.try_borrow_mut() else {
+            return Rerun::Busy;
+        };
+        session.last_ms = engine.now_ms();
+        let mut out = Vec::new();
+        match engine.execute_resolved(&mut session, w.cmd, &w.args, &mut out) {
+            Flow::Block(_) => Rerun::Blocked,
+            flow => Rerun::Served(out, flow),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::{Config, ServerInfo};
+    use store::{Location, OpenOptions};
+
+    struct Fixture {
+        engine: Engine,
+        blocking: Blocking,
+        store: Store,
+        path: std::path::PathBuf,
+    }
+
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    fn fixture(tag: &str) -> Fixture {
+        let path =
+            std::env::temp_dir().join(format!("shoal-blocking-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let store = Store::open(&OpenOptions {
+            location: Location::Path(path.clone()),
+            size: 8 << 20,
+            ..OpenOptions::default()
+        })
+        .unwrap();
+        store.register_worker(2, 0).unwrap();
+        let engine = Engine::new(store.clone(), Config::default(), ServerInfo::default()).unwrap();
+        let blocking = Blocking::new(2, store.clone()).unwrap();
+        Fixture {
+            engine,
+            blocking,
+            store,
+            path,
+        }
+    }
+
+    fn args(words: &[&str]) -> Vec<Arg<'static>> {
+        words
+            .iter()
+            .map(|w| Cow::Owned(w.as_bytes().to_vec()))
+            .collect()
+    }
+
+    impl Fixture {
+        /// Runs `words` for a client; a blocking command that finds nothing
+        /// registers it (as the connection does).
+        fn run(&mut self, session: &Rc<RefCell<Session>>, words: &[&str]) -> Option<String> {
+            let a = args(words);
+            let cmd = self.engine.resolve(&session.borrow(), &a, false);
+            let mut out = Vec::new();
+            let flow = self
+                .engine
+                .execute_resolved(&mut session.borrow_mut(), cmd, &a, &mut out);
+            let id = session.borrow().id;
+            let reply = match flow {
+                Flow::Block(req) => {
+                    self.blocking.block(session.clone(), id, cmd, &a, &req);
+                    None
+                }
+                _ => Some(String::from_utf8_lossy(&out).into_owned()),
+            };
+            self.blocking.serve_ready(&mut self.engine, Vec::new());
+            reply
+        }
+
+        fn served(&self, session: &Rc<RefCell<Session>>) -> Option<String> {
+            match self.blocking.take_outcome(session.borrow().id)? {
+                Outcome::Served { reply, flow } => {
+                    assert_eq!(flow, Flow::Continue);
+                    Some(String::from_utf8_lossy(&reply).into_owned())
+                }
+                Outcome::Unblocked { error } => Some(format!("unblocked error={error}")),
+            }
+        }
+
+        fn bit(&self, key: &str) -> bool {
+            self.store
+                .waiters_on(waiter_word(0, key.as_bytes()))
+                .unwrap()
+                & (1 << 2)
+                != 0
+        }
+
+        fn blocked_count(&self) -> u64 {
+            self.store
+                .workers()
+                .unwrap_or_default()
+                .iter()
+                .map(|w| w.blocked)
+                .sum()
+        }
+    }
+
+    fn client(id: u64) -> Rc<RefCell<Session>> {
+        Rc::new(RefCell::new(Session::new(id, 0)))
+    }
+
+    #[test]
+    fn waiters_are_tried_in_order_and_keep_their_place() {
+        let mut f = fixture("fifo");
+        let (a, b, c, w) = (client(1), client(2), client(3), client(4));
+        assert_eq!(f.run(&a, &["BLPOP", "q", "0"]), None);
+        assert_eq!(f.run(&b, &["BLPOP", "other", "q", "0"]), None);
+        assert_eq!(f.run(&c, &["BLPOP", "q", "q", "0"]), None);
+        assert!(f.bit("q") && f.bit("other"));
+
+        // One element: the first waiter only.
+        assert_eq!(f.run(&w, &["RPUSH", "q", "x"]).unwrap(), ":1\r\n");
+        assert_eq!(f.served(&a).unwrap(), "*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
+        assert_eq!((f.served(&b), f.served(&c)), (None, None));
+        // Two: the next two, in the order they blocked.
+        assert_eq!(f.run(&w, &["RPUSH", "q", "y", "z"]).unwrap(), ":2\r\n");
+        assert_eq!(f.served(&b).unwrap(), "*2\r\n$1\r\nq\r\n$1\r\ny\r\n");
+        assert_eq!(f.served(&c).unwrap(), "*2\r\n$1\r\nq\r\n$1\r\nz\r\n");
+        assert_eq!(f.run(&w, &["EXISTS", "q"]).unwrap(), ":0\r\n");
+        // The last waiter gone, the worker's bits are clear.
+        assert!(!f.bit("q") && !f.bit("other"));
+    }
+
+    #[test]
+    fn a_served_move_makes_its_destination_ready() {
+        let mut f = fixture("move");
+        let (mover, popper, w) = (client(1), client(2), client(3));
+        assert_eq!(
+            f.run(&mover, &["BLMOVE", "src", "dst", "LEFT", "RIGHT", "0"]),
+            None
+        );
+        assert_eq!(f.run(&popper, &["BLPOP", "dst", "0"]), None);
+        f.run(&w, &["LPUSH", "src", "v"]);
+        assert_eq!(f.served(&mover).unwrap(), "$1\r\nv\r\n");
+        assert_eq!(f.served(&popper).unwrap(), "*2\r\n$3\r\ndst\r\n$1\r\nv\r\n");
+    }
+
+    #[test]
+    fn keys_announced_by_another_worker_wake_waiters_and_unblock_cleans_up() {
+        let mut f = fixture("remote");
+        let (a, b) = (client(1), client(2));
+        assert_eq!(f.run(&a, &["BRPOP", "r", "0"]), None);
+        assert_eq!(f.run(&b, &["BRPOP", "s", "0"]), None);
+        assert_eq!(f.blocked_count(), 2);
+        // Another worker wrote "r": here the engine writes it and its ready
+        // key is dropped, then the announcement arrives.
+        let writer = client(3);
+        let a2 = args(&["RPUSH", "r", "1"]);
+        let cmd = f.engine.resolve(&writer.borrow(), &a2, false);
+        f.engine
+            .execute_resolved(&mut writer.borrow_mut(), cmd, &a2, &mut Vec::new());
+        f.engine.take_ready_keys();
+        assert_eq!(f.served(&a), None);
+        f.blocking
+            .serve_ready(&mut f.engine, vec![(0, b"r".to_vec())]);
+        assert_eq!(f.served(&a).unwrap(), "*2\r\n$1\r\nr\r\n$1\r\n1\r\n");
+
+        // CLIENT UNBLOCK, then the connection's own unblock: idempotent.
+        assert!(f.blocking.client_unblock(2, true));
+        assert!(!f.blocking.client_unblock(2, true));
+        assert_eq!(f.served(&b).unwrap(), "unblocked error=true");
+        f.blocking.unblock(2);
+        assert!(!f.bit("s"));
+        assert_eq!(f.blocked_count(), 0);
+        assert!(f.blocking.keys_of_word(waiter_word(0, b"s")).is_empty());
+    }
+
+    #[test]
+    fn the_announcement_goes_to_other_workers_with_bits_set() {
+        let mut f = fixture("outbox");
+        let w = client(1);
+        // Worker 5 waits on "k"; this worker (2) does not.
+        f.store.add_waiter(waiter_word(0, b"k"), 5).unwrap();
+        f.store.add_waiter(waiter_word(0, b"k"), 2).unwrap();
+        f.run(&w, &["RPUSH", "k", "x"]);
+        let outbox = f.blocking.take_outbox();
+        assert_eq!(outbox.len(), 1);
+        assert!(outbox[&5].contains(&(0, b"k".to_vec())));
+        assert!(f.blocking.take_outbox().is_empty());
+    }
+}
