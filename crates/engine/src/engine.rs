@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use proto::resp::ReplyWriter;
-use store::{Handle, Store};
+use store::{Handle, Store, ValueType};
 
 use crate::command::{self, Arg, Command};
 use crate::config::Config;
@@ -53,11 +53,13 @@ pub struct BlockRequest {
     pub keys: Vec<Vec<u8>>,
     /// When to give up, ms since the epoch (None: wait forever).
     pub deadline_ms: Option<u64>,
-    /// What to reply on timeout.
-    pub timeout_reply: TimeoutReply,
+    /// The type the command pops from: a woken client whose key now holds
+    /// another type stays blocked, as in Redis 7.0.
+    pub wants: ValueType,
 }
 
-/// A blocking command's reply when its timeout passes.
+/// A blocking command's reply when it cannot block (inside EXEC). After a
+/// real timeout every blocking command replies a null array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimeoutReply {
     /// BLPOP, BRPOP, BLMPOP, BZPOPMIN/MAX, BZMPOP: a null array.
@@ -177,11 +179,13 @@ impl Cx<'_> {
     }
 
     /// Ends a blocking command that found nothing: the client waits on
-    /// `keys` for `timeout_ms` (None: forever). Where a client cannot wait
-    /// (inside EXEC) the timeout reply is written at once, as Redis does.
+    /// `keys` (holding `wants`) for `timeout_ms` (None: forever). Where a
+    /// client cannot wait (inside EXEC) `reply` is written at once, as
+    /// Redis does.
     pub(crate) fn block(
         &mut self,
         keys: Vec<Vec<u8>>,
+        wants: ValueType,
         timeout_ms: Option<u64>,
         reply: TimeoutReply,
     ) {
@@ -194,7 +198,7 @@ impl Cx<'_> {
             db: self.session.db,
             keys,
             deadline_ms: timeout_ms.map(|t| now.saturating_add(t)),
-            timeout_reply: reply,
+            wants,
         });
     }
 
@@ -244,6 +248,12 @@ impl Engine {
     /// Counters for INFO.
     pub fn stats(&self) -> EngineStats {
         self.stats
+    }
+
+    /// The type of `key`, if it exists (a woken blocked client checks it
+    /// before running again).
+    pub fn key_type(&mut self, db: u8, key: &[u8]) -> Option<ValueType> {
+        self.h.key_type(db, key).ok().flatten()
     }
 
     /// The clock commands use (ms since the epoch).

@@ -6,7 +6,8 @@ mod common;
 use std::borrow::Cow;
 
 use common::*;
-use engine::{command, BlockRequest, Flow, TimeoutReply};
+use engine::{command, BlockRequest, Flow};
+use store::ValueType;
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 const NOT_INT: &str = "ERR value is not an integer or out of range";
@@ -643,7 +644,7 @@ fn blpop_blocks_then_serves_on_a_rerun() {
             db: 0,
             keys: vec![b"a".to_vec(), b"b".to_vec()],
             deadline_ms: None,
-            timeout_reply: TimeoutReply::NullArray,
+            wants: ValueType::List,
         }
     );
     let req = blocked(&mut t, &["BRPOP", "a", "0.25"]);
@@ -721,11 +722,11 @@ fn blmove_serves_or_waits_on_the_source() {
             db: 0,
             keys: vec![b"src".to_vec()],
             deadline_ms: Some(T0 + 2000),
-            timeout_reply: TimeoutReply::NullBulk,
+            wants: ValueType::List,
         }
     );
     let req = blocked(&mut t, &["BRPOPLPUSH", "src", "dst", "0"]);
-    assert_eq!(req.timeout_reply, TimeoutReply::NullBulk);
+    assert_eq!(req.wants, ValueType::List);
     assert_eq!(req.keys, [b"src".to_vec()]);
     assert!(ready(&mut t).is_empty());
 }
@@ -777,7 +778,7 @@ fn blmpop_serves_or_waits_on_its_keys() {
             db: 0,
             keys: vec![b"a".to_vec(), b"b".to_vec()],
             deadline_ms: Some(T0 + 500),
-            timeout_reply: TimeoutReply::NullArray,
+            wants: ValueType::List,
         }
     );
     assert_eq!(

@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use engine::{command, Flow, TimeoutReply};
-use store::Set;
+use engine::{command, Flow};
+use store::{Set, ValueType};
 
 /// Stores a plain set under `key` (db 0): a source for ZUNION and kin.
 fn make_set(t: &TestEngine, key: &str, members: &[&str]) {
@@ -1948,7 +1948,7 @@ fn blocking_pops_block_on_missing_keys() {
         assert_eq!(req.keys, expected);
         assert_eq!(req.db, 0);
         assert_eq!(req.deadline_ms, deadline);
-        assert_eq!(req.timeout_reply, TimeoutReply::NullArray);
+        assert_eq!(req.wants, ValueType::ZSet);
     }
     // Where a client cannot wait (inside EXEC) the timeout reply comes at
     // once.

@@ -26,7 +26,7 @@ use std::rc::Rc;
 
 use engine::command::{Arg, Command};
 use engine::{BlockRequest, Engine, Flow, Session};
-use store::{waiter_word, Store, WorkerCounter, MAX_WORKERS, WAITER_WORDS};
+use store::{waiter_word, Store, ValueType, WorkerCounter, MAX_WORKERS, WAITER_WORDS};
 use tokio::sync::Notify;
 
 /// How a blocked client's wait ended, when something other than its own
@@ -56,6 +56,8 @@ struct Waiter {
     /// The blocking command, kept to run again.
     args: Vec<Arg<'static>>,
     db: u8,
+    /// The type it pops from.
+    wants: ValueType,
     /// The keys it waits on, without duplicates.
     keys: Vec<Vec<u8>>,
     wake: Rc<Notify>,
@@ -164,6 +166,7 @@ impl Blocking {
                 cmd,
                 args: args.iter().map(|a| Cow::Owned(a.to_vec())).collect(),
                 db: req.db,
+                wants: req.wants,
                 keys,
                 wake: Rc::new(Notify::new()),
             },
@@ -311,6 +314,11 @@ impl Blocking {
                 return;
             };
             after = seq + 1;
+            if !self.wants_type_of(engine, id, db, key) {
+                // The key now holds another type: this waiter keeps its
+                // place without running (Redis 7.0).
+                continue;
+            }
             match self.rerun(engine, id) {
                 // The key has nothing left for anyone behind it either.
                 Rerun::Blocked => return,
@@ -322,6 +330,15 @@ impl Blocking {
                 }
             }
         }
+    }
+
+    /// Whether `key` holds the type waiter `id` pops from (or is missing).
+    fn wants_type_of(&self, engine: &mut Engine, id: u64, db: u8, key: &[u8]) -> bool {
+        let wants = match self.reg.borrow().waiters.get(&id) {
+            Some(w) => w.wants,
+            None => return true,
+        };
+        engine.key_type(db, key).is_none_or(|t| t == wants)
     }
 
     /// Runs waiter `id`'s command again.

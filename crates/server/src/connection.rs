@@ -227,12 +227,11 @@ where
     });
     let resumed = loop {
         if let Some(o) = worker.blocking.take_outcome(id) {
-            break outcome(o, protocol, &req, out);
+            break outcome(o, protocol, out);
         }
         let Some(wake) = &wake else {
             // Neither blocked nor decided: nothing can wake it (not expected).
-            req.timeout_reply
-                .write(&mut ReplyWriter::new(out, protocol));
+            ReplyWriter::new(out, protocol).null_array();
             break Resumed::Go;
         };
         if *p.shutdown.borrow() {
@@ -244,11 +243,10 @@ where
             _ = until(deadline) => {
                 // Served in the same instant? Then the reply wins.
                 if let Some(o) = worker.blocking.take_outcome(id) {
-                    break outcome(o, protocol, &req, out);
+                    break outcome(o, protocol, out);
                 }
                 worker.blocking.unblock(id);
-                req.timeout_reply
-                    .write(&mut ReplyWriter::new(out, protocol));
+                ReplyWriter::new(out, protocol).null_array();
                 break Resumed::Go;
             }
             n = p.stream.read_buf(p.buf) => {
@@ -266,12 +264,7 @@ where
 }
 
 /// Writes what ended a wait and says how the connection goes on.
-fn outcome(
-    o: Outcome,
-    protocol: proto::resp::Protocol,
-    req: &BlockRequest,
-    out: &mut Vec<u8>,
-) -> Resumed {
+fn outcome(o: Outcome, protocol: proto::resp::Protocol, out: &mut Vec<u8>) -> Resumed {
     match o {
         Outcome::Served { reply, flow } => {
             out.extend_from_slice(&reply);
@@ -281,8 +274,7 @@ fn outcome(
             }
         }
         Outcome::Unblocked { error: false } => {
-            req.timeout_reply
-                .write(&mut ReplyWriter::new(out, protocol));
+            ReplyWriter::new(out, protocol).null_array();
             Resumed::Go
         }
         Outcome::Unblocked { error: true } => {

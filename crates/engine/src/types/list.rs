@@ -669,7 +669,7 @@ fn bpop(cx: &mut Cx<'_>, args: &[Arg<'_>], end: End) -> CmdResult {
         }
     }
     let keys = keys.iter().map(|k| k.to_vec()).collect();
-    cx.block(keys, timeout, TimeoutReply::NullArray);
+    cx.block(keys, ValueType::List, timeout, TimeoutReply::NullArray);
     Ok(())
 }
 
@@ -686,7 +686,12 @@ fn bmove(cx: &mut Cx<'_>, args: &[Arg<'_>], from: End, to: End, timeout: &[u8]) 
     let timeout = parse::timeout(timeout)?;
     match move_one(cx, &args[1], &args[2], from, to)? {
         Some(item) => cx.out.bulk(&item),
-        None => cx.block(vec![args[1].to_vec()], timeout, TimeoutReply::NullBulk),
+        None => cx.block(
+            vec![args[1].to_vec()],
+            ValueType::List,
+            timeout,
+            TimeoutReply::NullBulk,
+        ),
     }
     Ok(())
 }
@@ -706,7 +711,7 @@ fn blmpop(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let mpop = Mpop::parse(args, 2)?;
     if !mpop.run(cx)? {
         let keys = mpop.keys.iter().map(|k| k.to_vec()).collect();
-        cx.block(keys, timeout, TimeoutReply::NullArray);
+        cx.block(keys, ValueType::List, timeout, TimeoutReply::NullArray);
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! ([`Cx::block`]), and runs again from the start once one is signalled
 //! ready.
 
-use store::{Collection, Scored, ZSet};
+use store::{Collection, Scored, ValueType, ZSet};
 
 use super::{reply_score, resp3};
 use crate::command::{Arg, CmdResult};
@@ -111,7 +111,7 @@ fn bzpop(cx: &mut Cx<'_>, args: &[Arg<'_>], end: End) -> CmdResult {
         }
     }
     let keys = keys.iter().map(|k| k.to_vec()).collect();
-    cx.block(keys, timeout, TimeoutReply::NullArray);
+    cx.block(keys, ValueType::ZSet, timeout, TimeoutReply::NullArray);
     Ok(())
 }
 
@@ -199,7 +199,7 @@ pub(super) fn bzmpop(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let timeout = parse::timeout(&args[1])?;
     if !mpop_any(cx, &m)? {
         let keys = m.keys.iter().map(|k| k.to_vec()).collect();
-        cx.block(keys, timeout, TimeoutReply::NullArray);
+        cx.block(keys, ValueType::ZSet, timeout, TimeoutReply::NullArray);
     }
     Ok(())
 }
