@@ -45,6 +45,7 @@ mod store;
 mod strings;
 #[doc(hidden)]
 pub mod testing;
+mod watch;
 mod workers;
 
 pub use alloc::ArenaStats;
