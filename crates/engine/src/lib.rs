@@ -38,6 +38,7 @@ mod keyspace;
 mod parse;
 mod server;
 mod session;
+mod transaction;
 mod types;
 
 pub use config::Config;

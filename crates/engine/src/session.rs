@@ -4,6 +4,8 @@
 
 use proto::resp::Protocol;
 
+use crate::transaction::Transaction;
+
 /// CLIENT REPLY's modes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ReplyMode {
@@ -55,6 +57,8 @@ pub struct Session {
     pub omem: usize,
     /// Number of the worker serving the connection.
     pub worker: u32,
+    /// MULTI's queue and WATCH's keys.
+    pub(crate) tx: Transaction,
 }
 
 impl Session {
@@ -78,11 +82,26 @@ impl Session {
             qbuf: 0,
             omem: 0,
             worker: 0,
+            tx: Transaction::default(),
         }
     }
 
-    /// What RESET restores: db 0, RESP2, no name, replies on.
+    /// Whether MULTI is open: commands are queued, not run.
+    pub fn in_multi(&self) -> bool {
+        self.tx.queued().is_some()
+    }
+
+    /// Whether EXEC is running this client's queued commands. A blocking
+    /// command must then answer at once, as if its timeout had passed (as
+    /// in Redis), and never wait: EXEC holds every other worker up.
+    pub fn in_exec(&self) -> bool {
+        self.tx.executing()
+    }
+
+    /// What RESET restores: db 0, RESP2, no name, replies on, no
+    /// transaction and nothing watched.
     pub fn reset(&mut self) {
+        self.tx = Transaction::default();
         self.db = 0;
         self.protocol = Protocol::Resp2;
         self.name.clear();
@@ -93,9 +112,19 @@ impl Session {
     /// The line CLIENT LIST and CLIENT INFO print for this client, in Redis
     /// 7.0's field order (without the trailing newline).
     pub fn client_line(&self, now_ms: u64) -> String {
-        let flags = if self.no_evict { "e" } else { "N" };
+        let mut flags = String::new();
+        if self.in_multi() {
+            flags.push('x');
+        }
+        if self.no_evict {
+            flags.push('e');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        let multi = self.tx.queued().map_or(-1, |n| n as i64);
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub=0 psub=0 ssub=0 multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}",
             self.id,
             self.addr,
             self.laddr,
