@@ -1,5 +1,5 @@
 //! Per-connection state the commands read and change: db, protocol, name,
-//! reply mode. The server owns one per connection and fills in the socket
+//! reply mode, an open transaction. The server owns one per connection and fills in the socket
 //! fields; the engine never sees the socket itself.
 
 use proto::resp::Protocol;

@@ -26,7 +26,7 @@
 //!   EXEC's array (Redis leaves the array short) and take effect from EXEC's
 //!   own reply on.
 
-use std::collections::HashMap;
+use std::collections::hash_map::{Entry, HashMap};
 
 use store::Handle;
 
@@ -179,7 +179,7 @@ fn watch(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     }
     for key in &args[1..] {
         // A key watched twice keeps its first version, as in Redis.
-        if let std::collections::hash_map::Entry::Vacant(e) = tx.watched.entry((db, key.to_vec())) {
+        if let Entry::Vacant(e) = tx.watched.entry((db, key.to_vec())) {
             e.insert(h.key_version(db, key)?);
         }
     }

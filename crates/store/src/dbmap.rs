@@ -178,9 +178,11 @@ impl Handle {
             return f(owner);
         }
         let took = handle(owner).enter_exclusive()?;
-        let res = f(owner);
+        // A panic inside (a bug in `f`) must not leave every other process
+        // waiting for a holder that is still alive: leave, then unwind on.
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(owner)));
         let left = handle(owner).leave_exclusive(took);
-        let out = res?;
+        let out = res.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
         left?;
         Ok(out)
     }

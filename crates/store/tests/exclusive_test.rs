@@ -473,3 +473,22 @@ fn a_crash_at_any_point_of_a_section_leaves_whole_writes_and_an_open_map() {
     }
     assert!(k > 5, "only {k} crash points");
 }
+
+#[test]
+fn a_panic_inside_leaves_the_section() {
+    let seg = TempSegment::new("excl-panic");
+    let store = seg.open(16 * MB);
+    let mut h = store.handle().unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        h.exclusive(|h| -> Result<()> {
+            put(h, 0, b"k", b"v");
+            panic!("a bug inside a section");
+        })
+    }));
+    assert!(caught.is_err());
+    // The handle lives on, outside the section, and others are not held up.
+    assert!(!h.in_exclusive());
+    let mut other = store.handle().unwrap();
+    assert_eq!(other.get(0, b"k").unwrap(), Some(b"v".to_vec()));
+    put(&mut h, 0, b"k", b"w");
+}
