@@ -128,7 +128,8 @@ pub(crate) fn queues(session: &Session, cmd: &Command) -> bool {
 /// Queues a command that passed the dispatcher's checks, after the checks
 /// Redis makes before queuing: `NO_MULTI` and a container's subcommand.
 pub(crate) fn queue(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> CmdResult {
-    let checked = match cmd.subcommands.is_empty() {
+    // A container named alone (COMMAND) is a command of its own.
+    let checked = match cmd.subcommands.is_empty() || args.len() < 2 {
         true => Ok(cmd),
         false => find_sub(cmd, args),
     };

@@ -316,6 +316,20 @@ fn client_reply_applies_to_exec_as_one_reply() {
 }
 
 #[test]
+fn container_commands_are_checked_and_queued() {
+    let mut t = TestEngine::new();
+    t.run(&["MULTI"]);
+    queue(
+        &mut t,
+        &[&["COMMAND"], &["COMMAND", "COUNT"], &["CLIENT", "GETNAME"]],
+    );
+    let r = t.run(&["EXEC"]);
+    let count = t.run(&["COMMAND", "COUNT"]);
+    assert!(r.starts_with("*3\r\n*"), "{r}");
+    assert!(r.ends_with(&format!("{count}{NIL}")), "{r}");
+}
+
+#[test]
 fn server_side_commands_answer_an_error_inside_exec() {
     let mut t = TestEngine::new();
     t.run(&["MULTI"]);
