@@ -1,6 +1,6 @@
 //! Per-connection state the commands read and change: db, protocol, name,
-//! reply mode, an open transaction. The server owns one per connection and fills in the socket
-//! fields; the engine never sees the socket itself.
+//! reply mode, an open transaction. The server owns one per connection and
+//! fills in the socket fields; the engine never sees the socket itself.
 
 use proto::resp::Protocol;
 
