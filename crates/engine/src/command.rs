@@ -51,9 +51,18 @@ pub mod flags {
     pub const ALLOW_BUSY: u32 = 1 << 12;
     /// May block the client (BLPOP and kin).
     pub const BLOCKING: u32 = 1 << 13;
-    /// shoal's own: writes several keys, so the dispatcher runs it in the
-    /// store's exclusive section to make it atomic across workers. Not
-    /// shown by COMMAND INFO.
+    /// shoal's own, not a Redis flag (COMMAND INFO does not show it): the
+    /// command touches several keys and must look like one step to every
+    /// other client, so the dispatcher runs it inside
+    /// [`store::Handle::exclusive`] (as EXEC runs its queue), where no other
+    /// worker reads or writes. Set it on every command that writes one key
+    /// from others or writes several (MSET, BITOP, SMOVE, SINTERSTORE, LMOVE,
+    /// ZUNIONSTORE…). A single-key write is atomic without it (its bucket
+    /// lock), and so are RENAME, COPY and MOVE (one store transaction).
+    /// Under a variadic key spec (`last_key` < 0) a request naming one key
+    /// runs without the section: DEL k or MSET k v cost nothing extra. The
+    /// handler must not wait for anything (no blocking): every other worker
+    /// waits for it.
     pub const ATOMIC: u32 = 1 << 31;
 
     /// Flag names in COMMAND INFO's order.
@@ -105,6 +114,13 @@ pub struct Command {
 }
 
 impl Command {
+    /// Whether a request of `argc` arguments must run in an exclusive
+    /// section (see [`flags::ATOMIC`]).
+    pub fn needs_exclusive(&self, argc: usize) -> bool {
+        self.flags & flags::ATOMIC != 0
+            && (self.last_key >= 0 || self.key_positions(argc).nth(1).is_some())
+    }
+
     /// Whether `argc` arguments (counting the name) satisfy the arity.
     pub fn arity_ok(&self, argc: usize) -> bool {
         let argc = argc as i64;
@@ -189,6 +205,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::keyspace::COMMANDS,
         crate::connection::COMMANDS,
         crate::server::COMMANDS,
+        crate::transaction::COMMANDS,
     ]
 }
 
@@ -240,6 +257,14 @@ pub fn lookup(name: &[u8]) -> Option<&'static Command> {
 /// Runs the subcommand named by `args[1]` of a container command, with
 /// Redis's errors for an unknown subcommand or a wrong argument count.
 pub fn dispatch_sub(cx: &mut Cx<'_>, parent: &Command, args: &[Arg<'_>]) -> CmdResult {
+    let cmd = find_sub(parent, args)?;
+    cx.session.last_cmd = cmd.name;
+    (cmd.handler)(cx, args)
+}
+
+/// The subcommand named by `args[1]` of a container command, checked for
+/// existence and arity (MULTI checks before queuing, as Redis does).
+pub(crate) fn find_sub(parent: &Command, args: &[Arg<'_>]) -> Result<&'static Command, CmdError> {
     let sub = &args[1];
     let found = parent.subcommands.iter().find(|c| {
         c.name
@@ -256,8 +281,7 @@ pub fn dispatch_sub(cx: &mut Cx<'_>, parent: &Command, args: &[Arg<'_>]) -> CmdR
     if !cmd.arity_ok(args.len()) {
         return Err(CmdError::arity(cmd.name));
     }
-    cx.session.last_cmd = cmd.name;
-    (cmd.handler)(cx, args)
+    Ok(cmd)
 }
 
 /// At most `max` bytes of `bytes` as text (for error messages).

@@ -170,6 +170,8 @@ fn echo(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 }
 
 fn quit(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    // An open transaction and the watched keys go with the connection.
+    cx.session.tx = Default::default();
     cx.out.simple(b"OK");
     cx.flow = Flow::Close;
     Ok(())

@@ -7,10 +7,11 @@ use std::time::Instant;
 use proto::resp::ReplyWriter;
 use store::{Handle, Store, ValueType};
 
-use crate::command::{self, Arg, Command};
+use crate::command::{self, Arg, CmdResult, Command};
 use crate::config::Config;
 use crate::error::CmdError;
 use crate::session::{ReplyMode, Session};
+use crate::transaction;
 
 /// Facts about the process that INFO and CONFIG report.
 #[derive(Clone, Debug, Default)]
@@ -189,7 +190,7 @@ impl Cx<'_> {
         timeout_ms: Option<u64>,
         reply: TimeoutReply,
     ) {
-        if self.session.no_block {
+        if self.session.in_exec() {
             reply.write(&mut self.out);
             return;
         }
@@ -205,6 +206,15 @@ impl Cx<'_> {
     /// The selected db.
     pub(crate) fn db(&self) -> u8 {
         self.session.db
+    }
+
+    /// A request refused before it ran (unknown command, arity): counted,
+    /// and an open MULTI is flagged so that its EXEC fails, as Redis's
+    /// `rejectCommand` does.
+    pub(crate) fn reject(&mut self, e: CmdError) -> CmdError {
+        self.engine.stats.rejected += 1;
+        self.session.tx.flag_error();
+        e
     }
 }
 
@@ -351,13 +361,10 @@ impl Engine {
             flow: Flow::Continue,
         };
         let result = match cmd {
-            None => {
-                cx.engine.stats.rejected += 1;
-                Err(unknown_command(args))
-            }
-            Some(cmd) if !cmd.arity_ok(args.len()) => {
-                cx.engine.stats.rejected += 1;
-                Err(CmdError::arity(cmd.name))
+            None => Err(cx.reject(unknown_command(args))),
+            Some(cmd) if !cmd.arity_ok(args.len()) => Err(cx.reject(CmdError::arity(cmd.name))),
+            Some(cmd) if transaction::queues(cx.session, cmd) => {
+                transaction::queue(&mut cx, cmd, args)
             }
             Some(cmd) => run(&mut cx, cmd, args),
         };
@@ -378,9 +385,14 @@ impl Engine {
     }
 }
 
-fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> Result<(), CmdError> {
+/// Runs a command that passed the checks (and EXEC's queued commands):
+/// inside an exclusive section when the table asks for one (`ATOMIC`).
+pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> CmdResult {
     cx.engine.stats.commands += 1;
     cx.session.last_cmd = cmd.name;
+    if cmd.needs_exclusive(args.len()) {
+        return Handle::exclusive_in(cx, Cx::h, |cx| (cmd.handler)(cx, args));
+    }
     (cmd.handler)(cx, args)
 }
 

@@ -125,7 +125,7 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd(
         "del",
         -2,
-        WRITE,
+        WRITE | ATOMIC,
         (1, -1, 1),
         "Delete a key",
         del,
@@ -135,7 +135,7 @@ pub(crate) const COMMANDS: &[Command] = &[
         cmd(
             "unlink",
             -2,
-            WRITE | FAST,
+            WRITE | FAST | ATOMIC,
             (1, -1, 1),
             "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.",
             del,

@@ -40,6 +40,7 @@ mod random;
 mod scan;
 mod server;
 mod session;
+mod transaction;
 mod types;
 
 pub use config::Config;

@@ -754,6 +754,9 @@ fn acl_categories(c: &Command) -> Vec<&'static str> {
     } else {
         "@slow"
     });
+    if c.group == "transactions" {
+        cats.push("@transaction");
+    }
     cats
 }
 

@@ -1,8 +1,10 @@
 //! Per-connection state the commands read and change: db, protocol, name,
-//! reply mode. The server owns one per connection and fills in the socket
-//! fields; the engine never sees the socket itself.
+//! reply mode, an open transaction. The server owns one per connection and
+//! fills in the socket fields; the engine never sees the socket itself.
 
 use proto::resp::Protocol;
+
+use crate::transaction::Transaction;
 
 /// CLIENT REPLY's modes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -37,9 +39,6 @@ pub struct Session {
     pub reply: ReplyMode,
     /// CLIENT NO-EVICT.
     pub no_evict: bool,
-    /// Set while EXEC runs its queue: blocking commands answer at once as
-    /// if they had timed out.
-    pub no_block: bool,
     /// Set by the server while the client waits in a blocking command
     /// (CLIENT LIST's `b` flag).
     pub blocked: bool,
@@ -61,6 +60,8 @@ pub struct Session {
     pub omem: usize,
     /// Number of the worker serving the connection.
     pub worker: u32,
+    /// MULTI's queue and WATCH's keys.
+    pub(crate) tx: Transaction,
 }
 
 impl Session {
@@ -75,7 +76,6 @@ impl Session {
             lib_ver: Vec::new(),
             reply: ReplyMode::On,
             no_evict: false,
-            no_block: false,
             blocked: false,
             addr: String::new(),
             laddr: String::new(),
@@ -86,11 +86,26 @@ impl Session {
             qbuf: 0,
             omem: 0,
             worker: 0,
+            tx: Transaction::default(),
         }
     }
 
-    /// What RESET restores: db 0, RESP2, no name, replies on.
+    /// Whether MULTI is open: commands are queued, not run.
+    pub fn in_multi(&self) -> bool {
+        self.tx.queued().is_some()
+    }
+
+    /// Whether EXEC is running this client's queued commands. A blocking
+    /// command must then answer at once, as if its timeout had passed (as
+    /// in Redis), and never wait: EXEC holds every other worker up.
+    pub fn in_exec(&self) -> bool {
+        self.tx.executing()
+    }
+
+    /// What RESET restores: db 0, RESP2, no name, replies on, no
+    /// transaction and nothing watched.
     pub fn reset(&mut self) {
+        self.tx = Transaction::default();
         self.db = 0;
         self.protocol = Protocol::Resp2;
         self.name.clear();
@@ -101,15 +116,23 @@ impl Session {
     /// The line CLIENT LIST and CLIENT INFO print for this client, in Redis
     /// 7.0's field order (without the trailing newline).
     pub fn client_line(&self, now_ms: u64) -> String {
-        // Redis's order: b before e; N for none.
-        let flags = match (self.blocked, self.no_evict) {
-            (false, false) => "N",
-            (true, false) => "b",
-            (false, true) => "e",
-            (true, true) => "be",
-        };
+        // Redis's order: x (MULTI), b (blocked), e (no-evict); N for none.
+        let mut flags = String::new();
+        if self.in_multi() {
+            flags.push('x');
+        }
+        if self.blocked {
+            flags.push('b');
+        }
+        if self.no_evict {
+            flags.push('e');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        let multi = self.tx.queued().map_or(-1, |n| n as i64);
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub=0 psub=0 ssub=0 multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}",
             self.id,
             self.addr,
             self.laddr,

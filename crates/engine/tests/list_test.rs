@@ -663,7 +663,6 @@ fn blpop_blocks_then_serves_on_a_rerun() {
 #[test]
 fn blocking_commands_inside_exec_reply_their_timeout_reply() {
     let mut t = TestEngine::new();
-    t.session.no_block = true;
     let cases: &[(&[&str], &str)] = &[
         (&["BLPOP", "a", "0"], NULL_ARRAY),
         (&["BRPOP", "a", "b", "1"], NULL_ARRAY),
@@ -671,15 +670,19 @@ fn blocking_commands_inside_exec_reply_their_timeout_reply() {
         (&["BLMOVE", "a", "b", "LEFT", "LEFT", "0"], NIL),
         (&["BRPOPLPUSH", "a", "b", "0"], NIL),
     ];
-    for (words, want) in cases {
-        assert_eq!(run_flow(&mut t, words), (want.to_string(), Flow::Continue));
-    }
-    t.resp3();
-    for (words, _) in cases {
-        assert_eq!(
-            run_flow(&mut t, words),
-            (RESP3_NULL.to_string(), Flow::Continue)
-        );
+    for resp3 in [false, true] {
+        if resp3 {
+            t.resp3();
+        }
+        for (words, want) in cases {
+            t.run(&["MULTI"]);
+            t.run(words);
+            let want = if resp3 { RESP3_NULL } else { want };
+            assert_eq!(
+                run_flow(&mut t, &["EXEC"]),
+                (format!("*1\r\n{want}"), Flow::Continue)
+            );
+        }
     }
 }
 

@@ -1952,12 +1952,14 @@ fn blocking_pops_block_on_missing_keys() {
     }
     // Where a client cannot wait (inside EXEC) the timeout reply comes at
     // once.
-    t.session.no_block = true;
-    let (reply, flow) = run_flow(&mut t, &["bzpopmin", "a", "0"]);
-    assert_eq!((reply.as_str(), flow), ("*-1\r\n", Flow::Continue));
-    let (reply, _) = run_flow(&mut t, &["bzmpop", "0", "1", "a", "max"]);
-    assert_eq!(reply, "*-1\r\n");
-    t.session.no_block = false;
+    t.run(&["multi"]);
+    t.run(&["bzpopmin", "a", "0"]);
+    t.run(&["bzmpop", "0", "1", "a", "max"]);
+    let (reply, flow) = run_flow(&mut t, &["exec"]);
+    assert_eq!(
+        (reply.as_str(), flow),
+        ("*2\r\n*-1\r\n*-1\r\n", Flow::Continue)
+    );
     // Once a key has members, the same command pops at once.
     assert_eq!(t.run(&["zadd", "b", "1", "x", "2", "y"]), int(2));
     let (reply, flow) = run_flow(&mut t, &["bzpopmax", "a", "b", "0"]);

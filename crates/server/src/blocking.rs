@@ -13,7 +13,7 @@
 //! the next one tries.
 //!
 //! Other workers learn about a ready key through the waiter table in the
-//! segment (`store::waiter_word`, design.md I13): one word per key hash, one
+//! segment (`store::waiter_word`, design.md I14): one word per key hash, one
 //! bit per worker slot with local waiters on a key of that hash. A writing
 //! worker sends each worker whose bit is set a KEY_READY message; no wake-up
 //! is lost because a blocking client sets its worker's bit before running
@@ -125,7 +125,7 @@ impl Blocking {
     }
 
     /// Registers client `id` as blocked on `req`'s keys, at the back of each
-    /// key's queue, and sets this worker's bits in the waiter table (I13:
+    /// key's queue, and sets this worker's bits in the waiter table (I14:
     /// before the caller runs the command one last time).
     pub fn block(
         &self,
@@ -275,7 +275,7 @@ impl Blocking {
     fn announce(&self, keys: &[(u8, Vec<u8>)]) {
         let mut any = false;
         for (db, key) in keys {
-            // I13: the write that made the key ready is published; the fence
+            // I14: the write that made the key ready is published; the fence
             // in `waiters_on` orders the read of the word after it.
             let Ok(bits) = self.store.waiters_on(waiter_word(*db, key)) else {
                 continue;

@@ -384,7 +384,7 @@ fn process(
 
 /// Registers a client whose command found nothing as blocked, then runs the
 /// command once more: a write on another worker may have come before this
-/// worker's bit in the waiter table was visible (I13). Returns that run's
+/// worker's bit in the waiter table was visible (I14). Returns that run's
 /// flow when it found something, else `Flow::Block` (the client parks).
 #[allow(clippy::too_many_arguments)]
 fn block(

@@ -22,6 +22,44 @@ const KIND_RECOVERING: u64 = 2;
 /// start time, which must not make a live newcomer look dead).
 const AUX_STARTING: u64 = 1;
 
+/// How a context waits for a word another process will change: a lock, a
+/// seqlock, the db map's generation. Most waits end within a few hundred
+/// nanoseconds (a bucket writer publishing), so it spins first, then yields;
+/// but an exclusive section (I13) or a FLUSHDB may keep the db map for a long
+/// time, and a hundred waiters yielding in a loop would burn every core the
+/// holder needs. So past about a millisecond it sleeps, a little longer each
+/// round, up to a millisecond at a time.
+pub(crate) struct Backoff {
+    rounds: u32,
+}
+
+impl Backoff {
+    const SPINS: u32 = 64;
+    const YIELDS: u32 = 1024;
+    const MAX_SLEEP_US: u64 = 1000;
+
+    pub fn new() -> Backoff {
+        Backoff { rounds: 0 }
+    }
+
+    /// Waits one round. Returns true when the caller should check whether the
+    /// holder is still alive (I7): every 256 rounds while spinning and
+    /// yielding, every 16 once sleeping (at most about 16 ms apart).
+    pub fn snooze(&mut self) -> bool {
+        self.rounds = self.rounds.saturating_add(1);
+        let n = self.rounds;
+        if n <= Self::SPINS {
+            std::hint::spin_loop();
+        } else if n <= Self::YIELDS {
+            std::thread::yield_now();
+        } else {
+            let us = (10 * (n - Self::YIELDS) as u64).min(Self::MAX_SLEEP_US);
+            std::thread::sleep(std::time::Duration::from_micros(us));
+        }
+        n.is_multiple_of(if n <= Self::YIELDS { 256 } else { 16 })
+    }
+}
+
 fn state_word(kind: u64, aux: u64, pid: u32) -> u64 {
     kind << 56 | (aux & 0xFF_FFFF) << 32 | pid as u64
 }
@@ -250,7 +288,9 @@ impl Ctx {
         self.undo_len = 0;
         self.sync_stash()?;
         for lock_off in self.held {
-            if lock_off != 0 {
+            // The db map's generation is odd for a whole exclusive section,
+            // not for one transaction: `leave_exclusive` makes it even (I13).
+            if lock_off != 0 && lock_off != H_DB_MAP_LOCK {
                 let seq = self.region().a32(lock_off + B_SEQ)?;
                 let s = seq.load(Ordering::Acquire);
                 if s & 1 == 1 {
@@ -295,7 +335,7 @@ impl Ctx {
         }
         self.stat_add(Stat::LockContended, 1);
         let start = Instant::now();
-        let mut spins: u64 = 0;
+        let mut backoff = Backoff::new();
         loop {
             let cur = word.load(Ordering::Relaxed);
             if cur == 0 {
@@ -311,13 +351,7 @@ impl Ctx {
                 self.release_held(slot)?;
                 return Err(Error::Corrupted(lock_off));
             }
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-            if spins.is_multiple_of(512) {
+            if backoff.snooze() {
                 if let Err(e) = self.check_holder(lock_off, cur) {
                     // Not ours after all: drop the intent recorded above.
                     self.release_held(slot)?;

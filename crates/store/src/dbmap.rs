@@ -18,9 +18,15 @@
 //! and makes `gen` even. So a write that passed its check finishes before the
 //! map changes, and a write that had not is retried under the new map: every
 //! operation acts on the mapping that holds at its linearization point.
+//!
+//! The same steps around any closure make an *exclusive section* (I13):
+//! while `gen` is odd no other context reads or writes a key, so everything
+//! the holder does in it appears to every other process as one step (EXEC,
+//! multi-key commands). The holder itself resolves through the locked view.
 
 use std::sync::atomic::{fence, Ordering};
 
+use crate::context::Backoff;
 use crate::error::{Error, Result};
 use crate::handle::{check_db, Handle};
 use crate::index;
@@ -57,10 +63,16 @@ pub(crate) fn swapped(view: &DbView, a: u8, b: u8) -> u64 {
 }
 
 impl Handle {
-    /// Resolves the db map: waits out a swap in progress (recovering a dead
-    /// swapper, I7) and returns a validated view. Never called with a bucket
-    /// lock held (a swap waits for bucket holders: I11).
+    /// Resolves the db map: waits out a swap or an exclusive section in
+    /// progress (recovering a dead holder, I7) and returns a validated view.
+    /// Never called with a bucket lock held (a swap waits for bucket holders:
+    /// I11). The map lock's own holder (inside an exclusive section or
+    /// FLUSHDB) reads the map directly: nobody else can change it, and
+    /// waiting for its own odd generation would never end (I13).
     pub(crate) fn db_view(&mut self) -> Result<DbView> {
+        if self.ctx.holds(H_DB_MAP_LOCK) {
+            return self.locked_view();
+        }
         let view = index::read_stable(&mut self.ctx, H_DB_MAP_LOCK, |r| {
             Ok(DbView {
                 gen: r.load32(H_DB_MAP_LOCK + B_SEQ)?,
@@ -112,17 +124,107 @@ impl Handle {
     }
 
     /// Runs `f` with the map lock held, so the map cannot change meanwhile
-    /// (FLUSHDB). The map lock comes before bucket locks in the lock order.
+    /// (FLUSHDB, FLUSHALL). The map lock comes before bucket locks in the
+    /// lock order. Inside an exclusive section the lock is already ours.
     pub(crate) fn with_map_locked<T>(
         &mut self,
         f: impl FnOnce(&mut Self, DbView) -> Result<T>,
     ) -> Result<T> {
+        if self.ctx.holds(H_DB_MAP_LOCK) {
+            let view = self.locked_view()?;
+            return f(self, view);
+        }
         self.ctx.lock(H_DB_MAP_LOCK)?;
         let res = (|| {
             let view = self.locked_view()?;
             f(self, view)
         })();
         self.finish(&[H_DB_MAP_LOCK], res)
+    }
+
+    /// Whether this handle is inside an exclusive section (I13): it holds the
+    /// db map lock with the generation odd.
+    pub fn in_exclusive(&self) -> bool {
+        self.ctx.holds(H_DB_MAP_LOCK)
+            && self
+                .ctx
+                .region()
+                .load32(H_DB_MAP_LOCK + B_SEQ)
+                .is_ok_and(|g| g & 1 == 1)
+    }
+
+    /// Runs `f` as one step for every other context of every process (I13):
+    /// no other handle reads or writes any key until `f` returns, and `f`'s
+    /// own operations (any `Handle` method, SWAPDB and FLUSHDB included) work
+    /// as usual. Nested calls just run `f`. Keep `f` short and never let it
+    /// wait for another handle: every other reader and writer waits for it.
+    /// A process that dies inside leaves the writes it finished (each one
+    /// all or nothing) and is recovered like any lock holder (I7); this is
+    /// isolation, not rollback.
+    pub fn exclusive<T>(&mut self, f: impl FnOnce(&mut Handle) -> Result<T>) -> Result<T> {
+        Self::exclusive_in(self, |h| h, f)
+    }
+
+    /// [`exclusive`](Self::exclusive) for a caller whose closure needs more
+    /// than the handle (the engine's command context): `handle` finds the
+    /// handle inside `owner`, and `f` gets `owner` back. Errors of `f` pass
+    /// through unchanged; the store's own become `E`.
+    pub fn exclusive_in<C, T, E: From<Error>>(
+        owner: &mut C,
+        handle: fn(&mut C) -> &mut Handle,
+        f: impl FnOnce(&mut C) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        if handle(owner).in_exclusive() {
+            return f(owner);
+        }
+        let took = handle(owner).enter_exclusive()?;
+        // A panic inside (a bug in `f`) must not leave every other process
+        // waiting for a holder that is still alive: leave, then unwind on.
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(owner)));
+        let left = handle(owner).leave_exclusive(took);
+        let out = res.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        left?;
+        Ok(out)
+    }
+
+    /// Starts an exclusive section: takes the map lock (unless already held,
+    /// by `with_map_locked`), makes the generation odd, and waits out every
+    /// lock another context held at that moment. Returns whether it took the
+    /// lock.
+    fn enter_exclusive(&mut self) -> Result<bool> {
+        let took = !self.ctx.holds(H_DB_MAP_LOCK);
+        if took {
+            self.ctx.lock(H_DB_MAP_LOCK)?;
+        }
+        let res = (|| {
+            // Odd: new resolutions wait, and writers past their check ...
+            self.ctx.seq_bump(H_DB_MAP_LOCK)?;
+            fence(Ordering::SeqCst);
+            // ... are waited for here.
+            self.wait_for_bucket_holders()
+        })();
+        if let Err(e) = res {
+            self.leave_exclusive(took)?;
+            return Err(e);
+        }
+        Ok(took)
+    }
+
+    /// Ends an exclusive section: rolls back a transaction left open by an
+    /// error, makes the generation even and releases the map lock if
+    /// `enter_exclusive` took it.
+    fn leave_exclusive(&mut self, took: bool) -> Result<()> {
+        let res = self.ctx.abort().and_then(|()| {
+            let seq = self.ctx.region().a32(H_DB_MAP_LOCK + B_SEQ)?;
+            if seq.load(Ordering::Acquire) & 1 == 1 {
+                self.ctx.seq_bump(H_DB_MAP_LOCK)?;
+            }
+            Ok(())
+        });
+        if took {
+            self.ctx.unlock(H_DB_MAP_LOCK)?;
+        }
+        res
     }
 
     /// SWAPDB: logical dbs `a` and `b` exchange their contents (keys, expiries
@@ -134,29 +236,14 @@ impl Handle {
         if a == b {
             return Ok(());
         }
-        self.ctx.lock(H_DB_MAP_LOCK)?;
-        let res = (|| {
-            let view = self.locked_view()?;
-            // Odd: new resolutions wait, and writers past their check ...
-            self.ctx.seq_bump(H_DB_MAP_LOCK)?;
-            fence(Ordering::SeqCst);
-            // ... are waited for here.
-            self.wait_for_bucket_holders()?;
-            self.ctx.wlog64(H_DB_MAP, swapped(&view, a, b))?;
+        self.exclusive(|h| {
+            let view = h.locked_view()?;
+            h.bump_flush_epoch()?;
+            h.ctx.wlog64(H_DB_MAP, swapped(&view, a, b))?;
             // Commit before the generation turns even: nobody acts on the new
             // map before it is permanent (a crash before this is undone, I5).
-            self.ctx.commit()?;
-            self.ctx.seq_bump(H_DB_MAP_LOCK)
-        })();
-        if res.is_err() {
-            self.ctx.abort()?;
-            let seq = self.ctx.region().a32(H_DB_MAP_LOCK + B_SEQ)?;
-            let s = seq.load(Ordering::Acquire);
-            if s & 1 == 1 {
-                seq.store(s.wrapping_add(1), Ordering::Release);
-            }
-        }
-        self.finish(&[H_DB_MAP_LOCK], res)
+            h.ctx.commit()
+        })
     }
 
     /// Waits until every lock another context holds now (except the map lock
@@ -171,7 +258,7 @@ impl Handle {
             let owner = c + 1;
             for i in 0..HELD_CAP {
                 let slot = geo.ctx_off + c as u64 * CTX_SIZE + C_HELD + 8 * i;
-                let mut spins: u64 = 0;
+                let mut backoff = Backoff::new();
                 loop {
                     let lock_off = self.ctx.region().load64(slot)?;
                     if lock_off == 0 || lock_off == H_DB_MAP_LOCK {
@@ -188,13 +275,7 @@ impl Handle {
                     if self.ctx.region().load32(lock_off + B_LOCK)? != owner {
                         break;
                     }
-                    spins += 1;
-                    if spins < 64 {
-                        std::hint::spin_loop();
-                    } else {
-                        std::thread::yield_now();
-                    }
-                    if spins.is_multiple_of(512) {
+                    if backoff.snooze() {
                         self.ctx.check_holder(lock_off, owner)?;
                     }
                 }

@@ -6,7 +6,7 @@
 //!                                                  publishes a longer value)
 //! +16 u8 type, u8 db, u8 encoding, u8 0          +20 u32 memcached flags
 //! +24 u64 absolute expiry, ms since epoch (0 = none)
-//! +32 u64 LSN of the last write
+//! +32 u64 version: the segment's write counter at the last write (WATCH)
 //! +40 u32 LRU clock (seconds)                    +44 u32 LFU: counter u8 |
 //!                                                  minutes u16 << 8 (lfu.rs)
 //! +48 key bytes, then value bytes, then spare capacity
@@ -82,7 +82,9 @@ pub struct Meta {
     pub len: u64,
     /// Absolute expiry in ms since the epoch, if any.
     pub expire_at_ms: Option<u64>,
-    /// LSN of the last write (doubles as the memcached CAS value).
+    /// The key's version: the segment's write counter when it was last
+    /// written, unique across the segment (WATCH; doubles as the memcached
+    /// CAS value).
     pub lsn: u64,
     /// Memcached client flags.
     pub mc_flags: u32,
@@ -195,7 +197,6 @@ pub(crate) struct NewEntry {
     pub encoding: u8,
     pub mc_flags: u32,
     pub expire: u64,
-    pub lsn: u64,
     pub lru: u32,
     pub lfu: u32,
 }
@@ -218,7 +219,8 @@ pub(crate) fn write(
     r.store64(blk + E_KEYLEN, key.len() as u64 | vallen << 32)?;
     write_kind(r, blk, e)?;
     r.store64(blk + E_EXPIRE, e.expire)?;
-    r.store64(blk + E_LSN, e.lsn)?;
+    // The version is stamped when the block is published (`publish_in_txn`).
+    r.store64(blk + E_LSN, 0)?;
     r.store64(blk + E_LRU, lru_word(e.lru, e.lfu))?;
     r.write_bytes(blk + E_KEY, key)?;
     let mut pos = blk + E_KEY + key.len() as u64;

@@ -21,7 +21,6 @@ const MAX_BUSY_ROUNDS: u32 = 64;
 /// its own with [`crate::Store::handle`].
 pub struct Handle {
     pub(crate) ctx: Ctx,
-    pub(crate) lsn: u64,
     /// A time every operation uses instead of reading the clock, while set
     /// (see [`Handle::freeze_clock`]).
     pub(crate) frozen_ms: Option<u64>,
@@ -62,17 +61,6 @@ pub(crate) fn check_len(len: u64) -> Result<()> {
 }
 
 impl Handle {
-    /// Sets the LSN stamped on every entry this handle writes from now on (the
-    /// log issue reserves one per write; 0 when there is no log).
-    pub fn set_lsn(&mut self, lsn: u64) {
-        self.lsn = lsn;
-    }
-
-    /// The LSN stamped on writes.
-    pub fn lsn(&self) -> u64 {
-        self.lsn
-    }
-
     /// Index of this handle's context slot in the segment.
     pub fn context_id(&self) -> u32 {
         self.ctx.idx
@@ -464,7 +452,6 @@ impl Handle {
             encoding: 0,
             mc_flags,
             expire,
-            lsn: self.lsn,
             lru: (now_ms / 1000) as u32,
             lfu: lfu::init(now_ms),
         }
@@ -522,6 +509,11 @@ impl Handle {
         pending: u64,
     ) -> Result<()> {
         let new_expire = self.ctx.region().load64(blk + E_EXPIRE)?;
+        // Stamped now, under the bucket lock, so a key's versions grow in the
+        // order its writes land; `blk` is still private: a plain store (I8).
+        self.ctx
+            .region()
+            .store64(blk + E_LSN, self.next_version()?)?;
         let slot_word = match target {
             Target::Replace(f, _) => f.slot_word,
             Target::Slot(w) => w,
@@ -589,8 +581,10 @@ impl Handle {
         self.ctx.commit()
     }
 
-    /// Changes words of a published entry in place (expiry, LSN, lengths) in
-    /// one transaction, bumping the seqlock so readers see all or none.
+    /// Changes words of a published entry in place (expiry, lengths) in one
+    /// transaction, bumping the seqlock so readers see all or none, and
+    /// stamps a new version (WATCH). Every in-place change of a published
+    /// entry goes through here.
     pub(crate) fn update_in_place(&mut self, l: &Locked, words: &[(u64, u64)]) -> Result<()> {
         let f = l.found.ok_or(Error::NoSuchKey)?;
         let bucket = l.pos.bucket;
@@ -602,7 +596,7 @@ impl Handle {
             }
             self.ctx.wlog64(f.raw.off + field, val)?;
         }
-        self.ctx.wlog64(f.raw.off + E_LSN, self.lsn)?;
+        self.ctx.wlog64(f.raw.off + E_LSN, self.next_version()?)?;
         self.ctx.seq_bump(bucket)?;
         self.ctx.commit()
     }

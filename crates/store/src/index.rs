@@ -7,7 +7,7 @@ use std::sync::atomic::{fence, Ordering};
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::context::{Ctx, Stat};
+use crate::context::{Backoff, Ctx, Stat};
 use crate::entry::Raw;
 use crate::error::{Error, Result};
 use crate::layout::*;
@@ -123,7 +123,7 @@ pub(crate) fn read_stable<T>(
     bucket: u64,
     mut read: impl FnMut(&Region) -> Result<T>,
 ) -> Result<T> {
-    let mut spins: u64 = 0;
+    let mut backoff = Backoff::new();
     loop {
         let r = &ctx.sh.region;
         let seq = r.a32(bucket + B_SEQ)?;
@@ -136,13 +136,7 @@ pub(crate) fn read_stable<T>(
             }
         }
         ctx.stat_add(Stat::ReadRetries, 1);
-        spins += 1;
-        if spins < 64 {
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-        if spins.is_multiple_of(512) {
+        if backoff.snooze() {
             let owner = ctx.region().load32(bucket + B_LOCK)?;
             if owner != 0 {
                 ctx.check_holder(bucket, owner)?;

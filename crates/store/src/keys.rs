@@ -288,7 +288,6 @@ impl Handle {
                 encoding: sf.raw.encoding,
                 mc_flags: sf.raw.mc_flags,
                 expire: sf.raw.expire,
-                lsn: self.lsn,
                 lru: sf.raw.lru,
                 // RENAME and MOVE keep the key's LFU state; COPY is a new key.
                 lfu: match remove_src {
@@ -396,13 +395,22 @@ impl Handle {
     /// FLUSHDB: removes every key of `db`.
     pub fn flushdb(&mut self, db: u8) -> Result<()> {
         check_db(db)?;
-        // Under the map lock: no SWAPDB moves the db while we empty it (I11).
-        self.with_map_locked(|h, view| h.flush(Some(view.phys(db))))
+        // Under the map lock: no SWAPDB moves the db while we empty it (I11),
+        // and no exclusive section sees it half empty (I13).
+        self.with_map_locked(|h, view| {
+            h.bump_flush_epoch()?;
+            h.flush(Some(view.phys(db)))
+        })
     }
 
     /// FLUSHALL: removes every key of every db.
     pub fn flushall(&mut self) -> Result<()> {
-        self.flush(None)
+        // Under the map lock for the same reason as FLUSHDB: an exclusive
+        // section (EXEC) never runs in the middle of a flush.
+        self.with_map_locked(|h, _| {
+            h.bump_flush_epoch()?;
+            h.flush(None)
+        })
     }
 
     fn flush(&mut self, db: Option<u8>) -> Result<()> {

@@ -4,7 +4,7 @@
 /// "SHOALSEG": the first eight bytes of every segment.
 pub(crate) const MAGIC: [u8; 8] = *b"SHOALSEG";
 /// Bumped whenever any offset or record format below changes.
-pub const LAYOUT_VERSION: u32 = 4;
+pub const LAYOUT_VERSION: u32 = 5;
 
 /// Number of Redis-style logical databases.
 pub const NUM_DBS: usize = 16;
@@ -59,7 +59,16 @@ const _: () = assert!(H_DB_MAP + 8 <= 1344 && 1344 <= A_USED_BYTES);
 pub(crate) const H_LFU_LOG_FACTOR: u64 = 1344;
 /// Redis's `lfu-decay-time` in minutes (u32).
 pub(crate) const H_LFU_DECAY_TIME: u64 = 1352;
-const _: () = assert!(H_LFU_DECAY_TIME + 8 <= A_USED_BYTES);
+/// The segment's write counter: every write that publishes or changes an
+/// entry takes the next value (fetch-add) and stamps it in the entry's LSN
+/// word, so a key's version is unique across the segment (WATCH). Its own
+/// cache line: every writer of every process bumps it.
+pub(crate) const H_WRITE_VERSION: u64 = 1408;
+/// The flush epoch: bumped by FLUSHDB, FLUSHALL and SWAPDB, which change many
+/// keys without stamping each (WATCH compares it as a whole).
+pub(crate) const H_FLUSH_EPOCH: u64 = 1472;
+const _: () = assert!(H_LFU_DECAY_TIME + 8 <= H_WRITE_VERSION);
+const _: () = assert!(H_FLUSH_EPOCH + 64 <= A_USED_BYTES);
 
 // --- header: allocator state (alloc.rs), every word written through the undo log ---
 pub(crate) const A_USED_BYTES: u64 = 2048;

@@ -47,6 +47,7 @@ mod strings;
 #[doc(hidden)]
 pub mod testing;
 mod waiters;
+mod watch;
 mod workers;
 
 pub use alloc::ArenaStats;

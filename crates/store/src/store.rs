@@ -73,7 +73,6 @@ impl Store {
     pub fn handle(&self) -> Result<Handle> {
         Ok(Handle {
             ctx: Ctx::register(self.sh.clone())?,
-            lsn: 0,
             frozen_ms: None,
         })
     }

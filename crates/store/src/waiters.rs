@@ -1,4 +1,4 @@
-//! The waiter table (I13): one u32 word per key hash bucket in the header,
+//! The waiter table (I14): one u32 word per key hash bucket in the header,
 //! bit `s` set while the worker in slot `s` has at least one client blocked
 //! (BLPOP & co.) on a key hashing to that word. A worker that writes a key
 //! reads the key's word to learn which other workers to tell that it is
@@ -43,7 +43,7 @@ fn slot_bit(slot: u32) -> Result<u32> {
 impl Store {
     /// Sets `slot`'s bit in `word`: call it when the worker's first waiter on
     /// a key of that word registers, before that waiter's last look at its
-    /// keys (I13).
+    /// keys (I14).
     pub fn add_waiter(&self, word: u32, slot: u32) -> Result<()> {
         let bit = slot_bit(slot)?;
         self.sh
@@ -67,7 +67,7 @@ impl Store {
 
     /// The slots with waiters on keys of `word`, as a bitmask. Call it after
     /// the write that made a key ready: the fence orders the write before
-    /// the read of the word (I13).
+    /// the read of the word (I14).
     pub fn waiters_on(&self, word: u32) -> Result<u32> {
         let a = self.sh.region.a32(word_off(word)?)?;
         fence(Ordering::SeqCst);

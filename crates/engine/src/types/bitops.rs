@@ -3,8 +3,9 @@
 //!
 //! Bit 0 is the most significant bit of byte 0. SETBIT is a read-modify-write
 //! under the key's lock (`Handle::modify`), so it is atomic across processes;
-//! BITOP reads its sources one by one and then writes its destination, so it
-//! is not atomic across keys (the store has no multi-key transaction).
+//! BITOP reads its sources one by one and then writes its destination, inside
+//! an exclusive section (`ATOMIC`), so no other worker sees or changes a key
+//! in between.
 
 use store::{Modify, SetOptions, ValueType};
 
@@ -42,7 +43,7 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd("getbit", 3, READONLY | FAST, (1, 1, 1), "2.2.0", "Returns the bit value at offset in the string value stored at key", getbit),
     cmd("bitcount", -2, READONLY, (1, 1, 1), "2.6.0", "Count set bits in a string", bitcount),
     cmd("bitpos", -3, READONLY, (1, 1, 1), "2.8.7", "Find first bit set or clear in a string", bitpos),
-    cmd("bitop", -4, WRITE | DENYOOM, (2, -1, 1), "2.6.0", "Perform bitwise operations between strings", bitop),
+    cmd("bitop", -4, WRITE | DENYOOM | ATOMIC, (2, -1, 1), "2.6.0", "Perform bitwise operations between strings", bitop),
 ];
 
 /// A bit offset argument as Redis's `getBitOffsetFromArgument` reads it:

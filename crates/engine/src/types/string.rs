@@ -5,8 +5,9 @@
 //! Single-key commands are one store step each (`get_del`, `incr_by`,
 //! `set_range`…), or a read-modify-write under the key's lock through
 //! `Handle::modify` (INCRBYFLOAT), so they are atomic across processes.
-//! MSET, MSETNX and LCS touch several keys and the store has no multi-key
-//! transaction: they work key by key (see each handler).
+//! MSET and MSETNX write several keys inside an exclusive section of the
+//! store (`ATOMIC`), so every other worker sees all of them or none. LCS
+//! reads two keys one after the other (a read, not flagged).
 
 use store::{Expiry, Modify, SetCondition, SetOptions, ValueType};
 
@@ -59,8 +60,8 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd("getdel", 2, WRITE | FAST, (1, 1, 1), "6.2.0", "Get the value of a key and delete the key", getdel),
     cmd("getex", -2, WRITE | FAST, (1, 1, 1), "6.2.0", "Get the value of a key and optionally set its expiration", getex),
     cmd("mget", -2, READONLY | FAST, (1, -1, 1), "1.0.0", "Get the values of all the given keys", mget),
-    cmd("mset", -3, WRITE | DENYOOM, (1, -1, 2), "1.0.1", "Set multiple keys to multiple values", mset),
-    cmd("msetnx", -3, WRITE | DENYOOM, (1, -1, 2), "1.0.1", "Set multiple keys to multiple values, only if none of the keys exist", msetnx),
+    cmd("mset", -3, WRITE | DENYOOM | ATOMIC, (1, -1, 2), "1.0.1", "Set multiple keys to multiple values", mset),
+    cmd("msetnx", -3, WRITE | DENYOOM | ATOMIC, (1, -1, 2), "1.0.1", "Set multiple keys to multiple values, only if none of the keys exist", msetnx),
     cmd("append", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "2.0.0", "Append a value to a key", append),
     cmd("strlen", 2, READONLY | FAST, (1, 1, 1), "2.2.0", "Get the length of the value stored in a key", strlen),
     cmd("incr", 2, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Increment the integer value of a key by one", incr),
@@ -303,10 +304,9 @@ fn pairs<'a, 'b>(args: &'a [Arg<'b>], name: &str) -> Result<&'a [Arg<'b>], CmdEr
 
 fn mset(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let pairs = pairs(args, "mset")?;
-    // Not atomic as seen by readers: the store locks one key at a time and has
-    // no multi-key transaction, so a concurrent reader (another worker) can
-    // see some of the keys written and not yet the others. Each key's write is
-    // itself atomic, and a later pair for the same key wins, as in Redis.
+    // Key by key, inside the dispatcher's exclusive section (`ATOMIC`) when
+    // there are several: no other worker sees some written and not others.
+    // A later pair for the same key wins, as in Redis.
     let db = cx.db();
     for kv in pairs.chunks_exact(2) {
         cx.engine
@@ -320,15 +320,25 @@ fn mset(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 fn msetnx(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let pairs = pairs(args, "msetnx")?;
     let db = cx.db();
+    if let [key, value] = pairs {
+        // One key runs outside an exclusive section (`ATOMIC` skips it): SET
+        // NX checks and writes under the key's lock.
+        let opts = SetOptions {
+            condition: SetCondition::IfAbsent,
+            ..SetOptions::default()
+        };
+        let written = cx.engine.h.set(db, key, value, &opts)?.written;
+        cx.out.integer(written as i64);
+        return Ok(());
+    }
+    // Several: check, then set, inside the dispatcher's exclusive section, so
+    // no other worker creates a key in between or sees a partial result.
     for kv in pairs.chunks_exact(2) {
         if cx.engine.h.exists(db, &kv[0])? {
             cx.out.integer(0);
             return Ok(());
         }
     }
-    // Check, then set: not atomic. A key created by another worker between
-    // the check and the writes is overwritten, and readers can see a partial
-    // result, because the store has no multi-key transaction.
     for kv in pairs.chunks_exact(2) {
         cx.engine
             .h

@@ -1,0 +1,266 @@
+//! Transactions: MULTI, EXEC, DISCARD, WATCH and UNWATCH (Redis's
+//! `multi.c`).
+//!
+//! MULTI opens a queue in the session. Every later command, except those
+//! that act on the transaction itself, is looked up and checked (arity, a
+//! container's subcommand, `NO_MULTI`) and queued with its arguments copied;
+//! a command that fails those checks is refused and dooms the transaction.
+//! EXEC runs the whole queue inside one exclusive section of the store
+//! (docs/design.md I13): no client of any worker process reads or writes a
+//! key until it ends, which is what Redis's single thread gives for free.
+//!
+//! WATCH records each key's version (the store stamps every write of a key
+//! with a value never used before) and the segment's flush epoch. EXEC
+//! compares them inside its section before it runs anything and replies a
+//! null array when any moved. Where this differs from Redis:
+//!
+//! * FLUSHDB, FLUSHALL and SWAPDB fail every EXEC whose WATCH came before
+//!   them, even one that watched only keys they did not touch (Redis fails
+//!   only those whose watched keys were removed or moved).
+//! * A key that is missing at WATCH and again at EXEC counts as unchanged,
+//!   even if it was created and deleted in between (Redis fails the EXEC).
+//! * CLIENT LIST and CLIENT KILL need the server to finish them after the
+//!   command, which cannot happen in the middle of EXEC's reply: queued,
+//!   they answer `ERR Command not allowed inside a transaction` there.
+//! * CLIENT REPLY OFF or SKIP, which reply nothing, answer `+OK` inside
+//!   EXEC's array (Redis leaves the array short) and take effect from EXEC's
+//!   own reply on.
+
+use std::collections::hash_map::{Entry, HashMap};
+
+use store::Handle;
+
+use crate::command::{find_sub, flags::*, Arg, CmdResult, Command};
+use crate::engine::{Cx, Flow};
+use crate::error::CmdError;
+use crate::session::Session;
+
+const NESTED: &str = "ERR MULTI calls can not be nested";
+const EXEC_WITHOUT_MULTI: &str = "ERR EXEC without MULTI";
+const DISCARD_WITHOUT_MULTI: &str = "ERR DISCARD without MULTI";
+const WATCH_IN_MULTI: &str = "ERR WATCH inside MULTI is not allowed";
+const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
+const NOT_IN_MULTI: &str = "ERR Command not allowed inside a transaction";
+
+/// Commands that run at once even while MULTI is open (Redis's list in
+/// `processCommand`).
+const NOT_QUEUED: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
+
+/// A command of the `transactions` group.
+const fn cmd(
+    name: &'static str,
+    arity: i32,
+    flags: u32,
+    keys: (i32, i32, i32),
+    since: &'static str,
+    summary: &'static str,
+    handler: crate::command::Handler,
+) -> Command {
+    crate::command::spec(
+        name,
+        arity,
+        flags,
+        keys,
+        "transactions",
+        since,
+        summary,
+        handler,
+    )
+}
+
+/// The transaction commands.
+#[rustfmt::skip]
+pub(crate) const COMMANDS: &[Command] = &[
+    cmd("multi", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, (0, 0, 0), "1.2.0", "Mark the start of a transaction block", multi),
+    cmd("exec", 1, NOSCRIPT | LOADING | STALE, (0, 0, 0), "1.2.0", "Execute all commands issued after MULTI", exec),
+    cmd("discard", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, (0, 0, 0), "2.0.0", "Discard all commands issued after MULTI", discard),
+    cmd("watch", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, (1, -1, 1), "2.2.0", "Watch the given keys to determine execution of the MULTI/EXEC block", watch),
+    cmd("unwatch", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, (0, 0, 0), "2.2.0", "Forget about all watched keys", unwatch),
+];
+
+/// A client's transaction state, kept in its [`Session`].
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Transaction {
+    /// The queued commands while MULTI is open.
+    queue: Option<Vec<Queued>>,
+    /// A command was refused while queuing: EXEC must fail.
+    failed: bool,
+    /// Watched keys (db, key) and their versions at WATCH (None: missing).
+    watched: HashMap<(u8, Vec<u8>), Option<u64>>,
+    /// The flush epoch at the first WATCH.
+    epoch: u64,
+    /// EXEC is running the queue.
+    executing: bool,
+}
+
+/// One queued command with its arguments.
+#[derive(Clone, Debug)]
+struct Queued {
+    cmd: &'static Command,
+    args: Vec<Arg<'static>>,
+}
+
+impl Transaction {
+    /// How many commands are queued, or None outside MULTI.
+    pub fn queued(&self) -> Option<usize> {
+        self.queue.as_ref().map(Vec::len)
+    }
+
+    /// Whether EXEC is running the queued commands now.
+    pub fn executing(&self) -> bool {
+        self.executing
+    }
+
+    /// Dooms an open transaction (a command was refused while queuing).
+    pub fn flag_error(&mut self) {
+        if self.queue.is_some() {
+            self.failed = true;
+        }
+    }
+}
+
+/// Whether `cmd` is to be queued rather than run: MULTI is open and the
+/// command is not one that acts on the transaction itself.
+pub(crate) fn queues(session: &Session, cmd: &Command) -> bool {
+    session.tx.queue.is_some() && !NOT_QUEUED.contains(&cmd.name)
+}
+
+/// Queues a command that passed the dispatcher's checks, after the checks
+/// Redis makes before queuing: `NO_MULTI` and a container's subcommand.
+pub(crate) fn queue(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> CmdResult {
+    // A container named alone (COMMAND) is a command of its own.
+    let checked = match cmd.subcommands.is_empty() || args.len() < 2 {
+        true => Ok(cmd),
+        false => find_sub(cmd, args),
+    };
+    let checked = checked.map_err(|e| cx.reject(e))?;
+    if (cmd.flags | checked.flags) & NO_MULTI != 0 {
+        return Err(cx.reject(CmdError::msg(NOT_IN_MULTI)));
+    }
+    let args = args.iter().map(|a| Arg::Owned(a.to_vec())).collect();
+    if let Some(queue) = &mut cx.session.tx.queue {
+        queue.push(Queued { cmd, args });
+    }
+    cx.out.simple(b"QUEUED");
+    Ok(())
+}
+
+fn multi(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    let tx = &mut cx.session.tx;
+    if tx.queue.is_some() {
+        return Err(CmdError::msg(NESTED));
+    }
+    tx.queue = Some(Vec::new());
+    tx.failed = false;
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+fn discard(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    if cx.session.tx.queue.is_none() {
+        return Err(CmdError::msg(DISCARD_WITHOUT_MULTI));
+    }
+    // DISCARD unwatches too.
+    cx.session.tx = Transaction::default();
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+fn watch(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    if cx.session.tx.queue.is_some() {
+        return Err(CmdError::msg(WATCH_IN_MULTI));
+    }
+    let db = cx.db();
+    let h = &mut cx.engine.h;
+    let tx = &mut cx.session.tx;
+    // The epoch before the keys: a flush that runs between the two reads
+    // fails the EXEC rather than going unseen (store's `bump_flush_epoch`).
+    if tx.watched.is_empty() {
+        tx.epoch = h.flush_epoch()?;
+    }
+    for key in &args[1..] {
+        // A key watched twice keeps its first version, as in Redis.
+        if let Entry::Vacant(e) = tx.watched.entry((db, key.to_vec())) {
+            e.insert(h.key_version(db, key)?);
+        }
+    }
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+fn unwatch(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    cx.session.tx.watched.clear();
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+fn exec(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    let Some(queue) = cx.session.tx.queue.take() else {
+        return Err(CmdError::msg(EXEC_WITHOUT_MULTI));
+    };
+    // EXEC ends the transaction and unwatches, whatever it replies.
+    let tx = std::mem::take(&mut cx.session.tx);
+    if tx.failed {
+        return Err(CmdError::msg(EXECABORT));
+    }
+    let mark = cx.out.len();
+    let res = Handle::exclusive_in(cx, Cx::h, |cx| {
+        if !unchanged(cx.h(), &tx)? {
+            cx.out.null_array();
+            return Ok(());
+        }
+        cx.out.array_len(queue.len());
+        cx.session.tx.executing = true;
+        for q in &queue {
+            exec_one(cx, q);
+        }
+        cx.session.tx.executing = false;
+        Ok(())
+    });
+    cx.session.last_cmd = "exec";
+    if res.is_err() {
+        // Leaving the section failed (a damaged segment): the error replaces
+        // whatever was written, so the reply stays well formed.
+        cx.out.truncate(mark);
+    }
+    res
+}
+
+/// Whether nothing `tx` watched changed since WATCH. Runs inside EXEC's
+/// exclusive section, so nothing can change between this and the commands.
+fn unchanged(h: &mut Handle, tx: &Transaction) -> Result<bool, CmdError> {
+    if tx.watched.is_empty() {
+        return Ok(true);
+    }
+    if h.flush_epoch()? != tx.epoch {
+        return Ok(false);
+    }
+    for ((db, key), version) in &tx.watched {
+        if h.key_version(*db, key)? != *version {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Runs one queued command and writes its reply as one element of EXEC's
+/// array, exactly as it would be written alone (a runtime error is an
+/// element like any other; the rest still run).
+fn exec_one(cx: &mut Cx<'_>, q: &Queued) {
+    let start = cx.out.len();
+    if let Err(e) = crate::engine::run(cx, q.cmd, &q.args) {
+        cx.engine.stats.failed += 1;
+        cx.out.error(e.text().as_bytes());
+    }
+    if let Flow::Server(_) = cx.flow {
+        // CLIENT LIST / KILL: only the server can finish them, after the
+        // command; nothing has been done yet.
+        cx.flow = Flow::Continue;
+        cx.out.truncate(start);
+        cx.out.error(NOT_IN_MULTI.as_bytes());
+    }
+    if cx.out.len() == start {
+        // CLIENT REPLY OFF | SKIP: an element all the same.
+        cx.out.simple(b"OK");
+    }
+}
