@@ -3,73 +3,75 @@
 
 Builds release shoal, starts both servers on free ports pinned to CPU 0
 (taskset), runs redis-benchmark pinned to CPU 1 with 50 clients at pipeline 1
-and 16 for PING_MBULK, SET, GET, INCR and MSET, alternating redis, shoal,
-redis, shoal (--rounds pairs) to spread noise, parses the --csv output and
-prints one table: requests/s of each (mean over the rounds), the ratio
+and 16 for each test (strings: PING_MBULK, SET, GET, INCR, MSET; collections:
+LPUSH, LPOP, LRANGE_100, SADD, HSET, ZADD, ZRANGE_100), alternating redis,
+shoal, redis, shoal (--rounds pairs) to spread noise, parses the --csv output
+and prints one table: requests/s of each (mean over the rounds), the ratio
 shoal/redis, and p50/p99 latency in ms (mean over the rounds).
 
 Needs redis-server, redis-benchmark and taskset; only the standard library.
 Usage: python3 bench/redis-vs-shoal.py [--requests N] [--rounds R] [--tests a,b]
+                                       [--servers redis,shoal]
 """
 
 import argparse
 import csv
 import io
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-TESTS = ["ping_mbulk", "set", "get", "incr", "mset"]
+import servers
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port, proc, what, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"{what} exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                s.sendall(b"PING\r\n")
-                if s.recv(16).startswith(b"+PONG"):
-                    return
-        except OSError:
-            time.sleep(0.05)
-    sys.exit(f"{what} did not answer PING on port {port}")
-
-
-def stop(proc):
-    if proc and proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+# Test name -> (redis-benchmark arguments that measure it, arguments run just
+# before it to fill the key it reads, or None). The names are redis-benchmark's
+# own -t names where one exists. LRANGE_100 fills its list itself: `-t
+# lrange_100` first runs "LPUSH (needed to benchmark LRANGE)" with the same -n,
+# then LRANGE mylist 0 99. LPOP and ZRANGE_100 get the same kind of fill, run
+# as a separate redis-benchmark with the same -n, -c and -r (at -P 16, only to
+# be quick): LPUSH mylist for LPOP, so that every LPOP pops an element, and
+# ZADD myzset for ZRANGE_100 (redis-benchmark 7.0's `-t zadd` sends
+# ZADD myzset __rand_int__ element:__rand_int__, so with -r 100000 the zset
+# holds about 100,000 members).
+TESTS = {
+    "ping_mbulk": (["-t", "ping_mbulk"], None),
+    "set": (["-t", "set"], None),
+    "get": (["-t", "get"], None),
+    "incr": (["-t", "incr"], None),
+    "mset": (["-t", "mset"], None),
+    "lpush": (["-t", "lpush"], None),
+    "lpop": (["-t", "lpop"], ["-t", "lpush"]),
+    "lrange_100": (["-t", "lrange_100"], None),
+    "sadd": (["-t", "sadd"], None),
+    "hset": (["-t", "hset"], None),
+    "zadd": (["-t", "zadd"], None),
+    "zrange_100": (["zrange", "myzset", "0", "99"], ["-t", "zadd"]),
+}
+SERVERS = ["redis", "shoal"]
 
 
-def bench(port, test, pipeline, requests, clients, keyspace):
-    argv = ["taskset", "-c", "1", "redis-benchmark", "-h", "127.0.0.1", "-p", str(port),
+def redis_benchmark(port, args, pipeline, requests, clients, keyspace):
+    """Runs redis-benchmark; returns the last CSV row (the measured test) or None."""
+    argv = ["taskset", "-c", servers.CLIENT_CPU, "redis-benchmark", "-h", "127.0.0.1", "-p", str(port),
             "-c", str(clients), "-n", str(requests), "-P", str(pipeline), "-r", str(keyspace),
-            "-t", test, "--csv"]
+            "--csv"] + args
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     except subprocess.TimeoutExpired:
         return None
     rows = [r for r in csv.DictReader(io.StringIO(p.stdout)) if r.get("rps")]
     if p.returncode != 0 or not rows:
         return None
-    row = rows[0]
+    return rows[-1]
+
+
+def bench(port, test, pipeline, requests, clients, keyspace):
+    args, fill = TESTS[test]
+    if fill is not None and redis_benchmark(port, fill, 16, requests, clients, keyspace) is None:
+        return None
+    row = redis_benchmark(port, args, pipeline, requests, clients, keyspace)
+    if row is None:
+        return None
     return float(row["rps"]), float(row["p50_latency_ms"]), float(row["p99_latency_ms"])
 
 
@@ -85,51 +87,56 @@ def main():
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--keyspace", type=int, default=100_000, help="redis-benchmark -r")
     ap.add_argument("--rounds", type=int, default=2, help="redis/shoal pairs per test")
-    ap.add_argument("--tests", default=",".join(TESTS))
+    ap.add_argument("--tests", default=",".join(TESTS),
+                    help=f"comma-separated, from: {','.join(TESTS)} (default: all)")
+    ap.add_argument("--servers", default=",".join(SERVERS),
+                    help="comma-separated, from: redis,shoal (default: both)")
     ap.add_argument("--no-build", action="store_true")
     args = ap.parse_args()
+    tests = args.tests.split(",")
+    for test in tests:
+        if test not in TESTS:
+            ap.error(f"unknown test {test!r}; known: {','.join(TESTS)}")
+    run = args.servers.split(",")
+    for who in run:
+        if who not in SERVERS:
+            ap.error(f"unknown server {who!r}; known: {','.join(SERVERS)}")
 
-    if not args.no_build:
-        subprocess.run(["cargo", "build", "--release", "-p", "shoal"], cwd=REPO, check=True)
-    shoal_bin = REPO / "target" / "release" / "shoal"
-    redis_port, shoal_port = free_port(), free_port()
+    if "shoal" in run and not args.no_build:
+        servers.build_shoal()
+    ports = {who: servers.free_port() for who in run}
     name = f"shoal-bench-{os.getpid()}"
-    redis = shoal = None
+    procs = []
     try:
-        redis = subprocess.Popen(
-            ["taskset", "-c", "0", "redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--daemonize", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        shoal = subprocess.Popen(
-            ["taskset", "-c", "0", str(shoal_bin), "serve", "--workers", "1", "--port", str(shoal_port),
-             "--name", name, "--memory", "512m"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_port(redis_port, redis, "redis-server")
-        wait_port(shoal_port, shoal, "shoal serve")
-        version = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.split()[2].removeprefix("v=")
-        print(f"redis-server {version} on :{redis_port}, shoal --workers 1 on :{shoal_port}, both on CPU 0; "
-              f"redis-benchmark on CPU 1, -c {args.clients} -r {args.keyspace}, "
+        if "redis" in run:
+            procs.append(servers.start_redis(ports["redis"]))
+        if "shoal" in run:
+            procs.append(servers.start_shoal(ports["shoal"], name, "512m"))
+        started = []
+        if "redis" in run:
+            started.append(f"redis-server {servers.redis_version()} on :{ports['redis']}")
+        if "shoal" in run:
+            started.append(f"shoal --workers 1 on :{ports['shoal']}")
+        print(f"{', '.join(started)}, on CPU {servers.SERVER_CPU}; "
+              f"redis-benchmark on CPU {servers.CLIENT_CPU}, -c {args.clients} -r {args.keyspace}, "
               f"{args.rounds} alternating rounds each", flush=True)
 
         rows = []
-        for test in args.tests.split(","):
+        for test in tests:
             for pipeline, n in ((1, args.requests), (16, args.requests_pipelined)):
-                got = {"redis": [], "shoal": []}
+                got = {who: [] for who in run}
                 for _ in range(args.rounds):
-                    for who, port in (("redis", redis_port), ("shoal", shoal_port)):
-                        r = bench(port, test, pipeline, n, args.clients, args.keyspace)
+                    for who in run:
+                        r = bench(ports[who], test, pipeline, n, args.clients, args.keyspace)
                         if r is not None:
                             got[who].append(r)
                 rows.append((test.upper(), pipeline, got))
                 print(".", end="", flush=True, file=sys.stderr)
         print(file=sys.stderr)
     finally:
-        stop(redis)
-        stop(shoal)
-        try:
-            os.unlink(f"/dev/shm/{name}")
-        except FileNotFoundError:
-            pass
+        for proc in procs:
+            servers.stop(proc)
+        servers.remove_segment(name)
 
     head = f"{'test':<11} {'P':>3} {'redis rps':>11} {'shoal rps':>11} {'shoal/redis':>11}  " \
            f"{'redis p50':>9} {'shoal p50':>9} {'redis p99':>9} {'shoal p99':>9}"
@@ -137,14 +144,16 @@ def main():
     print("-" * len(head))
     for test, pipeline, got in rows:
         def col(who, i, fmt):
+            if who not in got:
+                return "-"
             return fmt.format(mean([g[i] for g in got[who]])) if got[who] else "failed"
         ratio = (f"{mean([g[0] for g in got['shoal']]) / mean([g[0] for g in got['redis']]):.2f}"
-                 if got["redis"] and got["shoal"] else "-")
+                 if got.get("redis") and got.get("shoal") else "-")
         print(f"{test:<11} {pipeline:>3} {col('redis', 0, '{:.0f}'):>11} {col('shoal', 0, '{:.0f}'):>11} "
               f"{ratio:>11}  {col('redis', 1, '{:.3f}'):>9} {col('shoal', 1, '{:.3f}'):>9} "
               f"{col('redis', 2, '{:.3f}'):>9} {col('shoal', 2, '{:.3f}'):>9}")
     print("latencies in ms; rps and latencies are means over the rounds; "
-          "'failed' = redis-benchmark gave no result (e.g. command missing)")
+          "'failed' = redis-benchmark gave no result (e.g. command missing); '-' = not run")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,87 @@
+"""The servers the benchmarks compare, started the same way by every script.
+
+redis-server without persistence and `shoal serve --workers 1`, each on a free
+port of 127.0.0.1 and pinned to CPU 0 with taskset (shoal's worker inherits
+the supervisor's affinity); the benchmark's client runs on CPU 1.
+Only the standard library.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SHOAL_BIN = REPO / "target" / "release" / "shoal"
+SERVER_CPU = "0"
+CLIENT_CPU = "1"
+
+
+def build_shoal():
+    subprocess.run(["cargo", "build", "--release", "-p", "shoal"], cwd=REPO, check=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, what, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"{what} exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"{what} did not answer PING on port {port}")
+
+
+def start_redis(port):
+    """redis-server on `port`, answering PING when this returns."""
+    proc = subprocess.Popen(
+        ["taskset", "-c", SERVER_CPU, "redis-server", "--port", str(port), "--bind", "127.0.0.1",
+         "--save", "", "--appendonly", "no", "--daemonize", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, proc, "redis-server")
+    return proc
+
+
+def start_shoal(port, name, memory):
+    """`shoal serve --workers 1` on `port` with segment `name`, answering PING when this returns."""
+    proc = subprocess.Popen(
+        ["taskset", "-c", SERVER_CPU, str(SHOAL_BIN), "serve", "--workers", "1", "--port", str(port),
+         "--name", name, "--memory", memory],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, proc, "shoal serve")
+    return proc
+
+
+def stop(proc):
+    if proc and proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def remove_segment(name):
+    try:
+        os.unlink(f"/dev/shm/{name}")
+    except FileNotFoundError:
+        pass
+
+
+def redis_version():
+    out = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
+    return out.split()[2].removeprefix("v=")
