@@ -328,17 +328,17 @@ fn a_served_blmove_wakes_the_clients_blocked_on_its_destination() {
 }
 
 #[test]
-fn a_timeout_replies_null_and_the_connection_goes_on() {
+fn a_timeout_replies_a_null_array_and_the_connection_goes_on() {
     let server = Server::start(2);
     let mut c = server.connect();
     assert_eq!(c.call(&["BLPOP", "none", "0.05"]), Reply::Array(None));
     assert_eq!(
         c.call(&["BLMOVE", "none", "dst", "LEFT", "LEFT", "0.05"]),
-        Reply::Bulk(None)
+        Reply::Array(None)
     );
     assert_eq!(
         c.call(&["BRPOPLPUSH", "none", "dst", "0.05"]),
-        Reply::Bulk(None)
+        Reply::Array(None)
     );
     assert_eq!(c.call(&["PING"]), Reply::Simple("PONG".into()));
     server.wait_blocked(0);
