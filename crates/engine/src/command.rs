@@ -57,7 +57,8 @@ pub mod flags {
     /// [`store::Handle::exclusive`] (as EXEC runs its queue), where no other
     /// worker reads or writes. Set it on every command that writes one key
     /// from others or writes several (MSET, BITOP, SMOVE, SINTERSTORE, LMOVE,
-    /// ZUNIONSTORE…). A single-key write is atomic without it (its bucket
+    /// ZUNIONSTORE…), and on multi-key reads that must see one instant
+    /// (MGET, SINTER, ZUNION…). A single-key write is atomic without it (its bucket
     /// lock), and so are RENAME, COPY and MOVE (one store transaction).
     /// Under a variadic key spec (`last_key` < 0) a request naming one key
     /// runs without the section: DEL k or MSET k v cost nothing extra. The

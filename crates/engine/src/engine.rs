@@ -362,6 +362,10 @@ impl Engine {
         };
         let result = match cmd {
             None => Err(cx.reject(unknown_command(args))),
+            Some(cmd) if !cmd.arity_ok(args.len()) && cmd.name == "exec" => {
+                let e = cx.reject(CmdError::arity(cmd.name));
+                Err(transaction::exec_abort(cx.session, e))
+            }
             Some(cmd) if !cmd.arity_ok(args.len()) => Err(cx.reject(CmdError::arity(cmd.name))),
             Some(cmd) if transaction::queues(cx.session, cmd) => {
                 transaction::queue(&mut cx, cmd, args)

@@ -121,6 +121,15 @@ impl Transaction {
 
 /// Whether `cmd` is to be queued rather than run: MULTI is open and the
 /// command is not one that acts on the transaction itself.
+/// EXEC refused before it runs (wrong arity): Redis discards the
+/// transaction, and the watches, and says why in an EXECABORT error.
+pub(crate) fn exec_abort(session: &mut Session, e: CmdError) -> CmdError {
+    session.tx = Transaction::default();
+    let why = e.text();
+    let why = why.strip_prefix("ERR ").unwrap_or(why);
+    CmdError::owned(format!("EXECABORT Transaction discarded because of: {why}"))
+}
+
 pub(crate) fn queues(session: &Session, cmd: &Command) -> bool {
     session.tx.queue.is_some() && !NOT_QUEUED.contains(&cmd.name)
 }

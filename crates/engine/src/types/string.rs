@@ -59,7 +59,7 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd("getset", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "1.0.0", "Set the string value of a key and return its old value", getset),
     cmd("getdel", 2, WRITE | FAST, (1, 1, 1), "6.2.0", "Get the value of a key and delete the key", getdel),
     cmd("getex", -2, WRITE | FAST, (1, 1, 1), "6.2.0", "Get the value of a key and optionally set its expiration", getex),
-    cmd("mget", -2, READONLY | FAST, (1, -1, 1), "1.0.0", "Get the values of all the given keys", mget),
+    cmd("mget", -2, READONLY | ATOMIC | FAST, (1, -1, 1), "1.0.0", "Get the values of all the given keys", mget),
     cmd("mset", -3, WRITE | DENYOOM | ATOMIC, (1, -1, 2), "1.0.1", "Set multiple keys to multiple values", mset),
     cmd("msetnx", -3, WRITE | DENYOOM | ATOMIC, (1, -1, 2), "1.0.1", "Set multiple keys to multiple values, only if none of the keys exist", msetnx),
     cmd("append", 3, WRITE | DENYOOM | FAST, (1, 1, 1), "2.0.0", "Append a value to a key", append),

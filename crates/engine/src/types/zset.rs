@@ -117,13 +117,13 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd("bzpopmax", -3, WRITE | NOSCRIPT | BLOCKING | FAST, (1, -2, 1), "5.0.0", "Remove and return the member with the highest score from one or more sorted sets, or block until one is available", pop::bzpopmax),
     cmd("bzmpop", -5, WRITE | BLOCKING, (0, 0, 0), "7.0.0", "Remove and return members with scores in a sorted set or block until one is available", pop::bzmpop),
     cmd("zrandmember", -2, READONLY, (1, 1, 1), "6.2.0", "Get one or multiple random elements from a sorted set", zrandmember),
-    cmd("zunion", -3, READONLY, (0, 0, 0), "6.2.0", "Add multiple sorted sets", setops::zunion),
-    cmd("zinter", -3, READONLY, (0, 0, 0), "6.2.0", "Intersect multiple sorted sets", setops::zinter),
-    cmd("zdiff", -3, READONLY, (0, 0, 0), "6.2.0", "Subtract multiple sorted sets", setops::zdiff),
+    cmd("zunion", -3, READONLY | ATOMIC, (0, 0, 0), "6.2.0", "Add multiple sorted sets", setops::zunion),
+    cmd("zinter", -3, READONLY | ATOMIC, (0, 0, 0), "6.2.0", "Intersect multiple sorted sets", setops::zinter),
+    cmd("zdiff", -3, READONLY | ATOMIC, (0, 0, 0), "6.2.0", "Subtract multiple sorted sets", setops::zdiff),
     cmd("zunionstore", -4, WRITE | DENYOOM | ATOMIC, (1, 1, 1), "2.0.0", "Add multiple sorted sets and store the resulting sorted set in a new key", setops::zunionstore),
     cmd("zinterstore", -4, WRITE | DENYOOM | ATOMIC, (1, 1, 1), "2.0.0", "Intersect multiple sorted sets and store the resulting sorted set in a new key", setops::zinterstore),
     cmd("zdiffstore", -4, WRITE | DENYOOM | ATOMIC, (1, 1, 1), "6.2.0", "Subtract multiple sorted sets and store the resulting sorted set in a new key", setops::zdiffstore),
-    cmd("zintercard", -3, READONLY, (0, 0, 0), "7.0.0", "Intersect multiple sorted sets and return the cardinality of the result", setops::zintercard),
+    cmd("zintercard", -3, READONLY | ATOMIC, (0, 0, 0), "7.0.0", "Intersect multiple sorted sets and return the cardinality of the result", setops::zintercard),
     cmd("zscan", -3, READONLY, (1, 1, 1), "2.8.0", "Incrementally iterate sorted sets elements and associated scores", zscan),
 ];
 
