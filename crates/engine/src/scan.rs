@@ -114,6 +114,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cursors_reject_what_strtoul_would_not_consume() {
+        assert_eq!(cursor(b"18446744073709551615").unwrap(), u64::MAX);
+        for bad in [&b"x"[..], b" 1", b"1 ", b"-", b"18446744073709551616"] {
+            assert_eq!(cursor(bad).unwrap_err().text(), INVALID_CURSOR);
+        }
+    }
+
+    #[test]
     fn cursors_parse_like_strtoul() {
         assert_eq!(cursor(b"0").unwrap(), 0);
         assert_eq!(cursor(b"").unwrap(), 0);

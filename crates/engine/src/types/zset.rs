@@ -25,17 +25,13 @@ mod range;
 mod score;
 mod setops;
 
-use std::cell::Cell;
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-
 use proto::resp::Protocol;
 use store::{Collection, Scored, ZSet};
 
 use crate::command::{flags::*, Arg, CmdResult, Command};
 use crate::engine::Cx;
 use crate::error::{CmdError, NOT_FLOAT, SYNTAX};
-use crate::parse;
+use crate::{parse, random, scan};
 
 use score::{format_score, parse_score};
 
@@ -53,8 +49,6 @@ const RANDOM_COUNT_RANGE: &str =
 /// ZRANDMEMBER's count too large to double for WITHSCORES, or too large for
 /// shoal to reply with.
 const OUT_OF_RANGE: &str = "ERR value is out of range";
-/// ZSCAN's cursor is not a number.
-const INVALID_CURSOR: &str = "ERR invalid cursor";
 
 /// The most elements ZRANDMEMBER with a negative count (members may repeat)
 /// replies with. Redis has no limit and would build any reply it is asked
@@ -240,25 +234,6 @@ fn store_result(cx: &mut Cx<'_>, dst: &[u8], items: Vec<Scored>) -> CmdResult {
     }
     cx.out.integer(count as i64);
     Ok(())
-}
-
-thread_local! {
-    /// xorshift64 state for ZRANDMEMBER, seeded from the standard library's
-    /// per-process random keys (never 0).
-    static RNG: Cell<u64> = Cell::new(RandomState::new().build_hasher().finish() | 1);
-}
-
-/// A pseudo-random number below `n` (> 0). Sampling needs no more than a
-/// fast, roughly uniform generator.
-fn random_below(n: u64) -> u64 {
-    RNG.with(|state| {
-        let mut x = state.get();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        state.set(x);
-        ((u128::from(x) * u128::from(n)) >> 64) as u64
-    })
 }
 
 // ---------- ZADD and ZINCRBY ----------
@@ -480,7 +455,7 @@ fn zrandmember(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     let Some(count) = args.get(2) else {
         let member = cx.h().read_collection::<ZSet, _>(db, &args[1], |z| {
-            Ok(z.nth(random_below(z.len()))?.map(|(m, _)| m))
+            Ok(z.nth(random::below(z.len()))?.map(|(m, _)| m))
         })?;
         match member.flatten() {
             Some(m) => cx.out.bulk(&m),
@@ -513,7 +488,7 @@ fn zrandmember(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         if !unique {
             // With repetition, in random order.
             return (0..n)
-                .filter_map(|_| z.nth(random_below(len)).transpose())
+                .filter_map(|_| z.nth(random::below(len)).transpose())
                 .collect();
         }
         if n >= len {
@@ -523,7 +498,7 @@ fn zrandmember(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         let mut ranks: Vec<u64> = (0..len).collect();
         let mut out = Vec::with_capacity(n as usize);
         for i in 0..n as usize {
-            let j = i + random_below(len - i as u64) as usize;
+            let j = i + random::below(len - i as u64) as usize;
             ranks.swap(i, j);
             out.extend(z.nth(ranks[i])?);
         }
@@ -534,33 +509,6 @@ fn zrandmember(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 }
 
 // ---------- ZSCAN ----------
-
-/// A SCAN cursor as Redis's `strtoul` reads it: no leading space, an
-/// optional sign (a `-` wraps around), decimal digits, nothing after; ""
-/// is 0. (The same rule as SCAN's; kept here because SCAN's parser is
-/// private to the keyspace commands.)
-fn parse_cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    let bad = || CmdError::msg(INVALID_CURSOR);
-    if arg.is_empty() {
-        return Ok(0);
-    }
-    let (negative, digits) = match arg[0] {
-        b'-' => (true, &arg[1..]),
-        b'+' => (false, &arg[1..]),
-        _ => (false, arg),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(bad());
-    }
-    let mut v: u64 = 0;
-    for d in digits {
-        v = v
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(u64::from(d - b'0')))
-            .ok_or_else(bad)?;
-    }
-    Ok(if negative { v.wrapping_neg() } else { v })
-}
 
 /// A score as ZSCAN shows it. A listpack holds an integral score within
 /// ±2^62 as an integer, which ZSCAN prints as one (`100000000000000000`
@@ -575,7 +523,7 @@ fn scan_score(score: f64, listpack: bool) -> String {
 }
 
 fn zscan(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    let cursor = parse_cursor(&args[2])?;
+    let cursor = scan::cursor(&args[2])?;
     let db = cx.db();
     // The whole set in one step (cursor 0 next), as Redis does for a set in
     // a listpack; COUNT is only checked.
@@ -591,28 +539,9 @@ fn zscan(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         cx.out.array_len(0);
         return Ok(());
     };
-    let mut pattern: Option<&[u8]> = None;
-    let mut i = 3;
-    while i < args.len() {
-        let has_value = i + 1 < args.len();
-        if parse::is(&args[i], "count") && has_value {
-            if parse::int(&args[i + 1])? < 1 {
-                return Err(CmdError::msg(SYNTAX));
-            }
-        } else if parse::is(&args[i], "match") && has_value {
-            pattern = Some(&args[i + 1][..]).filter(|p| *p != b"*");
-        } else {
-            return Err(CmdError::msg(SYNTAX));
-        }
-        i += 2;
-    }
-    let items: Vec<&Scored> = items
-        .iter()
-        .filter(|(m, _)| pattern.is_none_or(|p| store::glob::glob_match(p, m, false)))
-        .collect();
-    cx.out.array_len(2);
-    cx.out.bulk(next.to_string().as_bytes());
-    cx.out.array_len(items.len() * 2);
+    let opts = scan::options(&args[3..], false)?;
+    let items: Vec<&Scored> = items.iter().filter(|(m, _)| opts.matches(m)).collect();
+    scan::reply_header(cx, next, items.len() * 2);
     for (member, score) in items {
         cx.out.bulk(member);
         cx.out.bulk(scan_score(*score, listpack).as_bytes());
@@ -623,26 +552,6 @@ fn zscan(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn random_below_stays_below() {
-        for n in [1, 2, 3, 10, u64::MAX] {
-            for _ in 0..1000 {
-                assert!(random_below(n) < n);
-            }
-        }
-    }
-
-    #[test]
-    fn cursors_parse_like_strtoul() {
-        assert_eq!(parse_cursor(b"").unwrap(), 0);
-        assert_eq!(parse_cursor(b"+12").unwrap(), 12);
-        assert_eq!(parse_cursor(b"-1").unwrap(), u64::MAX);
-        assert_eq!(parse_cursor(b"18446744073709551615").unwrap(), u64::MAX);
-        for bad in [&b"x"[..], b" 1", b"1 ", b"-", b"18446744073709551616"] {
-            assert_eq!(parse_cursor(bad).unwrap_err().text(), INVALID_CURSOR);
-        }
-    }
 
     #[test]
     fn scan_scores_follow_the_listpack() {
