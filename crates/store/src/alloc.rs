@@ -190,13 +190,20 @@ pub(crate) fn stash_flush(ctx: &mut Ctx) -> Result<()> {
 /// Frees the block at `blk` and clears the context word `pending` that named
 /// it, in one transaction.
 pub(crate) fn free(ctx: &mut Ctx, blk: u64, pending: u64) -> Result<()> {
+    free_setting(ctx, blk, pending, 0)
+}
+
+/// Frees the block at `blk` and sets `word` (which named it) to `value` in
+/// one transaction: freeing a chain (`value` is the next link) or a tree
+/// leaf-first (`word` is the parent's child pointer) stays restartable.
+pub(crate) fn free_setting(ctx: &mut Ctx, blk: u64, word: u64, value: u64) -> Result<()> {
     ctx.lock(H_ALLOC_LOCK)?;
-    let done = free_locked(ctx, blk, pending).and_then(|_| ctx.commit());
+    let done = free_locked(ctx, blk, word, value).and_then(|_| ctx.commit());
     ctx.unlock(H_ALLOC_LOCK)?;
     done
 }
 
-fn free_locked(ctx: &mut Ctx, blk: u64, pending: u64) -> Result<()> {
+fn free_locked(ctx: &mut Ctx, blk: u64, pending: u64, value: u64) -> Result<()> {
     let geo = ctx.sh.geo;
     let arena_end = geo.arena_off + geo.arena_size;
     let r = ctx.region();
@@ -233,7 +240,7 @@ fn free_locked(ctx: &mut Ctx, blk: u64, pending: u64) -> Result<()> {
     add(ctx, A_USED_BYTES, -(size as i64))?;
     add(ctx, A_USED_BLOCKS, -1)?;
     add(ctx, A_FREE_BLOCKS, free_blocks)?;
-    ctx.wlog64(pending, 0)
+    ctx.wlog64(pending, value)
 }
 
 fn add(ctx: &mut Ctx, word: u64, delta: i64) -> Result<()> {

@@ -572,6 +572,9 @@ impl Ctx {
         if voff == self.off {
             self.stash = [(0, 0); STASH_CAP as usize];
         }
+        crate::collections::paged::drain_chain(self, voff + C_NEW_CHAIN)?;
+        crate::collections::paged::drain_chain(self, voff + C_FREE_CHAIN)?;
+        crate::collections::paged::drain_drops(self, voff + C_DROP_CHAIN)?;
         self.retire_counters(voff)
     }
 

@@ -16,6 +16,10 @@ use crate::error::{Error, Result};
 use crate::layout::*;
 use crate::shm::Region;
 
+/// The encoding byte of a collection entry whose value is a paged header
+/// (collections/paged.rs): the entry owns the trees it names.
+pub(crate) const ENC_PAGED: u8 = 1;
+
 /// The kind of value a key holds (Redis's TYPE).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]

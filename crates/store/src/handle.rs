@@ -189,7 +189,7 @@ impl Handle {
 
     /// The LFU half of the LRU word after one access to an entry whose LFU
     /// half is `old`: decayed and counted under an LFU policy, else as it was.
-    fn lfu_accessed(&mut self, old: u32, now_ms: u64) -> Result<u32> {
+    pub(crate) fn lfu_accessed(&mut self, old: u32, now_ms: u64) -> Result<u32> {
         Ok(match self.lfu_params()? {
             Some((factor, decay)) => {
                 let r = lfu::unit(self.ctx.random());
@@ -287,6 +287,7 @@ impl Handle {
         self.drain_frees()?;
         if res.is_err() {
             self.drain_new()?;
+            self.drain_new_tree_nodes()?;
         }
         res
     }
@@ -309,7 +310,8 @@ impl Handle {
             .ok_or(Error::Corrupted(self.ctx.off + C_PENDING_NEW))
     }
 
-    /// Frees every block this context has unpublished.
+    /// Frees every block this context has unpublished, and the tree
+    /// blocks its writes replaced or dropped.
     pub(crate) fn drain_frees(&mut self) -> Result<()> {
         for i in 0..PENDING_FREE_CAP {
             let w = self.ctx.off + C_PENDING_FREE + 8 * i;
@@ -318,7 +320,7 @@ impl Handle {
                 self.release(blk, w)?;
             }
         }
-        Ok(())
+        self.drain_tree_chains()
     }
 
     /// Gives back a block recorded in context word `pending`: into this
@@ -500,13 +502,16 @@ impl Handle {
         Ok(target)
     }
 
-    /// The logged writes that make `blk` (recorded in `pending`) the key of `l`.
+    /// The logged writes that make `blk` (recorded in `pending`) the key of
+    /// `l`. `drop_old`: a replaced entry's trees go with it (they do unless
+    /// `blk` is the next version of the same collection).
     pub(crate) fn publish_in_txn(
         &mut self,
         l: &mut Locked,
         target: Target,
         blk: u64,
         pending: u64,
+        drop_old: bool,
     ) -> Result<()> {
         let new_expire = self.ctx.region().load64(blk + E_EXPIRE)?;
         // Stamped now, under the bucket lock, so a key's versions grow in the
@@ -528,6 +533,9 @@ impl Handle {
         let (keys, expires) = match target {
             Target::Replace(f, free_word) => {
                 self.ctx.wlog64(free_word, f.raw.off)?;
+                if drop_old {
+                    self.drop_trees_in_txn(&f.raw)?;
+                }
                 (0, (new_expire != 0) as i64 - (f.raw.expire != 0) as i64)
             }
             _ => (1, (new_expire != 0) as i64),
@@ -553,16 +561,27 @@ impl Handle {
         let free_word = self.pending_free_words(1)?[0];
         let target = self.prepare_publish(l, free_word)?;
         self.ctx.seq_bump(l.pos.bucket)?;
-        self.publish_in_txn(l, target, blk, pending)?;
+        self.publish_in_txn(l, target, blk, pending, true)?;
         self.ctx.seq_bump(l.pos.bucket)?;
         self.ctx.commit()
     }
 
     /// The logged writes that unpublish `f` from the chain of (held) `bucket`,
     /// recording its block (and an emptied overflow node) in `words`.
-    pub(crate) fn remove_in_txn(&mut self, bucket: u64, f: &Found, words: [u64; 2]) -> Result<()> {
+    /// `drop_trees`: the trees it owns go too (not when RENAME or MOVE
+    /// carries them to another entry).
+    pub(crate) fn remove_in_txn(
+        &mut self,
+        bucket: u64,
+        f: &Found,
+        words: [u64; 2],
+        drop_trees: bool,
+    ) -> Result<()> {
         self.ctx.wlog64(f.slot_word, 0)?;
         self.ctx.wlog64(words[0], f.raw.off)?;
+        if drop_trees {
+            self.drop_trees_in_txn(&f.raw)?;
+        }
         self.ctx
             .add_db_keys(f.raw.db, -1, -((f.raw.expire != 0) as i64))?;
         if let Some(node) = index::unlink_empty_node(&mut self.ctx, bucket)? {
@@ -576,7 +595,7 @@ impl Handle {
     pub(crate) fn remove_locked(&mut self, bucket: u64, f: &Found) -> Result<()> {
         let w = self.pending_free_words(2)?;
         self.ctx.seq_bump(bucket)?;
-        self.remove_in_txn(bucket, f, [w[0], w[1]])?;
+        self.remove_in_txn(bucket, f, [w[0], w[1]], true)?;
         self.ctx.seq_bump(bucket)?;
         self.ctx.commit()
     }

@@ -303,14 +303,20 @@ impl Handle {
                 sf.raw.vallen,
             )?;
             r.store64(blk + E_KEYLEN, dst.len() as u64 | sf.raw.vallen << 32)?;
+            if !remove_src {
+                // A copy owns copies of the source's trees, if it has any.
+                self.copy_trees(&sf.raw, blk, E_KEY + dst.len() as u64)?;
+            }
             let words = self.pending_free_words(3)?;
             let target = self.prepare_publish(&d, words[0])?;
             for b in &buckets {
                 self.ctx.seq_bump(*b)?;
             }
-            self.publish_in_txn(&mut d, target, blk, pending)?;
+            self.publish_in_txn(&mut d, target, blk, pending, true)?;
             if remove_src {
-                self.remove_in_txn(sp.bucket, &sf, [words[1], words[2]])?;
+                self.remove_in_txn(sp.bucket, &sf, [words[1], words[2]], false)?;
+            } else {
+                self.ctx.wlog64(self.ctx.off + C_NEW_CHAIN, 0)?;
             }
             for b in &buckets {
                 self.ctx.seq_bump(*b)?;

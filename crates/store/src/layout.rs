@@ -4,7 +4,7 @@
 /// "SHOALSEG": the first eight bytes of every segment.
 pub(crate) const MAGIC: [u8; 8] = *b"SHOALSEG";
 /// Bumped whenever any offset or record format below changes.
-pub const LAYOUT_VERSION: u32 = 5;
+pub const LAYOUT_VERSION: u32 = 6;
 
 /// Number of Redis-style logical databases.
 pub const NUM_DBS: usize = 16;
@@ -151,6 +151,16 @@ pub(crate) const C_PENDING_NEW: u64 = 128;
 pub(crate) const PENDING_NEW_CAP: u64 = 4;
 pub(crate) const C_PENDING_FREE: u64 = 160;
 pub(crate) const PENDING_FREE_CAP: u64 = 6;
+/// Tree blocks (collections/paged.rs) this context allocated for a write it
+/// has not published yet, chained through their link words: a crash frees
+/// them.
+pub(crate) const C_NEW_CHAIN: u64 = 208;
+/// Tree blocks a published write took out of its tree, chained likewise,
+/// freed right after the write.
+pub(crate) const C_FREE_CHAIN: u64 = 216;
+/// Roots of whole trees whose key was removed or overwritten, chained
+/// likewise, freed leaf-first right after.
+pub(crate) const C_DROP_CHAIN: u64 = 224;
 pub(crate) const C_DB_KEYS: u64 = 256;
 pub(crate) const C_DB_EXPIRES: u64 = C_DB_KEYS + 8 * NUM_DBS as u64;
 pub(crate) const C_STATS: u64 = 512;
@@ -161,7 +171,8 @@ pub(crate) const C_UNDO: u64 = 1024;
 pub(crate) const UNDO_CAP: u64 = (CTX_SIZE - C_UNDO) / 16;
 const _: () = assert!(C_DB_EXPIRES + 8 * NUM_DBS as u64 <= C_STATS);
 const _: () = assert!(C_STATS + 8 * 32 <= C_STASH && C_STASH + 8 * STASH_CAP <= C_UNDO);
-const _: () = assert!(C_PENDING_FREE + 8 * PENDING_FREE_CAP <= C_DB_KEYS);
+const _: () = assert!(C_PENDING_FREE + 8 * PENDING_FREE_CAP <= C_NEW_CHAIN);
+const _: () = assert!(C_DROP_CHAIN + 8 <= C_DB_KEYS);
 
 // --- index bucket (index.rs): 64 bytes, one cache line ---
 pub(crate) const BUCKET_SIZE: u64 = 64;

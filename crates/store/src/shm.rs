@@ -55,11 +55,17 @@ impl Region {
     #[inline]
     pub(crate) fn load_ptr(&self, off: u64) -> Result<u64> {
         let v = self.load64(off)?;
-        if v == 0 || (v >= self.arena.0 && v < self.arena.1 && v.is_multiple_of(8)) {
+        if self.is_ptr(v) {
             Ok(v)
         } else {
             Err(Error::Corrupted(off))
         }
+    }
+
+    /// Whether `v` is 0 or an 8-aligned offset inside the arena.
+    #[inline]
+    pub(crate) fn is_ptr(&self, v: u64) -> bool {
+        v == 0 || (v >= self.arena.0 && v < self.arena.1 && v.is_multiple_of(8))
     }
 
     /// Loads a block header at `blk` and returns (size, flag bits); a size

@@ -297,7 +297,9 @@ impl Store {
                 }
                 keys[raw.db as usize] += 1;
                 expires[raw.db as usize] += (raw.expire != 0) as i64;
-                claim(off, "entry").map(|_| false)
+                claim(off, "entry")?;
+                crate::collections::paged::owned_blocks(r, &raw, &mut |b| claim(b, "tree node"))?;
+                Ok(false)
             })?;
             if let Some(w) = bad {
                 return fail(w, "entry in the wrong bucket or with a bad tag");

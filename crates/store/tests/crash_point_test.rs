@@ -104,7 +104,7 @@ fn run_op(h: &mut Handle, op: &str) {
         "hash-store" => {
             let mut hash = Hash::empty();
             hash.insert(b"f", b"v").unwrap();
-            h.store_collection(0, b"a", &hash).unwrap()
+            h.store_collection(0, b"a", hash).unwrap()
         }
         other => panic!("unknown op {other}"),
     }

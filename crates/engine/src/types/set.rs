@@ -288,7 +288,7 @@ fn smove(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 /// does.
 fn read_sets(cx: &mut Cx<'_>, keys: &[Arg<'_>]) -> Result<Vec<Option<Set>>, CmdError> {
     keys.iter()
-        .map(|k| read(cx, k, |s| Ok(s.clone())))
+        .map(|k| read(cx, k, |s| Ok(s.detached()?)))
         .collect()
 }
 
@@ -378,10 +378,11 @@ fn set_of(members: &[Vec<u8>]) -> Result<Set, CmdError> {
 
 /// Stores `set` at `dst`, replacing whatever it held (its expiry too), or
 /// deleting it when `set` is empty; replies the size.
-fn store_result(cx: &mut Cx<'_>, dst: &[u8], set: &Set) -> CmdResult {
+fn store_result(cx: &mut Cx<'_>, dst: &[u8], set: Set) -> CmdResult {
     let db = cx.db();
+    let len = set.len();
     cx.h().store_collection(db, dst, set)?;
-    cx.out.integer(set.len() as i64);
+    cx.out.integer(len as i64);
     Ok(())
 }
 
@@ -422,7 +423,7 @@ fn sintercard(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 fn sinterstore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let members = intersect(cx, &args[2..], 0)?;
-    store_result(cx, &args[1], &set_of(&members)?)
+    store_result(cx, &args[1], set_of(&members)?)
 }
 
 fn sunion(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
@@ -433,7 +434,7 @@ fn sunion(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 fn sunionstore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let set = union_or_diff(cx, &args[2..], SetOp::Union)?;
-    store_result(cx, &args[1], &set)
+    store_result(cx, &args[1], set)
 }
 
 fn sdiff(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
@@ -444,7 +445,7 @@ fn sdiff(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 fn sdiffstore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let set = union_or_diff(cx, &args[2..], SetOp::Diff)?;
-    store_result(cx, &args[1], &set)
+    store_result(cx, &args[1], set)
 }
 
 fn sscan(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {

@@ -228,7 +228,7 @@ fn store_result(cx: &mut Cx<'_>, dst: &[u8], items: Vec<Scored>) -> CmdResult {
     let count = items.len();
     let z = build_zset(items)?;
     let db = cx.db();
-    cx.h().store_collection(db, dst, &z)?;
+    cx.h().store_collection(db, dst, z)?;
     if count > 0 {
         cx.signal_ready(dst);
     }

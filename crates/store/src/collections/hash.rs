@@ -5,7 +5,8 @@ use std::collections::HashSet;
 use indexmap::IndexMap;
 
 use super::codec::{self, Reader, TAG_ITEMS};
-use super::{Collection, FieldValue};
+use super::tree::Tree;
+use super::{hashed_key, scan_tree, unhashed, Collection, FieldValue, Segment};
 use crate::entry::ValueType;
 use crate::error::{Error, Result};
 
@@ -13,16 +14,37 @@ use crate::error::{Error, Result};
 /// OBJECT ENCODING calls `listpack`.
 const LISTPACK_ENTRIES: usize = 512;
 const LISTPACK_VALUE: usize = 64;
+/// A hash with more fields than this, or more bytes, is paged.
+const COMPACT_ITEMS: usize = LISTPACK_ENTRIES;
+const COMPACT_BYTES: usize = 64 * 1024;
 
-/// A hash value: fields in insertion order, as Redis's listpack keeps them.
-#[derive(Clone, Debug, Default)]
+/// A hash value: small ones keep their fields in insertion order, as
+/// Redis's listpack does; a paged one (a keyed tree by field hash) in hash
+/// order, as a hashtable has its own order.
+#[derive(Debug)]
 pub struct Hash {
-    fields: IndexMap<Vec<u8>, Vec<u8>>,
+    body: Body,
     changed: bool,
+}
+
+#[derive(Debug)]
+enum Body {
+    Compact(IndexMap<Vec<u8>, Vec<u8>>),
+    Paged(Tree),
+}
+
+impl Default for Hash {
+    fn default() -> Self {
+        Hash {
+            body: Body::Compact(IndexMap::new()),
+            changed: false,
+        }
+    }
 }
 
 impl Collection for Hash {
     const TYPE: ValueType = ValueType::Hash;
+    const KEYED: &'static [bool] = &[true];
 
     fn empty() -> Self {
         Hash::default()
@@ -43,21 +65,26 @@ impl Collection for Hash {
         }
         r.finish()?;
         Ok(Hash {
-            fields,
+            body: Body::Compact(fields),
             changed: false,
         })
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        codec::header(out, TAG_ITEMS, self.fields.len());
-        for (field, value) in &self.fields {
-            codec::put_bytes(out, field);
-            codec::put_bytes(out, value);
+        if let Body::Compact(fields) = &self.body {
+            codec::header(out, TAG_ITEMS, fields.len());
+            for (field, value) in fields {
+                codec::put_bytes(out, field);
+                codec::put_bytes(out, value);
+            }
         }
     }
 
     fn len(&self) -> u64 {
-        self.fields.len() as u64
+        match &self.body {
+            Body::Compact(fields) => fields.len() as u64,
+            Body::Paged(t) => t.len(),
+        }
     }
 
     fn changed(&self) -> bool {
@@ -65,9 +92,11 @@ impl Collection for Hash {
     }
 
     fn encoding_name(&self) -> &'static str {
-        let small = self.fields.len() <= LISTPACK_ENTRIES
-            && self
-                .fields
+        let Body::Compact(fields) = &self.body else {
+            return "hashtable";
+        };
+        let small = fields.len() <= LISTPACK_ENTRIES
+            && fields
                 .iter()
                 .all(|(f, v)| f.len() <= LISTPACK_VALUE && v.len() <= LISTPACK_VALUE);
         if small {
@@ -76,37 +105,99 @@ impl Collection for Hash {
             "hashtable"
         }
     }
+
+    fn from_trees(mut trees: Vec<Tree>) -> Result<Self> {
+        let tree = trees.pop().ok_or(Error::BadValue)?;
+        Ok(Hash {
+            body: Body::Paged(tree),
+            changed: false,
+        })
+    }
+
+    fn settle(&mut self, seg: &Segment) -> Result<()> {
+        match &mut self.body {
+            Body::Compact(fields) => {
+                let bytes: usize = fields.iter().map(|(f, v)| f.len() + v.len()).sum();
+                if fields.len() > COMPACT_ITEMS || bytes > COMPACT_BYTES {
+                    let mut items: Vec<(Vec<u8>, &[u8])> = fields
+                        .iter()
+                        .map(|(f, v)| (hashed_key(f), v.as_slice()))
+                        .collect();
+                    items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                    let tree = Tree::build(
+                        seg.0.clone(),
+                        true,
+                        items.iter().map(|(k, v)| (k.as_slice(), *v)),
+                    );
+                    self.body = Body::Paged(tree);
+                }
+            }
+            Body::Paged(tree) => {
+                if tree.len() as usize <= COMPACT_ITEMS / 2 {
+                    let fields: IndexMap<Vec<u8>, Vec<u8>> = tree
+                        .items()?
+                        .into_iter()
+                        .map(|(k, v)| (unhashed(&k).to_vec(), v))
+                        .collect();
+                    let bytes: usize = fields.iter().map(|(f, v)| f.len() + v.len()).sum();
+                    if bytes <= COMPACT_BYTES / 2 {
+                        self.body = Body::Compact(fields);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn trees_mut(&mut self) -> Vec<&mut Tree> {
+        match &mut self.body {
+            Body::Compact(_) => Vec::new(),
+            Body::Paged(t) => vec![t],
+        }
+    }
 }
 
 impl Hash {
     /// The value of `field`.
     pub fn get(&self, field: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.fields.get(field).cloned())
+        match &self.body {
+            Body::Compact(fields) => Ok(fields.get(field).cloned()),
+            Body::Paged(t) => t.get(&hashed_key(field)),
+        }
     }
 
     /// Whether `field` exists.
     pub fn contains(&self, field: &[u8]) -> Result<bool> {
-        Ok(self.fields.contains_key(field))
+        match &self.body {
+            Body::Compact(fields) => Ok(fields.contains_key(field)),
+            Body::Paged(t) => Ok(t.get(&hashed_key(field))?.is_some()),
+        }
     }
 
     /// Sets `field`; true when it is new.
     pub fn insert(&mut self, field: &[u8], value: &[u8]) -> Result<bool> {
         self.changed = true;
-        match self.fields.get_mut(field) {
-            Some(v) => {
-                *v = value.to_vec();
-                Ok(false)
-            }
-            None => {
-                self.fields.insert(field.to_vec(), value.to_vec());
-                Ok(true)
-            }
+        match &mut self.body {
+            Body::Compact(fields) => match fields.get_mut(field) {
+                Some(v) => {
+                    *v = value.to_vec();
+                    Ok(false)
+                }
+                None => {
+                    fields.insert(field.to_vec(), value.to_vec());
+                    Ok(true)
+                }
+            },
+            Body::Paged(t) => Ok(t.upsert(&hashed_key(field), value)?.is_none()),
         }
     }
 
     /// Removes `field`; true when it existed.
     pub fn remove(&mut self, field: &[u8]) -> Result<bool> {
-        let removed = self.fields.shift_remove(field).is_some();
+        let removed = match &mut self.body {
+            Body::Compact(fields) => fields.shift_remove(field).is_some(),
+            Body::Paged(t) => t.remove_key(&hashed_key(field))?.is_some(),
+        };
         self.changed |= removed;
         Ok(removed)
     }
@@ -119,36 +210,68 @@ impl Hash {
             return Ok(u64::from(self.remove(one)?));
         }
         let doomed: HashSet<&[u8]> = fields.iter().copied().collect();
-        let before = self.fields.len();
-        self.fields.retain(|f, _| !doomed.contains(f.as_slice()));
-        let removed = before - self.fields.len();
+        let removed = match &mut self.body {
+            Body::Compact(map) => {
+                let before = map.len();
+                map.retain(|f, _| !doomed.contains(f.as_slice()));
+                (before - map.len()) as u64
+            }
+            Body::Paged(t) => {
+                let mut n = 0;
+                for f in doomed {
+                    n += u64::from(t.remove_key(&hashed_key(f))?.is_some());
+                }
+                n
+            }
+        };
         self.changed |= removed > 0;
-        Ok(removed as u64)
+        Ok(removed)
     }
 
     /// Every field and value.
     pub fn entries(&self) -> Result<Vec<FieldValue>> {
-        Ok(self
-            .fields
-            .iter()
-            .map(|(f, v)| (f.clone(), v.clone()))
-            .collect())
+        match &self.body {
+            Body::Compact(fields) => {
+                Ok(fields.iter().map(|(f, v)| (f.clone(), v.clone())).collect())
+            }
+            Body::Paged(t) => Ok(t
+                .items()?
+                .into_iter()
+                .map(|(k, v)| (unhashed(&k).to_vec(), v))
+                .collect()),
+        }
     }
 
     /// The field and value at position `index` (< len) of the hash's
     /// iteration order: HRANDFIELD picks by random position.
     pub fn nth(&self, index: u64) -> Result<Option<FieldValue>> {
-        Ok(usize::try_from(index)
-            .ok()
-            .and_then(|i| self.fields.get_index(i))
-            .map(|(f, v)| (f.clone(), v.clone())))
+        match &self.body {
+            Body::Compact(fields) => Ok(usize::try_from(index)
+                .ok()
+                .and_then(|i| fields.get_index(i))
+                .map(|(f, v)| (f.clone(), v.clone()))),
+            Body::Paged(t) => Ok(t.nth(index)?.map(|(k, v)| (unhashed(&k).to_vec(), v))),
+        }
     }
 
     /// One HSCAN step from `cursor`: the next cursor (0 when done) and the
     /// fields visited. A compact value is returned whole with cursor 0, as
-    /// Redis does for a listpack.
-    pub fn scan(&self, _cursor: u64, _count: u64) -> Result<(u64, Vec<FieldValue>)> {
-        Ok((0, self.entries()?))
+    /// Redis does for a listpack; a paged one about `count` fields at a
+    /// time, the cursor being the hash where the next step starts.
+    pub fn scan(&self, cursor: u64, count: u64) -> Result<(u64, Vec<FieldValue>)> {
+        match &self.body {
+            Body::Compact(_) => Ok((0, self.entries()?)),
+            Body::Paged(t) => {
+                let (next, items) = scan_tree(t, cursor, count)?;
+                Ok((
+                    next,
+                    items
+                        .into_iter()
+                        .map(|(k, v)| (unhashed(&k).to_vec(), v))
+                        .collect(),
+                ))
+            }
+        }
     }
 }
 

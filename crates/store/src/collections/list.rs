@@ -3,20 +3,42 @@
 use std::collections::VecDeque;
 
 use super::codec::{self, Reader, TAG_ITEMS};
-use super::Collection;
+use super::tree::Tree;
+use super::{Collection, Segment};
 use crate::entry::ValueType;
 use crate::error::{Error, Result};
 
+/// A list longer than this, or bigger than `COMPACT_BYTES`, is paged.
+const COMPACT_ITEMS: usize = 128;
+const COMPACT_BYTES: usize = 8 * 1024;
+
 /// A list value. Indexes are 0-based from the head; callers resolve Redis's
 /// negative indexes first.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug)]
 pub struct List {
-    items: VecDeque<Vec<u8>>,
+    body: Body,
     changed: bool,
+}
+
+#[derive(Debug)]
+enum Body {
+    Compact(VecDeque<Vec<u8>>),
+    /// A positional tree: items in list order.
+    Paged(Tree),
+}
+
+impl Default for List {
+    fn default() -> Self {
+        List {
+            body: Body::Compact(VecDeque::new()),
+            changed: false,
+        }
+    }
 }
 
 impl Collection for List {
     const TYPE: ValueType = ValueType::List;
+    const KEYED: &'static [bool] = &[false];
 
     fn empty() -> Self {
         List::default()
@@ -33,20 +55,25 @@ impl Collection for List {
         }
         r.finish()?;
         Ok(List {
-            items,
+            body: Body::Compact(items),
             changed: false,
         })
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        codec::header(out, TAG_ITEMS, self.items.len());
-        for item in &self.items {
-            codec::put_bytes(out, item);
+        if let Body::Compact(items) = &self.body {
+            codec::header(out, TAG_ITEMS, items.len());
+            for item in items {
+                codec::put_bytes(out, item);
+            }
         }
     }
 
     fn len(&self) -> u64 {
-        self.items.len() as u64
+        match &self.body {
+            Body::Compact(items) => items.len() as u64,
+            Body::Paged(t) => t.len(),
+        }
     }
 
     fn changed(&self) -> bool {
@@ -56,80 +83,136 @@ impl Collection for List {
     fn encoding_name(&self) -> &'static str {
         "quicklist"
     }
+
+    fn from_trees(mut trees: Vec<Tree>) -> Result<Self> {
+        let tree = trees.pop().ok_or(Error::BadValue)?;
+        Ok(List {
+            body: Body::Paged(tree),
+            changed: false,
+        })
+    }
+
+    fn settle(&mut self, seg: &Segment) -> Result<()> {
+        match &mut self.body {
+            Body::Compact(items) => {
+                let bytes: usize = items.iter().map(Vec::len).sum();
+                if items.len() > COMPACT_ITEMS || bytes > COMPACT_BYTES {
+                    let tree = Tree::build(
+                        seg.0.clone(),
+                        false,
+                        items.iter().map(|i| (&[][..], i.as_slice())),
+                    );
+                    self.body = Body::Paged(tree);
+                }
+            }
+            Body::Paged(tree) => {
+                if tree.len() as usize <= COMPACT_ITEMS / 2 {
+                    let items: VecDeque<Vec<u8>> =
+                        tree.items()?.into_iter().map(|(_, v)| v).collect();
+                    if items.iter().map(Vec::len).sum::<usize>() <= COMPACT_BYTES / 2 {
+                        self.body = Body::Compact(items);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn trees_mut(&mut self) -> Vec<&mut Tree> {
+        match &mut self.body {
+            Body::Compact(_) => Vec::new(),
+            Body::Paged(t) => vec![t],
+        }
+    }
 }
 
 impl List {
     /// The element at `index`, if there is one.
     pub fn get(&self, index: u64) -> Result<Option<Vec<u8>>> {
-        Ok(usize::try_from(index)
-            .ok()
-            .and_then(|i| self.items.get(i))
-            .cloned())
+        match &self.body {
+            Body::Compact(items) => Ok(usize::try_from(index)
+                .ok()
+                .and_then(|i| items.get(i))
+                .cloned()),
+            Body::Paged(t) => Ok(t.nth(index)?.map(|(_, v)| v)),
+        }
     }
 
     /// The elements in `start..end` (clamped to the list).
     pub fn range(&self, start: u64, end: u64) -> Result<Vec<Vec<u8>>> {
-        let len = self.len();
-        let (start, end) = (start.min(len) as usize, end.min(len) as usize);
-        Ok(self.items.range(start..end.max(start)).cloned().collect())
+        let mut out = Vec::new();
+        self.for_each_in(start, end, |x| out.push(x.to_vec()))?;
+        Ok(out)
     }
 
     /// Adds an element at the head.
     pub fn push_front(&mut self, item: &[u8]) -> Result<()> {
         self.changed = true;
-        self.items.push_front(item.to_vec());
+        match &mut self.body {
+            Body::Compact(items) => items.push_front(item.to_vec()),
+            Body::Paged(t) => t.insert_at(0, item)?,
+        }
         Ok(())
     }
 
     /// Adds an element at the tail.
     pub fn push_back(&mut self, item: &[u8]) -> Result<()> {
         self.changed = true;
-        self.items.push_back(item.to_vec());
+        match &mut self.body {
+            Body::Compact(items) => items.push_back(item.to_vec()),
+            Body::Paged(t) => t.insert_at(t.len(), item)?,
+        }
         Ok(())
     }
 
     /// Removes and returns the head element.
     pub fn pop_front(&mut self) -> Result<Option<Vec<u8>>> {
-        let item = self.items.pop_front();
-        self.changed |= item.is_some();
-        Ok(item)
+        self.remove(0)
     }
 
     /// Removes and returns the tail element.
     pub fn pop_back(&mut self) -> Result<Option<Vec<u8>>> {
-        let item = self.items.pop_back();
-        self.changed |= item.is_some();
-        Ok(item)
+        match self.len() {
+            0 => Ok(None),
+            n => self.remove(n - 1),
+        }
     }
 
     /// Replaces the element at `index`; false when out of range.
     pub fn set(&mut self, index: u64, item: &[u8]) -> Result<bool> {
-        match usize::try_from(index)
-            .ok()
-            .and_then(|i| self.items.get_mut(i))
-        {
-            Some(slot) => {
-                *slot = item.to_vec();
-                self.changed = true;
-                Ok(true)
+        let done = match &mut self.body {
+            Body::Compact(items) => {
+                match usize::try_from(index).ok().and_then(|i| items.get_mut(i)) {
+                    Some(slot) => {
+                        *slot = item.to_vec();
+                        true
+                    }
+                    None => false,
+                }
             }
-            None => Ok(false),
-        }
+            Body::Paged(t) => t.set_at(index, item)?,
+        };
+        self.changed |= done;
+        Ok(done)
     }
 
     /// Inserts `item` so that it becomes the element at `index` (`index` ≤ len).
     pub fn insert(&mut self, index: u64, item: &[u8]) -> Result<()> {
-        let i = (index.min(self.len())) as usize;
-        self.items.insert(i, item.to_vec());
+        let index = index.min(self.len());
+        match &mut self.body {
+            Body::Compact(items) => items.insert(index as usize, item.to_vec()),
+            Body::Paged(t) => t.insert_at(index, item)?,
+        }
         self.changed = true;
         Ok(())
     }
 
     /// Removes and returns the element at `index`.
     pub fn remove(&mut self, index: u64) -> Result<Option<Vec<u8>>> {
-        let item = usize::try_from(index)
-            .ok()
-            .and_then(|i| self.items.remove(i));
+        let item = match &mut self.body {
+            Body::Compact(items) => usize::try_from(index).ok().and_then(|i| items.remove(i)),
+            Body::Paged(t) => t.remove_at(index)?.map(|(_, v)| v),
+        };
         self.changed |= item.is_some();
         Ok(item)
     }
@@ -139,17 +222,35 @@ impl List {
     /// false. LPOS, LINSERT and LREM search with it without copying the
     /// elements they pass over.
     pub fn scan(&self, from_tail: bool, mut f: impl FnMut(u64, &[u8]) -> bool) -> Result<()> {
-        if from_tail {
-            for (i, item) in self.items.iter().enumerate().rev() {
-                if !f(i as u64, item) {
-                    break;
+        match &self.body {
+            Body::Compact(items) => {
+                if from_tail {
+                    for (i, item) in items.iter().enumerate().rev() {
+                        if !f(i as u64, item) {
+                            break;
+                        }
+                    }
+                } else {
+                    for (i, item) in items.iter().enumerate() {
+                        if !f(i as u64, item) {
+                            break;
+                        }
+                    }
                 }
             }
-        } else {
-            for (i, item) in self.items.iter().enumerate() {
-                if !f(i as u64, item) {
-                    break;
-                }
+            Body::Paged(t) => {
+                let n = t.len();
+                let mut i = if from_tail { n } else { 0 };
+                t.visit(0, n, from_tail, &mut |_, v| {
+                    let at = if from_tail {
+                        i -= 1;
+                        i
+                    } else {
+                        i += 1;
+                        i - 1
+                    };
+                    f(at, v)
+                })?;
             }
         }
         Ok(())
@@ -159,9 +260,20 @@ impl List {
     /// order: LRANGE writes them into its reply without copying them first.
     pub fn for_each_in(&self, start: u64, end: u64, mut f: impl FnMut(&[u8])) -> Result<()> {
         let len = self.len();
-        let (start, end) = (start.min(len) as usize, end.min(len) as usize);
-        for item in self.items.range(start..end.max(start)) {
-            f(item);
+        let (start, end) = (start.min(len), end.min(len));
+        if start >= end {
+            return Ok(());
+        }
+        match &self.body {
+            Body::Compact(items) => {
+                for item in items.range(start as usize..end as usize) {
+                    f(item);
+                }
+            }
+            Body::Paged(t) => t.visit(start, end, false, &mut |_, v| {
+                f(v);
+                true
+            })?,
         }
         Ok(())
     }
@@ -171,7 +283,35 @@ impl List {
     /// `from_tail`. Returns how many it removed. One pass over the list
     /// whatever the number removed (two when counting from the tail).
     pub fn remove_equal(&mut self, item: &[u8], limit: u64, from_tail: bool) -> Result<u64> {
-        let matches = self.items.iter().filter(|x| x.as_slice() == item).count() as u64;
+        if let Body::Paged(t) = &mut self.body {
+            let mut doomed = Vec::new();
+            let n = t.len();
+            let mut i = if from_tail { n } else { 0 };
+            t.visit(0, n, from_tail, &mut |_, v| {
+                let at = if from_tail {
+                    i -= 1;
+                    i
+                } else {
+                    i += 1;
+                    i - 1
+                };
+                if v == item {
+                    doomed.push(at);
+                }
+                limit == 0 || (doomed.len() as u64) < limit
+            })?;
+            // Highest index first, so the others keep their places.
+            doomed.sort_unstable_by(|a, b| b.cmp(a));
+            for &at in &doomed {
+                t.remove_at(at)?;
+            }
+            self.changed |= !doomed.is_empty();
+            return Ok(doomed.len() as u64);
+        }
+        let Body::Compact(items) = &mut self.body else {
+            return Ok(0);
+        };
+        let matches = items.iter().filter(|x| x.as_slice() == item).count() as u64;
         let remove = if limit == 0 {
             matches
         } else {
@@ -188,7 +328,7 @@ impl List {
             (0, remove)
         };
         let mut seen = 0u64;
-        self.items.retain(|x| {
+        items.retain(|x| {
             if x.as_slice() != item {
                 return true;
             }
@@ -203,15 +343,20 @@ impl List {
     /// Keeps only the elements in `start..end` (LTRIM).
     pub fn retain_range(&mut self, start: u64, end: u64) -> Result<()> {
         let len = self.len();
-        let (start, end) = (
-            start.min(len) as usize,
-            end.min(len).max(start.min(len)) as usize,
-        );
-        if start == 0 && end == len as usize {
+        let (start, end) = (start.min(len), end.min(len).max(start.min(len)));
+        if start == 0 && end == len {
             return Ok(());
         }
-        self.items.truncate(end);
-        self.items.drain(..start);
+        match &mut self.body {
+            Body::Compact(items) => {
+                items.truncate(end as usize);
+                items.drain(..start as usize);
+            }
+            Body::Paged(t) => {
+                t.remove_range(end, len)?;
+                t.remove_range(0, start)?;
+            }
+        }
         self.changed = true;
         Ok(())
     }

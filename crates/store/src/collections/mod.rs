@@ -17,12 +17,16 @@
 mod codec;
 mod hash;
 mod list;
+pub(crate) mod paged;
 mod set;
+mod tree;
 mod zset;
 
 pub use hash::Hash;
 pub use list::List;
 pub use set::Set;
+#[doc(hidden)]
+pub use tree::Tree;
 pub use zset::ZSet;
 
 /// A hash field and its value.
@@ -30,20 +34,30 @@ pub type FieldValue = (Vec<u8>, Vec<u8>);
 /// A sorted-set member and its score.
 pub type Scored = (Vec<u8>, f64);
 
-use crate::entry::ValueType;
+use std::sync::Arc;
+
+use crate::entry::{Raw, ValueType, ENC_PAGED};
 use crate::error::{Error, Result};
-use crate::handle::Handle;
-use crate::strings::{Modify, SetOptions};
+use crate::handle::{Handle, Locked};
+use crate::segment::Shared;
+
+/// The segment a value's trees are built in (opaque outside the store).
+#[doc(hidden)]
+pub struct Segment(pub(crate) Arc<Shared>);
 
 /// A collection type as the store keeps it.
 pub trait Collection: Sized {
     /// The type tag of its entries.
     const TYPE: ValueType;
+    /// Whether each tree of the paged form is keyed (else positional).
+    #[doc(hidden)]
+    const KEYED: &'static [bool];
     /// An empty value (a write to a missing key starts from it).
     fn empty() -> Self;
-    /// Decodes a value read from the segment.
+    /// Decodes a compact value read from the segment.
     fn decode(bytes: &[u8]) -> Result<Self>;
-    /// Encodes the value for the segment into `out`.
+    /// Encodes the value's compact form into `out` (only meaningful while
+    /// it is compact; see [`Collection::settle`]).
     fn encode(&self, out: &mut Vec<u8>);
     /// The number of elements.
     fn len(&self) -> u64;
@@ -56,10 +70,28 @@ pub trait Collection: Sized {
     /// OBJECT ENCODING's name for the value's shape, by Redis 7.0's default
     /// thresholds.
     fn encoding_name(&self) -> &'static str;
+    /// The value of a paged entry, from its trees.
+    #[doc(hidden)]
+    fn from_trees(trees: Vec<Tree>) -> Result<Self>;
+    /// Moves the value to the form its size calls for before it is
+    /// written: compact while small, paged once large, and back.
+    #[doc(hidden)]
+    fn settle(&mut self, seg: &Segment) -> Result<()>;
+    /// The trees of a paged value; empty while it is compact.
+    #[doc(hidden)]
+    fn trees_mut(&mut self) -> Vec<&mut Tree>;
 }
 
 /// OBJECT ENCODING for a collection value of type `vtype`.
 pub fn encoding_name(vtype: ValueType, bytes: &[u8]) -> Result<&'static str> {
+    if bytes.first() == Some(&paged::TAG_PAGED) {
+        return Ok(match vtype {
+            ValueType::List => "quicklist",
+            ValueType::Hash | ValueType::Set => "hashtable",
+            ValueType::ZSet => "skiplist",
+            ValueType::String | ValueType::Stream => return Err(Error::WrongType),
+        });
+    }
     Ok(match vtype {
         ValueType::List => List::decode(bytes)?.encoding_name(),
         ValueType::Hash => Hash::decode(bytes)?.encoding_name(),
@@ -67,6 +99,48 @@ pub fn encoding_name(vtype: ValueType, bytes: &[u8]) -> Result<&'static str> {
         ValueType::ZSet => ZSet::decode(bytes)?.encoding_name(),
         ValueType::String | ValueType::Stream => return Err(Error::WrongType),
     })
+}
+
+/// The 64-bit hash that orders the keyed trees of hashes, sets and sorted
+/// sets' member index, followed by the field itself: a key that sorts by
+/// hash (a stable cursor for HSCAN) and is unique (the field breaks ties).
+fn hashed_key(field: &[u8]) -> Vec<u8> {
+    let h = xxhash_rust::xxh3::xxh3_64_with_seed(field, 0x5c0a_1c01);
+    let mut key = Vec::with_capacity(8 + field.len());
+    key.extend_from_slice(&h.to_be_bytes());
+    key.extend_from_slice(field);
+    key
+}
+
+/// The field of a [`hashed_key`].
+fn unhashed(key: &[u8]) -> &[u8] {
+    key.get(8..).unwrap_or(&[])
+}
+
+/// The hash part of a [`hashed_key`].
+fn hash_of(key: &[u8]) -> u64 {
+    key.get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_be_bytes)
+}
+
+/// One SCAN step over a hash-ordered tree from `cursor`: at least `count`
+/// items (more while the next has the same hash as the last, so a cursor
+/// always moves on), and the next cursor (0 when done).
+fn scan_tree(tree: &Tree, cursor: u64, count: u64) -> Result<(u64, Vec<(Vec<u8>, Vec<u8>)>)> {
+    let from = tree.count_below(&cursor.to_be_bytes(), false)?;
+    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut next = 0;
+    tree.visit(from, tree.len(), false, &mut |k, v| {
+        let h = hash_of(k);
+        if out.len() as u64 >= count.max(1) && out.last().is_some_and(|(l, _)| hash_of(l) != h) {
+            next = h;
+            return false;
+        }
+        out.push((k.to_vec(), v.to_vec()));
+        true
+    })?;
+    Ok((next, out))
 }
 
 impl Handle {
@@ -85,8 +159,32 @@ impl Handle {
         if meta.vtype != C::TYPE {
             return Err(Error::WrongType);
         }
-        let value = C::decode(&bytes)?;
-        f(&value).map(Some)
+        if meta.encoding != ENC_PAGED {
+            let value = C::decode(&bytes)?;
+            return f(&value).map(Some);
+        }
+        // A paged value's nodes are replaced and freed by its writers, so
+        // it is read under the key's bucket lock.
+        self.with_key(db, key, |h, l| {
+            let Some(found) = l.found else {
+                return Ok(None);
+            };
+            let value = h.open_collection::<C>(&found.raw)?;
+            f(&value).map(Some)
+        })
+    }
+
+    /// The collection entry `raw` as a typed value.
+    fn open_collection<C: Collection>(&self, raw: &Raw) -> Result<C> {
+        if raw.meta()?.vtype != C::TYPE {
+            return Err(Error::WrongType);
+        }
+        let bytes = self.read_value(raw)?;
+        if raw.encoding == ENC_PAGED {
+            C::from_trees(paged::open_trees(&self.ctx.sh, &bytes, C::KEYED)?)
+        } else {
+            C::decode(&bytes)
+        }
     }
 
     /// Changes the collection at `key` in one atomic step. A missing key is
@@ -101,41 +199,70 @@ impl Handle {
         create: bool,
         f: impl FnOnce(&mut C) -> Result<T>,
     ) -> Result<Option<T>> {
-        self.modify(db, key, |old| {
-            let mut value = match old {
-                Some((_, meta)) if meta.vtype != C::TYPE => return Err(Error::WrongType),
-                Some((bytes, _)) => C::decode(bytes)?,
+        self.with_key(db, key, |h, l| {
+            let mut value = match l.found {
+                Some(found) => h.open_collection::<C>(&found.raw)?,
                 None if create => C::empty(),
-                None => return Ok((Modify::Keep, None)),
+                None => return Ok(None),
             };
             let out = f(&mut value)?;
-            let action = if !value.changed() {
-                Modify::Keep
-            } else if value.is_empty() {
-                Modify::Delete
-            } else {
-                let mut bytes = Vec::new();
-                value.encode(&mut bytes);
-                crate::handle::check_len(bytes.len() as u64)?;
-                Modify::Write(C::TYPE, bytes)
-            };
-            Ok((action, Some(out)))
+            if !value.changed() {
+                return Ok(Some(out));
+            }
+            match l.found {
+                Some(found) if value.is_empty() => h.remove_locked(l.pos.bucket, &found)?,
+                _ if value.is_empty() => {}
+                _ => h.put_collection(key, l, &mut value, false)?,
+            }
+            Ok(Some(out))
         })
+    }
+
+    /// Writes `value` as the key of `l` (locked), keeping its expiry.
+    /// `fresh`: the value does not derive from the key's old one (…STORE),
+    /// so the old trees are dropped whole.
+    fn put_collection<C: Collection>(
+        &mut self,
+        key: &[u8],
+        l: &mut Locked,
+        value: &mut C,
+        fresh: bool,
+    ) -> Result<()> {
+        value.settle(&Segment(self.ctx.sh.clone()))?;
+        let (expire, flags) = match (fresh, l.found) {
+            (false, Some(f)) => (f.raw.expire, f.raw.mc_flags),
+            _ => (0, 0),
+        };
+        let mut fields = self.entry_fields(l.db, C::TYPE, expire, flags);
+        let mut trees = value.trees_mut();
+        if trees.is_empty() {
+            let mut bytes = Vec::new();
+            value.encode(&mut bytes);
+            crate::handle::check_len(bytes.len() as u64)?;
+            let (blk, pending) = self.new_entry(&fields, key, &[&bytes], 0)?;
+            return self.publish(l, blk, pending);
+        }
+        let replaced = self.commit_trees(&mut trees)?;
+        let header = paged::header_of(&trees).encode();
+        fields.encoding = ENC_PAGED;
+        let (blk, pending) = self.new_entry(&fields, key, &[&header], 0)?;
+        self.publish_paged(l, blk, pending, &replaced, fresh)
     }
 
     /// Replaces whatever `key` holds with `value` (no expiry), or removes the
     /// key when `value` is empty: the destination of SINTERSTORE,
     /// ZUNIONSTORE and the like.
-    pub fn store_collection<C: Collection>(&mut self, db: u8, key: &[u8], value: &C) -> Result<()> {
+    pub fn store_collection<C: Collection>(
+        &mut self,
+        db: u8,
+        key: &[u8],
+        mut value: C,
+    ) -> Result<()> {
         if value.is_empty() {
             self.delete(db, key)?;
             return Ok(());
         }
-        let mut bytes = Vec::new();
-        value.encode(&mut bytes);
-        crate::handle::check_len(bytes.len() as u64)?;
-        self.write_value(db, key, C::TYPE, &bytes, &SetOptions::default())?;
-        Ok(())
+        self.with_key(db, key, |h, l| h.put_collection(key, l, &mut value, true))
     }
 }
 

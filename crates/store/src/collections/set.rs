@@ -5,24 +5,45 @@ use std::collections::HashSet;
 use indexmap::IndexSet;
 
 use super::codec::{self, Reader, TAG_INTSET, TAG_ITEMS};
-use super::{as_int, Collection};
+use super::tree::Tree;
+use super::{as_int, hashed_key, scan_tree, unhashed, Collection, Segment};
 use crate::entry::ValueType;
 use crate::error::{Error, Result};
 
 /// Redis 7.0's `set-max-intset-entries` default.
 const INTSET_ENTRIES: usize = 512;
+/// A set with more members than this, or more bytes, is paged.
+const COMPACT_ITEMS: usize = INTSET_ENTRIES;
+const COMPACT_BYTES: usize = 64 * 1024;
 
 /// A set value. A set whose members are all integers (at most 512) is
 /// kept, and iterated, in ascending numeric order like Redis's intset;
-/// any other set in insertion order.
-#[derive(Clone, Debug, Default)]
+/// another small set in insertion order; a paged one (a keyed tree by
+/// member hash) in hash order.
+#[derive(Debug)]
 pub struct Set {
-    members: IndexSet<Vec<u8>>,
+    body: Body,
     changed: bool,
+}
+
+#[derive(Debug)]
+enum Body {
+    Compact(IndexSet<Vec<u8>>),
+    Paged(Tree),
+}
+
+impl Default for Set {
+    fn default() -> Self {
+        Set {
+            body: Body::Compact(IndexSet::new()),
+            changed: false,
+        }
+    }
 }
 
 impl Collection for Set {
     const TYPE: ValueType = ValueType::Set;
+    const KEYED: &'static [bool] = &[true];
 
     fn empty() -> Self {
         Set::default()
@@ -43,27 +64,33 @@ impl Collection for Set {
         }
         r.finish()?;
         Ok(Set {
-            members,
+            body: Body::Compact(members),
             changed: false,
         })
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
+        let Body::Compact(members) = &self.body else {
+            return;
+        };
         if let Some(ints) = self.as_intset() {
             codec::header(out, TAG_INTSET, ints.len());
             for i in ints {
                 out.extend_from_slice(&i.to_le_bytes());
             }
         } else {
-            codec::header(out, TAG_ITEMS, self.members.len());
-            for m in &self.members {
+            codec::header(out, TAG_ITEMS, members.len());
+            for m in members {
                 codec::put_bytes(out, m);
             }
         }
     }
 
     fn len(&self) -> u64 {
-        self.members.len() as u64
+        match &self.body {
+            Body::Compact(members) => members.len() as u64,
+            Body::Paged(t) => t.len(),
+        }
     }
 
     fn changed(&self) -> bool {
@@ -77,16 +104,64 @@ impl Collection for Set {
             "hashtable"
         }
     }
+
+    fn from_trees(mut trees: Vec<Tree>) -> Result<Self> {
+        let tree = trees.pop().ok_or(Error::BadValue)?;
+        Ok(Set {
+            body: Body::Paged(tree),
+            changed: false,
+        })
+    }
+
+    fn settle(&mut self, seg: &Segment) -> Result<()> {
+        match &mut self.body {
+            Body::Compact(members) => {
+                let bytes: usize = members.iter().map(Vec::len).sum();
+                if members.len() > COMPACT_ITEMS || bytes > COMPACT_BYTES {
+                    let mut keys: Vec<Vec<u8>> = members.iter().map(|m| hashed_key(m)).collect();
+                    keys.sort_unstable();
+                    let tree = Tree::build(
+                        seg.0.clone(),
+                        true,
+                        keys.iter().map(|k| (k.as_slice(), &[][..])),
+                    );
+                    self.body = Body::Paged(tree);
+                }
+            }
+            Body::Paged(tree) => {
+                if tree.len() as usize <= COMPACT_ITEMS / 2 {
+                    let members: IndexSet<Vec<u8>> = tree
+                        .items()?
+                        .into_iter()
+                        .map(|(k, _)| unhashed(&k).to_vec())
+                        .collect();
+                    if members.iter().map(Vec::len).sum::<usize>() <= COMPACT_BYTES / 2 {
+                        self.body = Body::Compact(members);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn trees_mut(&mut self) -> Vec<&mut Tree> {
+        match &mut self.body {
+            Body::Compact(_) => Vec::new(),
+            Body::Paged(t) => vec![t],
+        }
+    }
 }
 
 impl Set {
     /// The members as sorted integers when the set has the intset shape.
     fn as_intset(&self) -> Option<Vec<i64>> {
-        if self.members.len() > INTSET_ENTRIES {
+        let Body::Compact(members) = &self.body else {
+            return None;
+        };
+        if members.len() > INTSET_ENTRIES {
             return None;
         }
-        let mut ints = self
-            .members
+        let mut ints = members
             .iter()
             .map(|m| as_int(m))
             .collect::<Option<Vec<i64>>>()?;
@@ -94,24 +169,49 @@ impl Set {
         Some(ints)
     }
 
+    /// A copy held wholly in process memory: it stays valid after the
+    /// read that made it, when a paged original may change.
+    pub fn detached(&self) -> Result<Set> {
+        let members = match &self.body {
+            Body::Compact(members) => members.clone(),
+            Body::Paged(_) => self.members()?.into_iter().collect(),
+        };
+        Ok(Set {
+            body: Body::Compact(members),
+            changed: false,
+        })
+    }
+
     /// Whether `member` is in the set.
     pub fn contains(&self, member: &[u8]) -> Result<bool> {
-        Ok(self.members.contains(member))
+        match &self.body {
+            Body::Compact(members) => Ok(members.contains(member)),
+            Body::Paged(t) => Ok(t.get(&hashed_key(member))?.is_some()),
+        }
     }
 
     /// Adds `member`; true when it is new.
     pub fn insert(&mut self, member: &[u8]) -> Result<bool> {
-        if self.members.contains(member) {
-            return Ok(false);
-        }
-        self.members.insert(member.to_vec());
-        self.changed = true;
-        Ok(true)
+        let added = match &mut self.body {
+            Body::Compact(members) => {
+                if members.contains(member) {
+                    false
+                } else {
+                    members.insert(member.to_vec())
+                }
+            }
+            Body::Paged(t) => t.upsert(&hashed_key(member), &[])?.is_none(),
+        };
+        self.changed |= added;
+        Ok(added)
     }
 
     /// Removes `member`; true when it was there.
     pub fn remove(&mut self, member: &[u8]) -> Result<bool> {
-        let removed = self.members.shift_remove(member);
+        let removed = match &mut self.body {
+            Body::Compact(members) => members.shift_remove(member),
+            Body::Paged(t) => t.remove_key(&hashed_key(member))?.is_some(),
+        };
         self.changed |= removed;
         Ok(removed)
     }
@@ -125,11 +225,22 @@ impl Set {
             return Ok(u64::from(self.remove(one)?));
         }
         let doomed: HashSet<&[u8]> = members.iter().copied().collect();
-        let before = self.members.len();
-        self.members.retain(|m| !doomed.contains(m.as_slice()));
-        let removed = before - self.members.len();
+        let removed = match &mut self.body {
+            Body::Compact(set) => {
+                let before = set.len();
+                set.retain(|m| !doomed.contains(m.as_slice()));
+                (before - set.len()) as u64
+            }
+            Body::Paged(t) => {
+                let mut n = 0;
+                for m in doomed {
+                    n += u64::from(t.remove_key(&hashed_key(m))?.is_some());
+                }
+                n
+            }
+        };
         self.changed |= removed > 0;
-        Ok(removed as u64)
+        Ok(removed)
     }
 
     /// Every member, in the set's iteration order.
@@ -137,21 +248,43 @@ impl Set {
         if let Some(ints) = self.as_intset() {
             return Ok(ints.iter().map(|i| i.to_string().into_bytes()).collect());
         }
-        Ok(self.members.iter().cloned().collect())
+        match &self.body {
+            Body::Compact(members) => Ok(members.iter().cloned().collect()),
+            Body::Paged(t) => Ok(t
+                .items()?
+                .into_iter()
+                .map(|(k, _)| unhashed(&k).to_vec())
+                .collect()),
+        }
     }
 
     /// The member at position `index` (< len): SPOP and SRANDMEMBER pick by
     /// random position.
     pub fn nth(&self, index: u64) -> Result<Option<Vec<u8>>> {
-        Ok(usize::try_from(index)
-            .ok()
-            .and_then(|i| self.members.get_index(i))
-            .cloned())
+        match &self.body {
+            Body::Compact(members) => Ok(usize::try_from(index)
+                .ok()
+                .and_then(|i| members.get_index(i))
+                .cloned()),
+            Body::Paged(t) => Ok(t.nth(index)?.map(|(k, _)| unhashed(&k).to_vec())),
+        }
     }
 
     /// One SSCAN step (see [`super::Hash::scan`]).
-    pub fn scan(&self, _cursor: u64, _count: u64) -> Result<(u64, Vec<Vec<u8>>)> {
-        Ok((0, self.members()?))
+    pub fn scan(&self, cursor: u64, count: u64) -> Result<(u64, Vec<Vec<u8>>)> {
+        match &self.body {
+            Body::Compact(_) => Ok((0, self.members()?)),
+            Body::Paged(t) => {
+                let (next, items) = scan_tree(t, cursor, count)?;
+                Ok((
+                    next,
+                    items
+                        .into_iter()
+                        .map(|(k, _)| unhashed(&k).to_vec())
+                        .collect(),
+                ))
+            }
+        }
     }
 }
 

@@ -4,21 +4,53 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use super::codec::{self, Reader, TAG_ITEMS};
-use super::{Collection, Scored};
+use super::tree::Tree;
+use super::{hashed_key, scan_tree, unhashed, Collection, Scored, Segment};
 use crate::entry::ValueType;
 use crate::error::{Error, Result};
 
 /// Redis 7.0's `zset-max-listpack-entries` / `-value` defaults.
 const LISTPACK_ENTRIES: usize = 128;
 const LISTPACK_VALUE: usize = 64;
+/// A sorted set with more members than this, or more bytes, is paged.
+const COMPACT_ITEMS: usize = LISTPACK_ENTRIES;
+const COMPACT_BYTES: usize = 64 * 1024;
 
 /// A sorted set: members ordered by (score, member bytes), as Redis orders
 /// them. Ranks are 0-based in that order. Scores are never NaN.
-#[derive(Clone, Debug, Default)]
+///
+/// Paged, it is two keyed trees: `by_score` holds (score key ‖ member) →
+/// score in rank order, and `by_member` holds (member hash ‖ member) →
+/// score, so that ZSCORE, ZRANK and ZADD find a member in O(log n), as the
+/// skiplist and dict of Redis do.
+#[derive(Debug)]
 pub struct ZSet {
-    sorted: Vec<(f64, Vec<u8>)>,
-    scores: HashMap<Vec<u8>, f64>,
+    body: Body,
     changed: bool,
+}
+
+#[derive(Debug)]
+enum Body {
+    Compact {
+        sorted: Vec<(f64, Vec<u8>)>,
+        scores: HashMap<Vec<u8>, f64>,
+    },
+    Paged {
+        by_score: Tree,
+        by_member: Tree,
+    },
+}
+
+impl Default for ZSet {
+    fn default() -> Self {
+        ZSet {
+            body: Body::Compact {
+                sorted: Vec::new(),
+                scores: HashMap::new(),
+            },
+            changed: false,
+        }
+    }
 }
 
 fn order(a: (f64, &[u8]), b: (f64, &[u8])) -> Ordering {
@@ -27,8 +59,50 @@ fn order(a: (f64, &[u8]), b: (f64, &[u8])) -> Ordering {
         .then_with(|| a.1.cmp(b.1))
 }
 
+/// A score as 8 bytes that sort as the scores do (-0 as 0).
+fn score_prefix(score: f64) -> u64 {
+    let bits = if score == 0.0 { 0 } else { score.to_bits() };
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
+/// The `by_score` key of a member.
+fn score_key(score: f64, member: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(8 + member.len());
+    key.extend_from_slice(&score_prefix(score).to_be_bytes());
+    key.extend_from_slice(member);
+    key
+}
+
+fn score_value(score: f64) -> [u8; 8] {
+    score.to_bits().to_le_bytes()
+}
+
+fn read_score(v: &[u8]) -> Result<f64> {
+    let b: [u8; 8] = v.try_into().map_err(|_| Error::BadValue)?;
+    let s = f64::from_bits(u64::from_le_bytes(b));
+    if s.is_nan() {
+        return Err(Error::BadValue);
+    }
+    Ok(s)
+}
+
+/// Borrowed (key, value) pairs for [`Tree::build`].
+fn pairs(v: &[(Vec<u8>, [u8; 8])]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    v.iter().map(|(k, s)| (k.as_slice(), &s[..]))
+}
+
+/// A `by_score` item as (member, score).
+fn scored(k: &[u8], v: &[u8]) -> Result<Scored> {
+    Ok((unhashed(k).to_vec(), read_score(v)?))
+}
+
 impl Collection for ZSet {
     const TYPE: ValueType = ValueType::ZSet;
+    const KEYED: &'static [bool] = &[true, true];
 
     fn empty() -> Self {
         ZSet::default()
@@ -39,38 +113,42 @@ impl Collection for ZSet {
         if tag != TAG_ITEMS {
             return Err(Error::BadValue);
         }
-        let mut z = ZSet {
-            sorted: Vec::with_capacity(n),
-            scores: HashMap::with_capacity(n),
-            changed: false,
-        };
+        let mut sorted: Vec<(f64, Vec<u8>)> = Vec::with_capacity(n);
+        let mut scores = HashMap::with_capacity(n);
         for _ in 0..n {
             let score = f64::from_bits(r.u64()?);
             let member = r.bytes()?;
-            let in_order = z
-                .sorted
+            let in_order = sorted
                 .last()
                 .is_none_or(|(s, m)| order((*s, m), (score, &member)) == Ordering::Less);
             if score.is_nan() || !in_order {
                 return Err(Error::BadValue);
             }
-            z.scores.insert(member.clone(), score);
-            z.sorted.push((score, member));
+            scores.insert(member.clone(), score);
+            sorted.push((score, member));
         }
         r.finish()?;
-        Ok(z)
+        Ok(ZSet {
+            body: Body::Compact { sorted, scores },
+            changed: false,
+        })
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        codec::header(out, TAG_ITEMS, self.sorted.len());
-        for (score, member) in &self.sorted {
-            out.extend_from_slice(&score.to_bits().to_le_bytes());
-            codec::put_bytes(out, member);
+        if let Body::Compact { sorted, .. } = &self.body {
+            codec::header(out, TAG_ITEMS, sorted.len());
+            for (score, member) in sorted {
+                out.extend_from_slice(&score.to_bits().to_le_bytes());
+                codec::put_bytes(out, member);
+            }
         }
     }
 
     fn len(&self) -> u64 {
-        self.sorted.len() as u64
+        match &self.body {
+            Body::Compact { sorted, .. } => sorted.len() as u64,
+            Body::Paged { by_score, .. } => by_score.len(),
+        }
     }
 
     fn changed(&self) -> bool {
@@ -78,25 +156,113 @@ impl Collection for ZSet {
     }
 
     fn encoding_name(&self) -> &'static str {
-        let small = self.sorted.len() <= LISTPACK_ENTRIES
-            && self.sorted.iter().all(|(_, m)| m.len() <= LISTPACK_VALUE);
+        let Body::Compact { sorted, .. } = &self.body else {
+            return "skiplist";
+        };
+        let small = sorted.len() <= LISTPACK_ENTRIES
+            && sorted.iter().all(|(_, m)| m.len() <= LISTPACK_VALUE);
         if small {
             "listpack"
         } else {
             "skiplist"
         }
     }
+
+    fn from_trees(mut trees: Vec<Tree>) -> Result<Self> {
+        let by_member = trees.pop().ok_or(Error::BadValue)?;
+        let by_score = trees.pop().ok_or(Error::BadValue)?;
+        Ok(ZSet {
+            body: Body::Paged {
+                by_score,
+                by_member,
+            },
+            changed: false,
+        })
+    }
+
+    fn settle(&mut self, seg: &Segment) -> Result<()> {
+        match &mut self.body {
+            Body::Compact { sorted, .. } => {
+                let bytes: usize = sorted.iter().map(|(_, m)| m.len() + 8).sum();
+                if sorted.len() > COMPACT_ITEMS || bytes > COMPACT_BYTES {
+                    let by_score: Vec<(Vec<u8>, [u8; 8])> = sorted
+                        .iter()
+                        .map(|(s, m)| (score_key(*s, m), score_value(*s)))
+                        .collect();
+                    let mut by_member: Vec<(Vec<u8>, [u8; 8])> = sorted
+                        .iter()
+                        .map(|(s, m)| (hashed_key(m), score_value(*s)))
+                        .collect();
+                    by_member.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                    self.body = Body::Paged {
+                        by_score: Tree::build(seg.0.clone(), true, pairs(&by_score)),
+                        by_member: Tree::build(seg.0.clone(), true, pairs(&by_member)),
+                    };
+                }
+            }
+            Body::Paged { by_score, .. } => {
+                if by_score.len() as usize <= COMPACT_ITEMS / 2 {
+                    let mut sorted = Vec::with_capacity(by_score.len() as usize);
+                    for (k, v) in by_score.items()? {
+                        sorted.push((read_score(&v)?, unhashed(&k).to_vec()));
+                    }
+                    if sorted.iter().map(|(_, m)| m.len() + 8).sum::<usize>() <= COMPACT_BYTES / 2 {
+                        let scores = sorted.iter().map(|(s, m)| (m.clone(), *s)).collect();
+                        self.body = Body::Compact { sorted, scores };
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn trees_mut(&mut self) -> Vec<&mut Tree> {
+        match &mut self.body {
+            Body::Compact { .. } => Vec::new(),
+            Body::Paged {
+                by_score,
+                by_member,
+            } => vec![by_score, by_member],
+        }
+    }
+}
+
+fn position(
+    sorted: &[(f64, Vec<u8>)],
+    score: f64,
+    member: &[u8],
+) -> std::result::Result<usize, usize> {
+    sorted.binary_search_by(|(s, m)| order((*s, m), (score, member)))
 }
 
 impl ZSet {
-    fn position(&self, score: f64, member: &[u8]) -> std::result::Result<usize, usize> {
-        self.sorted
-            .binary_search_by(|(s, m)| order((*s, m), (score, member)))
+    /// A copy held wholly in process memory: it stays valid after the
+    /// read that made it, when a paged original may change.
+    pub fn detached(&self) -> Result<ZSet> {
+        let sorted: Vec<(f64, Vec<u8>)> = match &self.body {
+            Body::Compact { sorted, .. } => sorted.clone(),
+            Body::Paged { .. } => self
+                .range(0, self.len())?
+                .into_iter()
+                .map(|(m, s)| (s, m))
+                .collect(),
+        };
+        let scores = sorted.iter().map(|(s, m)| (m.clone(), *s)).collect();
+        Ok(ZSet {
+            body: Body::Compact { sorted, scores },
+            changed: false,
+        })
     }
 
     /// The score of `member`.
     pub fn score(&self, member: &[u8]) -> Result<Option<f64>> {
-        Ok(self.scores.get(member).copied())
+        match &self.body {
+            Body::Compact { scores, .. } => Ok(scores.get(member).copied()),
+            Body::Paged { by_member, .. } => by_member
+                .get(&hashed_key(member))?
+                .map(|v| read_score(&v))
+                .transpose(),
+        }
     }
 
     /// Adds `member` or moves it to `score`; returns its previous score.
@@ -105,29 +271,57 @@ impl ZSet {
         if score.is_nan() {
             return Err(Error::BadValue);
         }
-        let old = self.scores.get(member).copied();
+        let old = self.score(member)?;
         if let Some(old) = old {
             if old.to_bits() == score.to_bits() {
                 return Ok(Some(old));
             }
-            if let Ok(i) = self.position(old, member) {
-                self.sorted.remove(i);
+        }
+        match &mut self.body {
+            Body::Compact { sorted, scores } => {
+                if let Some(old) = old {
+                    if let Ok(i) = position(sorted, old, member) {
+                        sorted.remove(i);
+                    }
+                }
+                let at = position(sorted, score, member).unwrap_or_else(|i| i);
+                sorted.insert(at, (score, member.to_vec()));
+                scores.insert(member.to_vec(), score);
+            }
+            Body::Paged {
+                by_score,
+                by_member,
+            } => {
+                if let Some(old) = old {
+                    by_score.remove_key(&score_key(old, member))?;
+                }
+                by_score.upsert(&score_key(score, member), &score_value(score))?;
+                by_member.upsert(&hashed_key(member), &score_value(score))?;
             }
         }
-        let at = self.position(score, member).unwrap_or_else(|i| i);
-        self.sorted.insert(at, (score, member.to_vec()));
-        self.scores.insert(member.to_vec(), score);
         self.changed = true;
         Ok(old)
     }
 
     /// Removes `member`; true when it was there.
     pub fn remove(&mut self, member: &[u8]) -> Result<bool> {
-        let Some(score) = self.scores.remove(member) else {
+        let Some(score) = self.score(member)? else {
             return Ok(false);
         };
-        if let Ok(i) = self.position(score, member) {
-            self.sorted.remove(i);
+        match &mut self.body {
+            Body::Compact { sorted, scores } => {
+                scores.remove(member);
+                if let Ok(i) = position(sorted, score, member) {
+                    sorted.remove(i);
+                }
+            }
+            Body::Paged {
+                by_score,
+                by_member,
+            } => {
+                by_member.remove_key(&hashed_key(member))?;
+                by_score.remove_key(&score_key(score, member))?;
+            }
         }
         self.changed = true;
         Ok(true)
@@ -135,69 +329,146 @@ impl ZSet {
 
     /// The 0-based rank of `member` in ascending order.
     pub fn rank(&self, member: &[u8]) -> Result<Option<u64>> {
-        Ok(self
-            .scores
-            .get(member)
-            .and_then(|&s| self.position(s, member).ok())
-            .map(|i| i as u64))
+        let Some(score) = self.score(member)? else {
+            return Ok(None);
+        };
+        match &self.body {
+            Body::Compact { sorted, .. } => {
+                Ok(position(sorted, score, member).ok().map(|i| i as u64))
+            }
+            Body::Paged { by_score, .. } => by_score.rank_of(&score_key(score, member)),
+        }
     }
 
     /// The member and score at `rank`.
     pub fn nth(&self, rank: u64) -> Result<Option<Scored>> {
-        Ok(usize::try_from(rank)
-            .ok()
-            .and_then(|i| self.sorted.get(i))
-            .map(|(s, m)| (m.clone(), *s)))
+        match &self.body {
+            Body::Compact { sorted, .. } => Ok(usize::try_from(rank)
+                .ok()
+                .and_then(|i| sorted.get(i))
+                .map(|(s, m)| (m.clone(), *s))),
+            Body::Paged { by_score, .. } => {
+                by_score.nth(rank)?.map(|(k, v)| scored(&k, &v)).transpose()
+            }
+        }
     }
 
     /// Members and scores with ranks in `start..end` (clamped), ascending.
     pub fn range(&self, start: u64, end: u64) -> Result<Vec<Scored>> {
         let len = self.len();
-        let (start, end) = (start.min(len) as usize, end.min(len) as usize);
-        Ok(self.sorted[start..end.max(start)]
-            .iter()
-            .map(|(s, m)| (m.clone(), *s))
-            .collect())
+        let (start, end) = (start.min(len), end.min(len));
+        if start >= end {
+            return Ok(Vec::new());
+        }
+        match &self.body {
+            Body::Compact { sorted, .. } => Ok(sorted[start as usize..end as usize]
+                .iter()
+                .map(|(s, m)| (m.clone(), *s))
+                .collect()),
+            Body::Paged { by_score, .. } => {
+                let mut out = Vec::with_capacity((end - start) as usize);
+                let mut bad = false;
+                by_score.visit(start, end, false, &mut |k, v| match scored(k, v) {
+                    Ok(x) => {
+                        out.push(x);
+                        true
+                    }
+                    Err(_) => {
+                        bad = true;
+                        false
+                    }
+                })?;
+                if bad {
+                    return Err(Error::BadValue);
+                }
+                Ok(out)
+            }
+        }
     }
 
     /// How many members score below `score` (at or below it when
     /// `inclusive`): the rank where a score range starts or ends.
     pub fn count_below_score(&self, score: f64, inclusive: bool) -> Result<u64> {
-        Ok(self
-            .sorted
-            .partition_point(|(s, _)| if inclusive { *s <= score } else { *s < score })
-            as u64)
+        match &self.body {
+            Body::Compact { sorted, .. } => {
+                Ok(
+                    sorted
+                        .partition_point(|(s, _)| if inclusive { *s <= score } else { *s < score })
+                        as u64,
+                )
+            }
+            Body::Paged { by_score, .. } => {
+                let prefix = score_prefix(score);
+                match (inclusive, prefix.checked_add(1)) {
+                    (false, _) => by_score.count_below(&prefix.to_be_bytes(), false),
+                    (true, Some(next)) => by_score.count_below(&next.to_be_bytes(), false),
+                    (true, None) => Ok(by_score.len()),
+                }
+            }
+        }
     }
 
     /// How many members sort before `member` (at or before it when
     /// `inclusive`), for lexicographic ranges; meaningful, as in Redis, when
     /// every member has the same score.
     pub fn count_below_lex(&self, member: &[u8], inclusive: bool) -> Result<u64> {
-        Ok(self.sorted.partition_point(|(_, m)| {
-            if inclusive {
-                m.as_slice() <= member
-            } else {
-                m.as_slice() < member
+        match &self.body {
+            Body::Compact { sorted, .. } => Ok(sorted.partition_point(|(_, m)| {
+                if inclusive {
+                    m.as_slice() <= member
+                } else {
+                    m.as_slice() < member
+                }
+            }) as u64),
+            Body::Paged { by_score, .. } => {
+                let Some((_, first)) = self.nth(0)? else {
+                    return Ok(0);
+                };
+                by_score.count_below(&score_key(first, member), inclusive)
             }
-        }) as u64)
+        }
     }
 
     /// Removes the members with ranks in `start..end`; returns how many.
     pub fn remove_range(&mut self, start: u64, end: u64) -> Result<u64> {
         let len = self.len();
-        let (start, end) = (start.min(len) as usize, end.min(len) as usize);
+        let (start, end) = (start.min(len), end.min(len));
         if start >= end {
             return Ok(0);
         }
-        for (_, m) in self.sorted.drain(start..end) {
-            self.scores.remove(&m);
+        let doomed = self.range(start, end)?;
+        match &mut self.body {
+            Body::Compact { sorted, scores } => {
+                for (_, m) in sorted.drain(start as usize..end as usize) {
+                    scores.remove(&m);
+                }
+            }
+            Body::Paged {
+                by_score,
+                by_member,
+            } => {
+                by_score.remove_range(start, end)?;
+                for (m, _) in &doomed {
+                    by_member.remove_key(&hashed_key(m))?;
+                }
+            }
         }
         self.changed = true;
-        Ok((end - start) as u64)
+        Ok(end - start)
     }
 
     /// One ZSCAN step (see [`super::Hash::scan`]).
-    pub fn scan(&self, _cursor: u64, _count: u64) -> Result<(u64, Vec<Scored>)> {
-        Ok((0, self.range(0, self.len())?))
+    pub fn scan(&self, cursor: u64, count: u64) -> Result<(u64, Vec<Scored>)> {
+        match &self.body {
+            Body::Compact { .. } => Ok((0, self.range(0, self.len())?)),
+            Body::Paged { by_member, .. } => {
+                let (next, items) = scan_tree(by_member, cursor, count)?;
+                let items = items
+                    .into_iter()
+                    .map(|(k, v)| scored(&k, &v))
+                    .collect::<Result<Vec<_>>>()?;
+                Ok((next, items))
+            }
+        }
     }
 }

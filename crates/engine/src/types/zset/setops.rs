@@ -77,10 +77,7 @@ impl Source {
     /// else.
     fn read(cx: &mut Cx<'_>, key: &[u8]) -> Result<Source, CmdError> {
         let db = cx.db();
-        match cx
-            .h()
-            .read_collection::<ZSet, _>(db, key, |z| Ok(z.clone()))
-        {
+        match cx.h().read_collection::<ZSet, _>(db, key, |z| z.detached()) {
             Ok(Some(z)) => return Ok(Source::Sorted(z)),
             Ok(None) => return Ok(Source::Missing),
             Err(store::Error::WrongType) => {}
@@ -88,7 +85,7 @@ impl Source {
         }
         let set = cx
             .h()
-            .read_collection::<Set, _>(db, key, |s| Ok(s.clone()))?;
+            .read_collection::<Set, _>(db, key, |s| s.detached())?;
         Ok(set.map_or(Source::Missing, Source::Plain))
     }
 

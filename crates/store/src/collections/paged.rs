@@ -1,0 +1,328 @@
+//! How a large collection lives in the segment: its entry's value is a
+//! small header naming one B+tree ([`super::tree`]), or two for a sorted
+//! set, and the entry (encoding byte `ENC_PAGED`) owns those trees.
+//!
+//! Ownership moves, it is never shared:
+//! - A write copies the path it changes (process memory, then new blocks
+//!   chained from `C_NEW_CHAIN`, so a crash frees them), publishes a new
+//!   entry naming the new roots, and in that transaction hands the
+//!   replaced blocks to `C_FREE_CHAIN`; they are freed right after.
+//! - RENAME and MOVE carry the header, hence the trees, to the new entry.
+//! - COPY copies every node.
+//! - Anything else that unpublishes a paged entry (DEL, expiry, eviction,
+//!   FLUSHDB, an overwrite) puts its roots on `C_DROP_CHAIN` in the same
+//!   transaction; each tree is then freed leaf-first, every free clearing
+//!   the parent's pointer in the same transaction, so a crash halfway
+//!   leaves a smaller tree to finish, never a dangling pointer.
+//!
+//! A context's recoverer drains the three chains of a dead context.
+
+use super::tree::{self, Tree, MAX_HEIGHT, P_LINK};
+use crate::alloc;
+use crate::context::Ctx;
+use crate::entry::{Raw, ValueType, ENC_PAGED};
+use crate::error::{Error, Result};
+use crate::handle::{Handle, Locked};
+use crate::layout::*;
+
+/// First byte of a paged header (compact values start with their own tags).
+pub(crate) const TAG_PAGED: u8 = 3;
+const HEADER_FIXED: usize = 16;
+const PER_TREE: usize = 16;
+
+/// A decoded paged header: the item count and each tree's (root, height).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub count: u64,
+    pub trees: Vec<(u64, u8)>,
+}
+
+impl Header {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = vec![0u8; HEADER_FIXED + PER_TREE * self.trees.len()];
+        out[0] = TAG_PAGED;
+        out[1] = self.trees.len() as u8;
+        out[8..16].copy_from_slice(&self.count.to_le_bytes());
+        for (i, (root, height)) in self.trees.iter().enumerate() {
+            let at = HEADER_FIXED + PER_TREE * i;
+            out[at..at + 8].copy_from_slice(&root.to_le_bytes());
+            out[at + 8] = *height;
+        }
+        out
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Header> {
+        if bytes.len() < HEADER_FIXED || bytes[0] != TAG_PAGED {
+            return Err(Error::BadValue);
+        }
+        let n = bytes[1] as usize;
+        if n == 0 || n > 2 || bytes.len() != HEADER_FIXED + PER_TREE * n {
+            return Err(Error::BadValue);
+        }
+        let word = |at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&bytes[at..at + 8]);
+            u64::from_le_bytes(w)
+        };
+        let trees = (0..n)
+            .map(|i| {
+                let at = HEADER_FIXED + PER_TREE * i;
+                (word(at), bytes[at + 8])
+            })
+            .collect();
+        Ok(Header {
+            count: word(8),
+            trees,
+        })
+    }
+
+    /// Offset, within the value, of tree `i`'s root word.
+    pub(crate) fn root_word(i: usize) -> u64 {
+        (HEADER_FIXED + PER_TREE * i) as u64
+    }
+}
+
+/// Whether `raw` is a collection entry that owns paged trees.
+pub(crate) fn is_paged(raw: &Raw) -> bool {
+    raw.encoding == ENC_PAGED
+        && matches!(
+            ValueType::from_u8(raw.vtype),
+            Some(ValueType::List | ValueType::Hash | ValueType::Set | ValueType::ZSet)
+        )
+}
+
+/// Frees every block on the chain whose head is context word `word`, one
+/// transaction per block (each moves the head to the next link).
+pub(crate) fn drain_chain(ctx: &mut Ctx, word: u64) -> Result<()> {
+    let limit = ctx.sh.geo.arena_size / alloc::MIN_BLOCK + 1;
+    for _ in 0..limit {
+        let blk = ctx.region().load_ptr(word)?;
+        if blk == 0 {
+            return Ok(());
+        }
+        // A damaged link ends the chain: leaking the rest beats failing.
+        let next = ctx.region().load_ptr(blk + 8 + P_LINK).unwrap_or(0);
+        alloc::free_setting(ctx, blk, word, next)?;
+    }
+    Err(Error::Corrupted(word))
+}
+
+/// Frees each whole tree whose root is on the drop chain at context word
+/// `word`, leaf-first.
+pub(crate) fn drain_drops(ctx: &mut Ctx, word: u64) -> Result<()> {
+    let limit = ctx.sh.geo.arena_size / alloc::MIN_BLOCK + 1;
+    for _ in 0..limit {
+        let root = ctx.region().load_ptr(word)?;
+        if root == 0 {
+            return Ok(());
+        }
+        let next = ctx.region().load_ptr(root + 8 + P_LINK).unwrap_or(0);
+        free_children(ctx, root, MAX_HEIGHT)?;
+        alloc::free_setting(ctx, root, word, next)?;
+    }
+    Err(Error::Corrupted(word))
+}
+
+/// Frees the subtrees under node `blk` (whose level is below `above`),
+/// each block in the transaction that clears the pointer to it. A child
+/// that is not a node one level down is left alone (damage leaks, it
+/// never frees a stranger's block twice).
+fn free_children(ctx: &mut Ctx, blk: u64, above: u8) -> Result<()> {
+    let Some((level, words)) = tree::child_words(ctx.region(), blk) else {
+        return Ok(());
+    };
+    if level >= above {
+        return Ok(());
+    }
+    for w in words {
+        let child = ctx.region().load_ptr(w).unwrap_or(0);
+        if child == 0 {
+            continue;
+        }
+        match tree::child_words(ctx.region(), child) {
+            Some((l, _)) if l + 1 == level => {}
+            _ => continue,
+        }
+        free_children(ctx, child, level)?;
+        alloc::free_setting(ctx, child, w, 0)?;
+    }
+    Ok(())
+}
+
+impl Handle {
+    /// Allocates a tree node block holding `payload` and chains it on
+    /// `C_NEW_CHAIN` until the write that needs it is published.
+    pub(crate) fn new_tree_node(&mut self, payload: &[u8]) -> Result<u64> {
+        let pending = self.pending_new_word()?;
+        let blk = self.alloc_block(payload.len() as u64, pending)?;
+        let r = self.ctx.region();
+        r.write_bytes(blk + 8, payload)?;
+        let chain = self.ctx.off + C_NEW_CHAIN;
+        let head = r.load64(chain)?;
+        // The block is private: a plain store of its link is enough (I8).
+        r.store64(blk + 8 + P_LINK, head)?;
+        self.ctx.wlog64(chain, blk)?;
+        self.ctx.wlog64(pending, 0)?;
+        self.ctx.commit()?;
+        Ok(blk)
+    }
+
+    /// Writes the changed nodes of `trees` into new blocks; returns the
+    /// blocks the changes took out of the published trees.
+    pub(crate) fn commit_trees(&mut self, trees: &mut [&mut Tree]) -> Result<Vec<u64>> {
+        let mut replaced = Vec::new();
+        for t in trees.iter_mut() {
+            t.commit(&mut |payload| self.new_tree_node(payload))?;
+            replaced.extend(t.take_replaced());
+        }
+        Ok(replaced)
+    }
+
+    /// Publishes `blk`, a new paged entry, as the key of `l`, in one
+    /// transaction that also adopts the new blocks and hands `replaced`
+    /// to the free chain. `drop_old`: the replaced entry's trees are not
+    /// the ancestors of the new ones and go whole (…STORE).
+    pub(crate) fn publish_paged(
+        &mut self,
+        l: &mut Locked,
+        blk: u64,
+        pending: u64,
+        replaced: &[u64],
+        drop_old: bool,
+    ) -> Result<()> {
+        let r = self.ctx.region();
+        let free_chain = self.ctx.off + C_FREE_CHAIN;
+        let mut next = r.load64(free_chain)?;
+        // Link the replaced blocks to each other: their link words mean
+        // nothing while they are in the tree, and the tree is only read
+        // under the bucket lock we hold.
+        for &b in replaced.iter().rev() {
+            r.store64(b + 8 + P_LINK, next)?;
+            next = b;
+        }
+        if let Some(f) = l.found {
+            let lfu = self.lfu_accessed(f.raw.lfu, self.now_ms())?;
+            self.ctx.region().store32(blk + E_LRU + 4, lfu)?;
+        }
+        let free_word = self.pending_free_words(1)?[0];
+        let target = self.prepare_publish(l, free_word)?;
+        self.ctx.seq_bump(l.pos.bucket)?;
+        self.publish_in_txn(l, target, blk, pending, drop_old)?;
+        self.ctx.wlog64(self.ctx.off + C_NEW_CHAIN, 0)?;
+        self.ctx.wlog64(free_chain, next)?;
+        self.ctx.seq_bump(l.pos.bucket)?;
+        self.ctx.commit()
+    }
+
+    /// Part of the transaction that unpublishes `raw`: its trees, if it
+    /// owns any, go on the drop chain.
+    pub(crate) fn drop_trees_in_txn(&mut self, raw: &Raw) -> Result<()> {
+        if !is_paged(raw) {
+            return Ok(());
+        }
+        let mut bytes = Vec::new();
+        self.ctx
+            .region()
+            .read_bytes(raw.value_off(), raw.vallen, &mut bytes)?;
+        let Ok(header) = Header::decode(&bytes) else {
+            return Ok(());
+        };
+        let chain = self.ctx.off + C_DROP_CHAIN;
+        for (root, _) in header.trees {
+            if root == 0 || !self.ctx.region().is_ptr(root) {
+                continue;
+            }
+            let head = self.ctx.region().load64(chain)?;
+            self.ctx.wlog64(root + 8 + P_LINK, head)?;
+            self.ctx.wlog64(chain, root)?;
+        }
+        Ok(())
+    }
+
+    /// COPY of a paged entry: after `new_blk` (private) got a byte copy of
+    /// `src`'s value, gives it copies of every tree node.
+    pub(crate) fn copy_trees(&mut self, src: &Raw, new_blk: u64, value_off: u64) -> Result<()> {
+        if !is_paged(src) {
+            return Ok(());
+        }
+        let mut bytes = Vec::new();
+        self.ctx
+            .region()
+            .read_bytes(src.value_off(), src.vallen, &mut bytes)?;
+        let header = Header::decode(&bytes)?;
+        for (i, (root, height)) in header.trees.iter().enumerate() {
+            if *height == 0 {
+                continue;
+            }
+            let copy = self.copy_node(*root)?;
+            self.ctx
+                .region()
+                .store64(new_blk + value_off + Header::root_word(i), copy)?;
+        }
+        Ok(())
+    }
+
+    fn copy_node(&mut self, blk: u64) -> Result<u64> {
+        let region = self.ctx.sh.clone();
+        let payload = tree::copy_payload(&region.region, blk, &mut |child| self.copy_node(child))?;
+        self.new_tree_node(&payload)
+    }
+
+    /// Frees what the last write left on this context's chains: replaced
+    /// blocks and dropped trees.
+    pub(crate) fn drain_tree_chains(&mut self) -> Result<()> {
+        let off = self.ctx.off;
+        drain_chain(&mut self.ctx, off + C_FREE_CHAIN)?;
+        drain_drops(&mut self.ctx, off + C_DROP_CHAIN)
+    }
+
+    /// Frees the new tree blocks of a write that failed.
+    pub(crate) fn drain_new_tree_nodes(&mut self) -> Result<()> {
+        let off = self.ctx.off;
+        drain_chain(&mut self.ctx, off + C_NEW_CHAIN)
+    }
+}
+
+/// The blocks of every tree `raw` owns (for the consistency check).
+pub(crate) fn owned_blocks(
+    r: &crate::shm::Region,
+    raw: &Raw,
+    f: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<()> {
+    if !is_paged(raw) {
+        return Ok(());
+    }
+    let mut bytes = Vec::new();
+    r.read_bytes(raw.value_off(), raw.vallen, &mut bytes)?;
+    let header = Header::decode(&bytes)?;
+    for (root, height) in header.trees {
+        tree::walk(r, root, height, header.count, f)?;
+    }
+    Ok(())
+}
+
+/// Opens the trees a paged header names.
+pub(crate) fn open_trees(
+    sh: &std::sync::Arc<crate::segment::Shared>,
+    bytes: &[u8],
+    keyed: &[bool],
+) -> Result<Vec<Tree>> {
+    let header = Header::decode(bytes)?;
+    if header.trees.len() != keyed.len() {
+        return Err(Error::BadValue);
+    }
+    header
+        .trees
+        .iter()
+        .zip(keyed)
+        .map(|(&(root, height), &k)| Tree::open(sh.clone(), k, root, height, header.count))
+        .collect()
+}
+
+/// The header for `trees` (all of the same count).
+pub(crate) fn header_of(trees: &[&mut Tree]) -> Header {
+    Header {
+        count: trees.first().map_or(0, |t| t.len()),
+        trees: trees.iter().map(|t| t.root()).collect(),
+    }
+}

@@ -1,0 +1,1217 @@
+//! The paged encoding of a large collection: a B+tree of arena blocks whose
+//! inner nodes carry the element count of each child, so that a position
+//! (LINDEX), a rank (ZRANK) or a key (HGET) is found in O(log n).
+//!
+//! A tree is either *positional* (a list: items in list order, found by
+//! rank) or *keyed* (items in byte order of their keys, found by key or by
+//! rank). Each item is a key and a value; a list's keys are empty.
+//!
+//! A command edits a [`Tree`] in process memory: every node it changes is
+//! copied out of the segment first (its block is then listed in
+//! `replaced`), so the published tree is never written. [`Tree::commit`]
+//! writes the changed nodes into new blocks, leaves first, and the caller
+//! publishes the new root in the key's entry in one transaction (path copy:
+//! docs/design.md, "Collections"). Nodes read from the segment are
+//! untrusted (I1): their levels, lengths and counts are checked on every
+//! read, and a node that does not check out is `Error::BadValue`.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use super::codec::put_varint;
+use crate::error::{Error, Result};
+use crate::segment::Shared;
+use crate::shm::Region;
+
+/// Body bytes past which a node is split.
+pub(crate) const NODE_MAX: usize = 2048;
+/// Body bytes under which a node is merged into a neighbour.
+const NODE_MIN: usize = NODE_MAX / 4;
+/// How full a split or a bulk build leaves each node, so that the next
+/// inserts do not split it again at once.
+const NODE_FILL: usize = NODE_MAX * 3 / 4;
+/// Deepest tree accepted from the segment (a billion items need 6 levels).
+pub(crate) const MAX_HEIGHT: u8 = 24;
+
+/// Offsets in a node block's payload (after the block's header word).
+/// `P_LINK` chains the block on one of its context's lists while it is new,
+/// replaced or dropped (it means nothing while the node is in a tree).
+pub(crate) const P_LINK: u64 = 0;
+/// Level (0 = leaf) u8, magic u8, 0 u16, entry count u32.
+const P_KIND: u64 = 8;
+/// Body length u32, 0 u32.
+const P_BODY_LEN: u64 = 16;
+pub(crate) const P_BODY: u64 = 24;
+const NODE_MAGIC: u8 = 0xB7;
+
+/// Marks a child pointer that names a node in `Tree::mem`, not a block.
+const MEM: u64 = 1 << 63;
+
+fn bad<T>() -> Result<T> {
+    Err(Error::BadValue)
+}
+
+fn read_varint(b: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut n = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*pos)?;
+        *pos += 1;
+        n |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(n);
+        }
+    }
+    None
+}
+
+/// Reads a length-prefixed byte string; returns its range.
+fn read_bytes(b: &[u8], pos: &mut usize) -> Option<(usize, usize)> {
+    let len = usize::try_from(read_varint(b, pos)?).ok()?;
+    let start = *pos;
+    let end = start.checked_add(len).filter(|&e| e <= b.len())?;
+    *pos = end;
+    Some((start, end))
+}
+
+fn word(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// A leaf entry: the key and the value, each length-prefixed.
+pub(crate) fn leaf_entry(key: &[u8], val: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len() + val.len() + 4);
+    put_varint(&mut out, key.len() as u64);
+    out.extend_from_slice(key);
+    put_varint(&mut out, val.len() as u64);
+    out.extend_from_slice(val);
+    out
+}
+
+/// An inner entry: the child pointer, its subtree's item count, and the
+/// separator (the least key the child may hold; empty for the first child
+/// and in positional trees).
+fn inner_entry(ptr: u64, count: u64, sep: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(sep.len() + 18);
+    out.extend_from_slice(&ptr.to_le_bytes());
+    out.extend_from_slice(&count.to_le_bytes());
+    put_varint(&mut out, sep.len() as u64);
+    out.extend_from_slice(sep);
+    out
+}
+
+/// The shortest key `s` with `left < s <= right` (for `left < right`): a
+/// separator between two neighbouring nodes, short even for long keys.
+fn separator(left: &[u8], right: &[u8]) -> Vec<u8> {
+    let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
+    right[..(common + 1).min(right.len())].to_vec()
+}
+
+/// One node, decoded: its entries stay encoded in `body`, `offs` says where
+/// each starts. Built either from a checked block or by this module.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Node {
+    level: u8,
+    body: Vec<u8>,
+    offs: Vec<u32>,
+}
+
+impl Node {
+    fn new(level: u8) -> Node {
+        Node {
+            level,
+            ..Node::default()
+        }
+    }
+
+    /// Checks an encoded body of `n` entries and indexes it.
+    fn parse(level: u8, body: Vec<u8>, n: usize) -> Result<Node> {
+        if n > body.len() {
+            return bad();
+        }
+        let mut offs = Vec::with_capacity(n);
+        let mut pos = 0usize;
+        for _ in 0..n {
+            offs.push(pos as u32);
+            if level == 0 {
+                read_bytes(&body, &mut pos).ok_or(Error::BadValue)?;
+            } else {
+                pos = pos
+                    .checked_add(16)
+                    .filter(|&p| p <= body.len())
+                    .ok_or(Error::BadValue)?;
+            }
+            read_bytes(&body, &mut pos).ok_or(Error::BadValue)?;
+        }
+        if pos != body.len() {
+            return bad();
+        }
+        Ok(Node { level, body, offs })
+    }
+
+    fn len(&self) -> usize {
+        self.offs.len()
+    }
+
+    fn start(&self, i: usize) -> usize {
+        self.offs[i] as usize
+    }
+
+    fn end(&self, i: usize) -> usize {
+        self.offs
+            .get(i + 1)
+            .map_or(self.body.len(), |&o| o as usize)
+    }
+
+    /// A leaf's item `i`: (key, value).
+    fn item(&self, i: usize) -> (&[u8], &[u8]) {
+        let mut pos = self.start(i);
+        let k = read_bytes(&self.body, &mut pos).unwrap_or((0, 0));
+        let v = read_bytes(&self.body, &mut pos).unwrap_or((0, 0));
+        (&self.body[k.0..k.1], &self.body[v.0..v.1])
+    }
+
+    /// An inner node's child `i`: (pointer, count, separator).
+    fn child(&self, i: usize) -> (u64, u64, &[u8]) {
+        let at = self.start(i);
+        let mut pos = at + 16;
+        let s = read_bytes(&self.body, &mut pos).unwrap_or((0, 0));
+        (
+            word(&self.body, at),
+            word(&self.body, at + 8),
+            &self.body[s.0..s.1],
+        )
+    }
+
+    fn set_child(&mut self, i: usize, ptr: u64, count: u64) {
+        let at = self.start(i);
+        self.body[at..at + 8].copy_from_slice(&ptr.to_le_bytes());
+        self.body[at + 8..at + 16].copy_from_slice(&count.to_le_bytes());
+    }
+
+    fn splice(&mut self, i: usize, remove: usize, bytes: &[u8]) {
+        let (from, to) = if i < self.len() {
+            let from = self.start(i);
+            (
+                from,
+                if remove == 0 {
+                    from
+                } else {
+                    self.end(i + remove - 1)
+                },
+            )
+        } else {
+            (self.body.len(), self.body.len())
+        };
+        let delta = bytes.len() as i64 - (to - from) as i64;
+        self.body.splice(from..to, bytes.iter().copied());
+        let tail: Vec<u32> = self.offs[(i + remove).min(self.len())..]
+            .iter()
+            .map(|&o| (o as i64 + delta) as u32)
+            .collect();
+        self.offs.truncate(i.min(self.len()));
+        if !bytes.is_empty() {
+            self.offs.push(from as u32);
+        }
+        self.offs.extend(tail);
+    }
+
+    fn insert(&mut self, i: usize, entry: &[u8]) {
+        self.splice(i, 0, entry);
+    }
+
+    fn remove(&mut self, i: usize) {
+        self.splice(i, 1, &[]);
+    }
+
+    fn replace(&mut self, i: usize, entry: &[u8]) {
+        self.splice(i, 1, entry);
+    }
+
+    /// Removes entries `from..to`.
+    fn remove_span(&mut self, from: usize, to: usize) {
+        if from >= to {
+            return;
+        }
+        let (a, b) = (self.start(from), self.end(to - 1));
+        let delta = (b - a) as u32;
+        self.body.drain(a..b);
+        let tail: Vec<u32> = self.offs[to..].iter().map(|&o| o - delta).collect();
+        self.offs.truncate(from);
+        self.offs.extend(tail);
+    }
+
+    /// Clears the separator of the first child (it must be empty).
+    fn clear_first_sep(&mut self) {
+        if self.level > 0 && !self.is_empty() && !self.child(0).2.is_empty() {
+            let (p, c, _) = self.child(0);
+            self.replace(0, &inner_entry(p, c, &[]));
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.offs.is_empty()
+    }
+
+    fn append(&mut self, other: &Node) {
+        let base = self.body.len() as u32;
+        self.body.extend_from_slice(&other.body);
+        self.offs.extend(other.offs.iter().map(|&o| o + base));
+    }
+
+    /// Items in the subtree (a leaf's own; the sum of an inner node's).
+    fn total(&self) -> Option<u64> {
+        if self.level == 0 {
+            return Some(self.len() as u64);
+        }
+        (0..self.len()).try_fold(0u64, |acc, i| acc.checked_add(self.child(i).1))
+    }
+
+    /// The node cut into pieces of about `target` body bytes each, whole
+    /// entries each (a piece holds one entry when that entry is bigger).
+    fn chunk(self, target: usize) -> Vec<Node> {
+        let pieces = self.body.len().div_ceil(target.max(1)).max(1);
+        let per = self.body.len().div_ceil(pieces).max(1);
+        let mut out = Vec::with_capacity(pieces);
+        let mut cur = Node::new(self.level);
+        for i in 0..self.len() {
+            if !cur.is_empty() && cur.body.len() + (self.end(i) - self.start(i)) > per {
+                out.push(std::mem::replace(&mut cur, Node::new(self.level)));
+            }
+            cur.offs.push(cur.body.len() as u32);
+            cur.body
+                .extend_from_slice(&self.body[self.start(i)..self.end(i)]);
+        }
+        if !cur.is_empty() || out.is_empty() {
+            out.push(cur);
+        }
+        out
+    }
+
+    /// The least key in a leaf, or the separator that bounds an inner
+    /// node's children from below.
+    fn first_key(&self) -> &[u8] {
+        if self.level == 0 {
+            self.item(0).0
+        } else {
+            self.child(0).2
+        }
+    }
+
+    /// The node's payload as a block stores it (link word left 0).
+    fn payload(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(P_BODY as usize + self.body.len());
+        out.extend_from_slice(&0u64.to_le_bytes());
+        let kind = self.level as u64 | (NODE_MAGIC as u64) << 8 | (self.len() as u64) << 32;
+        out.extend_from_slice(&kind.to_le_bytes());
+        out.extend_from_slice(&(self.body.len() as u64).to_le_bytes());
+        out.extend_from_slice(&self.body);
+        out
+    }
+}
+
+/// Reads and checks the node in block `blk`: it must be at `level` and
+/// hold `count` items (what its parent says).
+fn read_node(r: &Region, blk: u64, level: u8, count: u64) -> Result<Node> {
+    let (body_len, n, node_level) = node_header(r, blk)?;
+    if node_level != level {
+        return bad();
+    }
+    let mut body = Vec::with_capacity(body_len as usize);
+    r.read_bytes(blk + 8 + P_BODY, body_len, &mut body)?;
+    let node = Node::parse(level, body, n)?;
+    if node.total() != Some(count) {
+        return bad();
+    }
+    Ok(node)
+}
+
+/// A node block's (body length, entry count, level), checked against the
+/// block's size.
+fn node_header(r: &Region, blk: u64) -> Result<(u64, usize, u8)> {
+    if blk == 0 || !r.is_ptr(blk) {
+        return bad();
+    }
+    let (size, flags) = r.load_block_header(blk)?;
+    let kind = r.load64(blk + 8 + P_KIND)?;
+    let body_len = r.load64(blk + 8 + P_BODY_LEN)?;
+    let level = kind as u8;
+    if flags & 1 != 0
+        || (kind >> 8) as u8 != NODE_MAGIC
+        || level >= MAX_HEIGHT
+        || body_len > size.saturating_sub(8 + P_BODY)
+    {
+        return bad();
+    }
+    Ok((body_len, (kind >> 32) as usize, level))
+}
+
+/// The blocks of the tree at `root`: `f(block)` for every node, parents
+/// before children, each node checked on the way (the consistency check).
+pub(crate) fn walk(
+    r: &Region,
+    root: u64,
+    height: u8,
+    count: u64,
+    f: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<()> {
+    if height == 0 || height > MAX_HEIGHT {
+        return if root == 0 && count == 0 {
+            Ok(())
+        } else {
+            bad()
+        };
+    }
+    let node = read_node(r, root, height - 1, count)?;
+    f(root)?;
+    if node.level > 0 {
+        for i in 0..node.len() {
+            let (ptr, c, _) = node.child(i);
+            walk(r, ptr, height - 1, c, f)?;
+        }
+    }
+    Ok(())
+}
+
+/// The level of the node in block `blk` and the offsets of its child
+/// pointer words (none for a leaf), for freeing a dropped tree leaf-first;
+/// None when `blk` does not read as a node.
+pub(crate) fn child_words(r: &Region, blk: u64) -> Option<(u8, Vec<u64>)> {
+    let (body_len, n, level) = node_header(r, blk).ok()?;
+    if level == 0 {
+        return Some((0, Vec::new()));
+    }
+    let mut body = Vec::new();
+    r.read_bytes(blk + 8 + P_BODY, body_len, &mut body).ok()?;
+    let node = Node::parse(level, body, n).ok()?;
+    let words = node
+        .offs
+        .iter()
+        .map(|&o| blk + 8 + P_BODY + o as u64)
+        .collect();
+    Some((level, words))
+}
+
+/// The payload of the node in `blk` with each child pointer replaced by
+/// `map(child)`: COPY's deep copy of a tree.
+pub(crate) fn copy_payload(
+    r: &Region,
+    blk: u64,
+    map: &mut dyn FnMut(u64) -> Result<u64>,
+) -> Result<Vec<u8>> {
+    let (body_len, n, level) = node_header(r, blk)?;
+    let mut body = Vec::new();
+    r.read_bytes(blk + 8 + P_BODY, body_len, &mut body)?;
+    let mut node = Node::parse(level, body, n)?;
+    if level > 0 {
+        for i in 0..node.len() {
+            let (ptr, count, _) = node.child(i);
+            match tree_level(r, ptr) {
+                Some(l) if l + 1 == level => {}
+                _ => return bad(),
+            }
+            let copy = map(ptr)?;
+            node.set_child(i, copy, count);
+        }
+    }
+    Ok(node.payload())
+}
+
+fn tree_level(r: &Region, blk: u64) -> Option<u8> {
+    node_header(r, blk).ok().map(|h| h.2)
+}
+
+/// One step of a path from the root: the node (its pointer, and a copy
+/// when it came from the segment) and the entry index taken in it.
+struct Step {
+    ptr: u64,
+    copy: Option<Node>,
+    idx: usize,
+}
+
+/// Where a search ended: the path, the rank of the leaf position, and
+/// whether the key was there.
+struct Path {
+    steps: Vec<Step>,
+    rank: u64,
+    found: bool,
+}
+
+/// A tree being read or changed by one command.
+pub struct Tree {
+    sh: Arc<Shared>,
+    keyed: bool,
+    root: u64,
+    height: u8,
+    count: u64,
+    mem: Vec<Node>,
+    replaced: Vec<u64>,
+}
+
+impl std::fmt::Debug for Tree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tree")
+            .field("keyed", &self.keyed)
+            .field("root", &self.root)
+            .field("height", &self.height)
+            .field("count", &self.count)
+            .finish()
+    }
+}
+
+impl Tree {
+    /// The tree published at `root` (`height` levels, `count` items).
+    pub(crate) fn open(
+        sh: Arc<Shared>,
+        keyed: bool,
+        root: u64,
+        height: u8,
+        count: u64,
+    ) -> Result<Tree> {
+        if height > MAX_HEIGHT || (height == 0) != (root == 0) || (root == 0) != (count == 0) {
+            return bad();
+        }
+        Ok(Tree {
+            sh,
+            keyed,
+            root,
+            height,
+            count,
+            mem: Vec::new(),
+            replaced: Vec::new(),
+        })
+    }
+
+    /// A new tree holding `items` (keys ascending when keyed), built in
+    /// process memory.
+    pub(crate) fn build<'a>(
+        sh: Arc<Shared>,
+        keyed: bool,
+        items: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    ) -> Tree {
+        let mut tree = Tree {
+            sh,
+            keyed,
+            root: 0,
+            height: 0,
+            count: 0,
+            mem: Vec::new(),
+            replaced: Vec::new(),
+        };
+        let mut all = Node::new(0);
+        for (k, v) in items {
+            all.offs.push(all.body.len() as u32);
+            let e = leaf_entry(if keyed { k } else { &[] }, v);
+            all.body.extend_from_slice(&e);
+        }
+        if all.is_empty() {
+            return tree;
+        }
+        tree.count = all.len() as u64;
+        // Each level: (node, count, least key, greatest key).
+        let mut level: Vec<(Node, u64, Vec<u8>, Vec<u8>)> = all
+            .chunk(NODE_FILL)
+            .into_iter()
+            .map(|n| {
+                let (lo, hi) = match keyed {
+                    true => (n.item(0).0.to_vec(), n.item(n.len() - 1).0.to_vec()),
+                    false => (Vec::new(), Vec::new()),
+                };
+                let c = n.len() as u64;
+                (n, c, lo, hi)
+            })
+            .collect();
+        let mut height = 1u8;
+        while level.len() > 1 {
+            let mut parent = Node::new(height);
+            let mut bounds = Vec::with_capacity(level.len());
+            let mut prev_hi: Option<Vec<u8>> = None;
+            for (node, count, lo, hi) in level {
+                let sep = match &prev_hi {
+                    Some(p) if keyed => separator(p, &lo),
+                    _ => Vec::new(),
+                };
+                tree.mem.push(node);
+                parent.offs.push(parent.body.len() as u32);
+                let e = inner_entry(MEM | (tree.mem.len() - 1) as u64, count, &sep);
+                parent.body.extend_from_slice(&e);
+                bounds.push((count, lo, hi.clone()));
+                prev_hi = Some(hi);
+            }
+            // Regroup the children under parents of about NODE_FILL bytes.
+            let mut next = Vec::new();
+            let mut b = bounds.into_iter();
+            for mut p in parent.chunk(NODE_FILL) {
+                let mut count = 0;
+                let (mut lo, mut hi) = (Vec::new(), Vec::new());
+                for i in 0..p.len() {
+                    let (c, l, h) = b.next().unwrap_or_default();
+                    if i == 0 {
+                        lo = l;
+                    }
+                    hi = h;
+                    count += c;
+                }
+                p.clear_first_sep();
+                next.push((p, count, lo, hi));
+            }
+            level = next;
+            height += 1;
+        }
+        let (root, _, _, _) = level.pop().unwrap_or_default();
+        tree.mem.push(root);
+        tree.root = MEM | (tree.mem.len() - 1) as u64;
+        tree.height = height;
+        tree
+    }
+
+    /// Items in the tree.
+    pub(crate) fn len(&self) -> u64 {
+        self.count
+    }
+
+    /// (root block, height) once committed.
+    pub(crate) fn root(&self) -> (u64, u8) {
+        (self.root, self.height)
+    }
+
+    /// The blocks this command's changes took out of the tree: the caller
+    /// frees them once the new root is published.
+    pub(crate) fn take_replaced(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.replaced)
+    }
+
+    fn node(&self, ptr: u64, level: u8, count: u64) -> Result<Cow<'_, Node>> {
+        if ptr & MEM != 0 {
+            return match self.mem.get((ptr & !MEM) as usize) {
+                Some(n) => Ok(Cow::Borrowed(n)),
+                None => bad(),
+            };
+        }
+        Ok(Cow::Owned(read_node(&self.sh.region, ptr, level, count)?))
+    }
+
+    // ---------- searching ----------
+
+    /// Descends to `key` (keyed trees): the leaf position where it is or
+    /// would go, and its rank.
+    fn seek_key(&self, key: &[u8]) -> Result<Path> {
+        let mut path = Path {
+            steps: Vec::with_capacity(self.height as usize),
+            rank: 0,
+            found: false,
+        };
+        if self.height == 0 {
+            return Ok(path);
+        }
+        let (mut ptr, mut count) = (self.root, self.count);
+        for level in (0..self.height).rev() {
+            let node = self.node(ptr, level, count)?;
+            let idx;
+            if level == 0 {
+                let mut lo = 0;
+                let mut hi = node.len();
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    match node.item(mid).0.cmp(key) {
+                        std::cmp::Ordering::Less => lo = mid + 1,
+                        std::cmp::Ordering::Equal => {
+                            path.found = true;
+                            lo = mid;
+                            break;
+                        }
+                        std::cmp::Ordering::Greater => hi = mid,
+                    }
+                }
+                idx = lo;
+                path.rank += idx as u64;
+            } else {
+                // The last child whose separator is <= key.
+                let (mut lo, mut hi) = (1, node.len());
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    if node.child(mid).2 <= key {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                idx = lo - 1;
+                for i in 0..idx {
+                    path.rank += node.child(i).1;
+                }
+            }
+            let next = if level > 0 {
+                let (p, c, _) = node.child(idx);
+                Some((p, c))
+            } else {
+                None
+            };
+            let copy = match node {
+                Cow::Owned(n) => Some(n),
+                Cow::Borrowed(_) => None,
+            };
+            path.steps.push(Step { ptr, copy, idx });
+            if let Some((p, c)) = next {
+                (ptr, count) = (p, c);
+            }
+        }
+        Ok(path)
+    }
+
+    /// Descends to rank `rank` (<= len; len is the position after the last).
+    fn seek_rank(&self, rank: u64) -> Result<Path> {
+        let mut path = Path {
+            steps: Vec::with_capacity(self.height as usize),
+            rank,
+            found: rank < self.count,
+        };
+        if self.height == 0 {
+            return Ok(path);
+        }
+        let (mut ptr, mut count, mut left) = (self.root, self.count, rank.min(self.count));
+        for level in (0..self.height).rev() {
+            let node = self.node(ptr, level, count)?;
+            let idx;
+            let mut next = None;
+            if level == 0 {
+                idx = (left as usize).min(node.len());
+            } else {
+                let mut i = 0;
+                loop {
+                    let (p, c, _) = node.child(i);
+                    if left < c || i + 1 == node.len() {
+                        next = Some((p, c));
+                        break;
+                    }
+                    left -= c;
+                    i += 1;
+                }
+                idx = i;
+            }
+            let copy = match node {
+                Cow::Owned(n) => Some(n),
+                Cow::Borrowed(_) => None,
+            };
+            path.steps.push(Step { ptr, copy, idx });
+            if let Some((p, c)) = next {
+                (ptr, count) = (p, c);
+            }
+        }
+        Ok(path)
+    }
+
+    fn leaf_item(&self, path: &Path) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let Some(last) = path.steps.last() else {
+            return Ok(None);
+        };
+        let node = match &last.copy {
+            Some(n) => Cow::Borrowed(n),
+            None => self.node(last.ptr, 0, 0)?,
+        };
+        if last.idx >= node.len() {
+            return Ok(None);
+        }
+        let (k, v) = node.item(last.idx);
+        Ok(Some((k.to_vec(), v.to_vec())))
+    }
+
+    /// The value under `key`.
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let path = self.seek_key(key)?;
+        if !path.found {
+            return Ok(None);
+        }
+        Ok(self.leaf_item(&path)?.map(|(_, v)| v))
+    }
+
+    /// The rank of `key`, if it is there.
+    pub(crate) fn rank_of(&self, key: &[u8]) -> Result<Option<u64>> {
+        let path = self.seek_key(key)?;
+        Ok(path.found.then_some(path.rank))
+    }
+
+    /// How many keys are below `key` (at or below it when `inclusive`).
+    pub(crate) fn count_below(&self, key: &[u8], inclusive: bool) -> Result<u64> {
+        let path = self.seek_key(key)?;
+        Ok(path.rank + u64::from(inclusive && path.found))
+    }
+
+    /// The item at `rank`.
+    pub(crate) fn nth(&self, rank: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        if rank >= self.count {
+            return Ok(None);
+        }
+        let path = self.seek_rank(rank)?;
+        self.leaf_item(&path)
+    }
+
+    /// Calls `f(key, value)` for the items with ranks in `lo..hi`, in order
+    /// (backwards when `rev`), until it returns false.
+    pub(crate) fn visit(
+        &self,
+        lo: u64,
+        hi: u64,
+        rev: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        let hi = hi.min(self.count);
+        if lo >= hi {
+            return Ok(());
+        }
+        self.visit_node(self.root, self.height - 1, self.count, 0, lo, hi, rev, f)
+            .map(|_| ())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn visit_node(
+        &self,
+        ptr: u64,
+        level: u8,
+        count: u64,
+        base: u64,
+        lo: u64,
+        hi: u64,
+        rev: bool,
+        f: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<bool> {
+        let node = self.node(ptr, level, count)?;
+        let n = node.len();
+        if level == 0 {
+            let from = lo.saturating_sub(base) as usize;
+            let to = ((hi - base) as usize).min(n);
+            let mut go = |i: usize| {
+                let (k, v) = node.item(i);
+                f(k, v)
+            };
+            if rev {
+                for i in (from..to).rev() {
+                    if !go(i) {
+                        return Ok(false);
+                    }
+                }
+            } else {
+                for i in from..to {
+                    if !go(i) {
+                        return Ok(false);
+                    }
+                }
+            }
+            return Ok(true);
+        }
+        let mut starts = Vec::with_capacity(n);
+        let mut at = base;
+        for i in 0..n {
+            starts.push(at);
+            at += node.child(i).1;
+        }
+        let order: Box<dyn Iterator<Item = usize>> = if rev {
+            Box::new((0..n).rev())
+        } else {
+            Box::new(0..n)
+        };
+        for i in order {
+            let (p, c, _) = node.child(i);
+            let b = starts[i];
+            if b + c <= lo || b >= hi {
+                continue;
+            }
+            if !self.visit_node(p, level - 1, c, b, lo, hi, rev, f)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    // ---------- changing ----------
+
+    /// Copies the nodes of `path` into process memory (those not there
+    /// yet), relinking each parent to its copy. Returns their indexes in
+    /// `mem`, root first.
+    fn materialize(&mut self, path: Path) -> Result<Vec<usize>> {
+        let mut out: Vec<usize> = Vec::with_capacity(path.steps.len());
+        let mut parent_idx = 0usize;
+        for step in path.steps {
+            let idx = if step.ptr & MEM != 0 {
+                (step.ptr & !MEM) as usize
+            } else {
+                // Every node a search read from the segment came with its copy.
+                let node = step.copy.ok_or(Error::BadValue)?;
+                self.mem.push(node);
+                self.replaced.push(step.ptr);
+                self.mem.len() - 1
+            };
+            match out.last() {
+                None => self.root = MEM | idx as u64,
+                Some(&p) => {
+                    let c = self.mem[p].child(parent_idx).1;
+                    self.mem[p].set_child(parent_idx, MEM | idx as u64, c);
+                }
+            }
+            parent_idx = step.idx;
+            out.push(idx);
+        }
+        Ok(out)
+    }
+
+    /// Makes child `ci` of mem node `parent` a mem node; returns its index.
+    fn child_mut(&mut self, parent: usize, ci: usize) -> Result<usize> {
+        let (ptr, count, _) = self.mem[parent].child(ci);
+        if ptr & MEM != 0 {
+            return Ok((ptr & !MEM) as usize);
+        }
+        let level = self.mem[parent].level - 1;
+        let node = read_node(&self.sh.region, ptr, level, count)?;
+        self.mem.push(node);
+        self.replaced.push(ptr);
+        let idx = self.mem.len() - 1;
+        self.mem[parent].set_child(ci, MEM | idx as u64, count);
+        Ok(idx)
+    }
+
+    /// Adds `delta` to the counts along a materialized path.
+    fn adjust_counts(&mut self, nodes: &[usize], idxs: &[usize], delta: i64) {
+        for d in 0..nodes.len().saturating_sub(1) {
+            let (p, ci) = (nodes[d], idxs[d]);
+            let (ptr, c, _) = self.mem[p].child(ci);
+            self.mem[p].set_child(ci, ptr, c.wrapping_add(delta as u64));
+        }
+        self.count = self.count.wrapping_add(delta as u64);
+    }
+
+    fn edit(&mut self, path: Path) -> Result<(Vec<usize>, Vec<usize>)> {
+        let idxs: Vec<usize> = path.steps.iter().map(|s| s.idx).collect();
+        let nodes = self.materialize(path)?;
+        Ok((nodes, idxs))
+    }
+
+    /// Puts `key` -> `val` in a keyed tree; returns the old value.
+    pub(crate) fn upsert(&mut self, key: &[u8], val: &[u8]) -> Result<Option<Vec<u8>>> {
+        let path = self.seek_key(key)?;
+        let found = path.found;
+        let old = if found {
+            self.leaf_item(&path)?.map(|(_, v)| v)
+        } else {
+            None
+        };
+        if old.as_deref() == Some(val) {
+            return Ok(old);
+        }
+        self.put(path, key, val, found)?;
+        Ok(old)
+    }
+
+    /// Removes `key` from a keyed tree; returns its value.
+    pub(crate) fn remove_key(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let path = self.seek_key(key)?;
+        if !path.found {
+            return Ok(None);
+        }
+        let old = self.leaf_item(&path)?.map(|(_, v)| v);
+        self.take(path)?;
+        Ok(old)
+    }
+
+    /// Inserts `val` at position `rank` (<= len) of a positional tree.
+    pub(crate) fn insert_at(&mut self, rank: u64, val: &[u8]) -> Result<()> {
+        let path = self.seek_rank(rank.min(self.count))?;
+        self.put(path, &[], val, false)
+    }
+
+    /// Replaces the value at `rank`; false when out of range.
+    pub(crate) fn set_at(&mut self, rank: u64, val: &[u8]) -> Result<bool> {
+        if rank >= self.count {
+            return Ok(false);
+        }
+        let path = self.seek_rank(rank)?;
+        let key = self.leaf_item(&path)?.map(|(k, _)| k).unwrap_or_default();
+        self.put(path, &key, val, true)?;
+        Ok(true)
+    }
+
+    /// Removes and returns the item at `rank`.
+    pub(crate) fn remove_at(&mut self, rank: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        if rank >= self.count {
+            return Ok(None);
+        }
+        let path = self.seek_rank(rank)?;
+        let item = self.leaf_item(&path)?;
+        self.take(path)?;
+        Ok(item)
+    }
+
+    fn put(&mut self, path: Path, key: &[u8], val: &[u8], replace: bool) -> Result<()> {
+        let entry = leaf_entry(key, val);
+        if self.height == 0 {
+            let mut leaf = Node::new(0);
+            leaf.insert(0, &entry);
+            self.mem.push(leaf);
+            self.root = MEM | (self.mem.len() - 1) as u64;
+            self.height = 1;
+            self.count = 1;
+            return Ok(());
+        }
+        let (nodes, idxs) = self.edit(path)?;
+        let leaf = *nodes.last().ok_or(Error::BadValue)?;
+        let at = *idxs.last().ok_or(Error::BadValue)?;
+        if replace {
+            self.mem[leaf].replace(at, &entry);
+        } else {
+            self.mem[leaf].insert(at, &entry);
+            self.adjust_counts(&nodes, &idxs, 1);
+        }
+        self.fix_overflow(&nodes, &idxs);
+        self.fix_underflow(&nodes, &idxs)
+    }
+
+    fn take(&mut self, path: Path) -> Result<()> {
+        let (nodes, idxs) = self.edit(path)?;
+        let leaf = *nodes.last().ok_or(Error::BadValue)?;
+        let at = *idxs.last().ok_or(Error::BadValue)?;
+        self.mem[leaf].remove(at);
+        self.adjust_counts(&nodes, &idxs, -1);
+        self.fix_underflow(&nodes, &idxs)
+    }
+
+    /// Splits the nodes of a path that grew past `NODE_MAX`, leaf first,
+    /// adding a root above a split root.
+    fn fix_overflow(&mut self, nodes: &[usize], idxs: &[usize]) {
+        for d in (0..nodes.len()).rev() {
+            let me = nodes[d];
+            if self.mem[me].body.len() <= NODE_MAX || self.mem[me].len() < 2 {
+                continue;
+            }
+            let node = std::mem::take(&mut self.mem[me]);
+            let level = node.level;
+            let mut pieces = node.chunk(NODE_FILL);
+            let mut entries = Vec::with_capacity(pieces.len());
+            let mut prev_last: Option<Vec<u8>> = None;
+            for (i, mut piece) in pieces.drain(..).enumerate() {
+                let sep = if !self.keyed || i == 0 {
+                    Vec::new()
+                } else if level == 0 {
+                    separator(prev_last.as_deref().unwrap_or(&[]), piece.first_key())
+                } else {
+                    piece.first_key().to_vec()
+                };
+                if self.keyed && level == 0 {
+                    prev_last = Some(piece.item(piece.len() - 1).0.to_vec());
+                }
+                piece.clear_first_sep();
+                let count = piece.total().unwrap_or(0);
+                let idx = if i == 0 {
+                    self.mem[me] = piece;
+                    me
+                } else {
+                    self.mem.push(piece);
+                    self.mem.len() - 1
+                };
+                entries.push(inner_entry(MEM | idx as u64, count, &sep));
+            }
+            if d == 0 {
+                let mut root = Node::new(level + 1);
+                for e in &entries {
+                    root.insert(root.len(), e);
+                }
+                self.mem.push(root);
+                self.root = MEM | (self.mem.len() - 1) as u64;
+                self.height += 1;
+            } else {
+                let (p, ci) = (nodes[d - 1], idxs[d - 1]);
+                // The first piece keeps the old separator.
+                let old_sep = self.mem[p].child(ci).2.to_vec();
+                let (ptr, count, _) = {
+                    let c = &entries[0];
+                    (word(c, 0), word(c, 8), ())
+                };
+                self.mem[p].replace(ci, &inner_entry(ptr, count, &old_sep));
+                for (k, e) in entries.iter().enumerate().skip(1) {
+                    self.mem[p].insert(ci + k, e);
+                }
+            }
+        }
+    }
+
+    /// Removes emptied nodes and merges small ones into a neighbour, leaf
+    /// first; then shortens the tree while its root has one child.
+    fn fix_underflow(&mut self, nodes: &[usize], idxs: &[usize]) -> Result<()> {
+        for d in (1..nodes.len()).rev() {
+            let (me, p, ci) = (nodes[d], nodes[d - 1], idxs[d - 1]);
+            if self.mem[me].is_empty() {
+                self.mem[p].remove(ci);
+                if ci == 0 {
+                    self.mem[p].clear_first_sep();
+                }
+                continue;
+            }
+            if self.mem[me].body.len() >= NODE_MIN || self.mem[p].len() < 2 {
+                continue;
+            }
+            let (l, r) = if ci + 1 < self.mem[p].len() {
+                (ci, ci + 1)
+            } else {
+                (ci - 1, ci)
+            };
+            let li = self.child_mut(p, l)?;
+            let ri = self.child_mut(p, r)?;
+            if self.mem[li].body.len() + self.mem[ri].body.len() > NODE_FILL {
+                continue;
+            }
+            let mut right = std::mem::take(&mut self.mem[ri]);
+            if right.level > 0 && self.keyed {
+                // The separator between the two moves down onto the right
+                // node's first child.
+                let sep = self.mem[p].child(r).2.to_vec();
+                let (ptr, c, _) = right.child(0);
+                right.replace(0, &inner_entry(ptr, c, &sep));
+            }
+            self.mem[li].append(&right);
+            let (lptr, lc, _) = self.mem[p].child(l);
+            let rc = self.mem[p].child(r).1;
+            self.mem[p].set_child(l, lptr, lc + rc);
+            self.mem[p].remove(r);
+        }
+        self.shorten()
+    }
+
+    fn shorten(&mut self) -> Result<()> {
+        loop {
+            if self.height == 0 {
+                return Ok(());
+            }
+            let root = self.node(self.root, self.height - 1, self.count)?;
+            if root.is_empty() {
+                self.root = 0;
+                self.height = 0;
+                self.count = 0;
+                return Ok(());
+            }
+            if root.level == 0 || root.len() > 1 {
+                return Ok(());
+            }
+            let child = root.child(0).0;
+            if self.root & MEM == 0 {
+                self.replaced.push(self.root);
+            }
+            self.root = child;
+            self.height -= 1;
+        }
+    }
+
+    /// Removes the items with ranks in `lo..hi`; returns how many.
+    pub(crate) fn remove_range(&mut self, lo: u64, hi: u64) -> Result<u64> {
+        let hi = hi.min(self.count);
+        if lo >= hi {
+            return Ok(0);
+        }
+        let path = self.seek_rank(0)?;
+        let root = self.materialize(Path {
+            steps: path.steps.into_iter().take(1).collect(),
+            rank: 0,
+            found: false,
+        })?[0];
+        self.remove_range_in(root, lo, hi)?;
+        self.count -= hi - lo;
+        self.shorten()?;
+        Ok(hi - lo)
+    }
+
+    fn remove_range_in(&mut self, me: usize, lo: u64, hi: u64) -> Result<()> {
+        if self.mem[me].level == 0 {
+            let n = self.mem[me].len();
+            self.mem[me].remove_span((lo as usize).min(n), (hi as usize).min(n));
+            return Ok(());
+        }
+        let mut base = 0u64;
+        let mut spans = Vec::new();
+        for i in 0..self.mem[me].len() {
+            let c = self.mem[me].child(i).1;
+            spans.push((base, c));
+            base += c;
+        }
+        for i in (0..spans.len()).rev() {
+            let (b, c) = spans[i];
+            if b + c <= lo || b >= hi {
+                continue;
+            }
+            if lo <= b && b + c <= hi {
+                let (ptr, count, _) = self.mem[me].child(i);
+                let level = self.mem[me].level - 1;
+                self.drop_subtree(ptr, level, count)?;
+                self.mem[me].remove(i);
+                continue;
+            }
+            let ci = self.child_mut(me, i)?;
+            self.remove_range_in(ci, lo.saturating_sub(b), (hi - b).min(c))?;
+            let removed = (hi.min(b + c)) - lo.max(b);
+            let ptr = self.mem[me].child(i).0;
+            if self.mem[ci].is_empty() {
+                self.mem[me].remove(i);
+            } else {
+                self.mem[me].set_child(i, ptr, c - removed);
+            }
+        }
+        self.mem[me].clear_first_sep();
+        Ok(())
+    }
+
+    /// Lists every segment block of a subtree leaving the tree.
+    fn drop_subtree(&mut self, ptr: u64, level: u8, count: u64) -> Result<()> {
+        let node = if ptr & MEM != 0 {
+            std::mem::take(&mut self.mem[(ptr & !MEM) as usize])
+        } else {
+            self.replaced.push(ptr);
+            if level == 0 {
+                return Ok(());
+            }
+            read_node(&self.sh.region, ptr, level, count)?
+        };
+        if node.level > 0 {
+            for i in 0..node.len() {
+                let (p, c, _) = node.child(i);
+                self.drop_subtree(p, level - 1, c)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes every node changed in memory into a new block, children
+    /// first: `write(payload)` allocates the block, fills it and returns
+    /// it. Afterwards the tree names only blocks.
+    pub(crate) fn commit(&mut self, write: &mut dyn FnMut(&[u8]) -> Result<u64>) -> Result<()> {
+        if self.root & MEM != 0 {
+            self.root = self.commit_node((self.root & !MEM) as usize, write)?;
+        }
+        self.mem.clear();
+        Ok(())
+    }
+
+    fn commit_node(
+        &mut self,
+        idx: usize,
+        write: &mut dyn FnMut(&[u8]) -> Result<u64>,
+    ) -> Result<u64> {
+        let mut node = std::mem::take(&mut self.mem[idx]);
+        if node.level > 0 {
+            for i in 0..node.len() {
+                let (ptr, count, _) = node.child(i);
+                if ptr & MEM != 0 {
+                    let blk = self.commit_node((ptr & !MEM) as usize, write)?;
+                    node.set_child(i, blk, count);
+                }
+            }
+        }
+        write(&node.payload())
+    }
+
+    /// Every item in order, as owned pairs.
+    pub(crate) fn items(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::with_capacity(self.count as usize);
+        self.visit(0, self.count, false, &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            true
+        })?;
+        Ok(out)
+    }
+}
