@@ -33,6 +33,50 @@ fn setup(h: &mut Handle) {
     .unwrap();
     h.write_collection::<ZSet, _>(0, b"Z", true, |z| z.insert(b"m", 1.0))
         .unwrap();
+    // Two collections large enough to be paged (trees of several nodes).
+    h.write_collection::<List, _>(0, b"BIG", true, |l| {
+        for item in big_items() {
+            l.push_back(&item)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    h.write_collection::<ZSet, _>(0, b"BZ", true, |z| {
+        for (i, item) in big_items().iter().enumerate() {
+            z.insert(item, (i % 7) as f64)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+}
+
+fn big_items() -> Vec<Vec<u8>> {
+    (0..200)
+        .map(|i| format!("big-item-{i:04}-{}", "x".repeat(16)).into_bytes())
+        .collect()
+}
+
+fn big_list(h: &mut Handle, db: u8, key: &[u8]) -> Option<Vec<Vec<u8>>> {
+    h.read_collection::<List, _>(db, key, |l| l.range(0, l.len()))
+        .unwrap()
+}
+
+fn big_zset(h: &mut Handle) -> Option<Vec<(Vec<u8>, f64)>> {
+    h.read_collection::<ZSet, _>(0, b"BZ", |z| z.range(0, z.len()))
+        .unwrap()
+}
+
+fn big_zset_model(extra: Option<(&[u8], f64)>) -> Vec<(Vec<u8>, f64)> {
+    let mut all: Vec<(Vec<u8>, f64)> = big_items()
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| (m, (i % 7) as f64))
+        .collect();
+    if let Some((m, s)) = extra {
+        all.push((m.to_vec(), s));
+    }
+    all.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    all
 }
 
 fn list(h: &mut Handle) -> Option<Vec<Vec<u8>>> {
@@ -66,6 +110,15 @@ const OPS: &[&str] = &[
     "list-pop-last",
     "zset-add",
     "hash-store",
+    "big-list-push",
+    "big-list-trim",
+    "big-list-shrink",
+    "big-zset-add",
+    "big-zset-remove-range",
+    "big-del",
+    "big-copy",
+    "big-rename",
+    "big-overwrite",
 ];
 
 fn run_op(h: &mut Handle, op: &str) {
@@ -105,6 +158,36 @@ fn run_op(h: &mut Handle, op: &str) {
             let mut hash = Hash::empty();
             hash.insert(b"f", b"v").unwrap();
             h.store_collection(0, b"a", hash).unwrap()
+        }
+        "big-list-push" => drop(
+            h.write_collection::<List, _>(0, b"BIG", false, |l| l.push_front(b"new"))
+                .unwrap(),
+        ),
+        "big-list-trim" => drop(
+            h.write_collection::<List, _>(0, b"BIG", false, |l| l.retain_range(100, 300))
+                .unwrap(),
+        ),
+        "big-list-shrink" => drop(
+            h.write_collection::<List, _>(0, b"BIG", false, |l| l.retain_range(0, 10))
+                .unwrap(),
+        ),
+        "big-zset-add" => drop(
+            h.write_collection::<ZSet, _>(0, b"BZ", false, |z| z.insert(b"new", 3.5))
+                .unwrap(),
+        ),
+        "big-zset-remove-range" => drop(
+            h.write_collection::<ZSet, _>(0, b"BZ", false, |z| z.remove_range(10, 170))
+                .unwrap(),
+        ),
+        "big-del" => drop(h.delete(0, b"BIG").unwrap()),
+        "big-copy" => drop(h.copy(0, b"BIG", 2, b"c", true).unwrap()),
+        "big-rename" => drop(h.rename(0, b"BIG", b"BIG2", false).unwrap()),
+        "big-overwrite" => {
+            let mut z = ZSet::empty();
+            for (i, item) in big_items().iter().enumerate() {
+                z.insert(item, i as f64).unwrap();
+            }
+            h.store_collection(0, b"BIG", z).unwrap()
         }
         other => panic!("unknown op {other}"),
     }
@@ -148,8 +231,8 @@ fn before_or_after(h: &mut Handle, op: &str) -> Result<(), String> {
         "swapdb" => {
             let in3 = get(h, 3, b"a");
             let sizes = (h.dbsize(0).unwrap(), h.dbsize(3).unwrap());
-            (a == old_a && in3.is_none() && sizes == (7, 0))
-                || (a.is_none() && in3 == old_a && sizes == (0, 7))
+            (a == old_a && in3.is_none() && sizes == (9, 0))
+                || (a.is_none() && in3 == old_a && sizes == (0, 9))
         }
         "list-push" | "list-pop-last" => {
             let before: Vec<Vec<u8>> = vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()];
@@ -173,12 +256,62 @@ fn before_or_after(h: &mut Handle, op: &str) -> Result<(), String> {
             );
             a == old_a || stored
         }
+        "big-list-push" => {
+            let got = big_list(h, 0, b"BIG");
+            got == Some(big_items()) || got == Some([vec![b"new".to_vec()], big_items()].concat())
+        }
+        "big-list-trim" | "big-list-shrink" => {
+            let got = big_list(h, 0, b"BIG");
+            let (from, to) = if op == "big-list-trim" {
+                (100, 200)
+            } else {
+                (0, 10)
+            };
+            got == Some(big_items()) || got == Some(big_items()[from..to].to_vec())
+        }
+        "big-zset-add" => {
+            let got = big_zset(h);
+            got == Some(big_zset_model(None)) || got == Some(big_zset_model(Some((b"new", 3.5))))
+        }
+        "big-zset-remove-range" => {
+            let got = big_zset(h);
+            let all = big_zset_model(None);
+            let cut = [&all[..10], &all[170..]].concat();
+            got == Some(all) || got == Some(cut)
+        }
+        "big-del" => [None, Some(big_items())].contains(&big_list(h, 0, b"BIG")),
+        "big-copy" => {
+            big_list(h, 0, b"BIG") == Some(big_items())
+                && [None, Some(big_items())].contains(&big_list(h, 2, b"c"))
+        }
+        "big-rename" => {
+            let (old, new) = (big_list(h, 0, b"BIG"), big_list(h, 0, b"BIG2"));
+            (old == Some(big_items()) && new.is_none())
+                || (old.is_none() && new == Some(big_items()))
+        }
+        "big-overwrite" => {
+            let list = h.read_collection::<List, _>(0, b"BIG", |l| Ok(l.len()));
+            let zset = h.read_collection::<ZSet, _>(0, b"BIG", |z| Ok(z.len()));
+            matches!(list, Ok(Some(200))) || matches!(zset, Ok(Some(200)))
+        }
         _ => false,
     };
     if ok {
         Ok(())
     } else {
         Err(format!("{op}: keys show a half-done write (a = {a:?})"))
+    }
+}
+
+/// Which crash points of `op` are tried: every one, except for the
+/// operations that free or build whole trees, whose thousands of points
+/// repeat the same few steps once per node; a stride prime to that period
+/// still lands on each step of it.
+fn stride(op: &str) -> u64 {
+    if op.starts_with("big-") || op == "flushdb" {
+        3
+    } else {
+        1
     }
 }
 
@@ -210,7 +343,7 @@ fn every_write_is_all_or_nothing_at_every_crash_point() {
     for op in OPS {
         let mut k = 0u64;
         loop {
-            assert!(k < 1000, "{op}: more than 1000 crash points?");
+            assert!(k < 3000, "{op}: more than 3000 crash points?");
             let seg = TempSegment::new("crashpoint");
             let mut opts = seg.options(2 << 20);
             opts.contexts = 8;
@@ -236,9 +369,16 @@ fn every_write_is_all_or_nothing_at_every_crash_point() {
             let mut h = store.handle().unwrap();
             before_or_after(&mut h, op).unwrap_or_else(|e| panic!("crash point {k}: {e}"));
             drop(h);
-            store
-                .check()
-                .unwrap_or_else(|e| panic!("{op}, crash point {k}: {e}"));
+            store.check().unwrap_or_else(|e| {
+                let mut h = store.handle().unwrap();
+                panic!(
+                    "{op}, crash point {k}: {e}\n{}\nBZ {:?} BIG {:?} dbsize {:?}",
+                    String::from_utf8_lossy(&out.stderr),
+                    h.key_type(0, b"BZ"),
+                    h.key_type(0, b"BIG"),
+                    h.dbsize(0)
+                )
+            });
             if completed {
                 assert!(out.status.success(), "{op}: child failed: {:?}", out);
                 break;
@@ -248,9 +388,10 @@ fn every_write_is_all_or_nothing_at_every_crash_point() {
                 "{op}: child neither completed nor crashed"
             );
             total_crashes += 1;
-            k += 1;
+            k += stride(op);
         }
         assert!(k > 0, "{op} passed no crash point");
+        eprintln!("{op}: {k} crash points, every {} tried", stride(op));
     }
     eprintln!(
         "crash points exercised: {total_crashes} over {} operations",

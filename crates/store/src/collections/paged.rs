@@ -255,9 +255,12 @@ impl Handle {
                 continue;
             }
             let copy = self.copy_node(*root)?;
-            self.ctx
-                .region()
-                .store64(new_blk + value_off + Header::root_word(i), copy)?;
+            // The value need not be word-aligned in its block; it is
+            // still private, so plain byte writes do (I8).
+            self.ctx.region().write_bytes(
+                new_blk + value_off + Header::root_word(i),
+                &copy.to_le_bytes(),
+            )?;
         }
         Ok(())
     }

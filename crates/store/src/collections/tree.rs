@@ -98,6 +98,9 @@ fn inner_entry(ptr: u64, count: u64, sep: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&count.to_le_bytes());
     put_varint(&mut out, sep.len() as u64);
     out.extend_from_slice(sep);
+    // Whole words, so that each child pointer is an aligned word in the
+    // block: a dropped tree is freed through those words (paged.rs).
+    out.resize(out.len().next_multiple_of(8), 0);
     out
 }
 
@@ -141,6 +144,9 @@ impl Node {
                     .checked_add(16)
                     .filter(|&p| p <= body.len())
                     .ok_or(Error::BadValue)?;
+                read_bytes(&body, &mut pos).ok_or(Error::BadValue)?;
+                pos = pos.next_multiple_of(8);
+                continue;
             }
             read_bytes(&body, &mut pos).ok_or(Error::BadValue)?;
         }
