@@ -5,6 +5,7 @@
 mod common;
 
 use common::TempSegment;
+use proptest::prelude::*;
 use store::*;
 
 const SEGMENT: u64 = 64 << 20;
@@ -62,4 +63,237 @@ fn copy_rename_move_and_delete_keep_trees_whole() {
     h.flushall().unwrap();
     store.check().unwrap();
     assert_eq!(encoding(&mut h, 0, b"l"), b"");
+}
+
+fn is_paged(raw: &[u8]) -> bool {
+    raw.first() == Some(&3)
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u32, u16),
+    Remove(u32),
+    Set(u32, u16),
+    Trim(u32, u32),
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(6))]
+
+    /// Lists of big items (trees three levels deep) against a deque, one
+    /// write per operation, including the shrink back to compact.
+    #[test]
+    fn deep_lists_match_a_deque(
+        start in 1500usize..4000,
+        ops in proptest::collection::vec(prop_oneof![
+            4 => (any::<u32>(), any::<u16>()).prop_map(|(i, v)| Op::Insert(i, v)),
+            4 => any::<u32>().prop_map(Op::Remove),
+            2 => (any::<u32>(), any::<u16>()).prop_map(|(i, v)| Op::Set(i, v)),
+            1 => (any::<u32>(), any::<u32>()).prop_map(|(a, b)| Op::Trim(a, b)),
+        ], 1..300)
+    ) {
+        let seg = TempSegment::new("paged-list");
+        let store = seg.open(SEGMENT);
+        let mut h = store.handle().unwrap();
+        let mut model: std::collections::VecDeque<Vec<u8>> = (0..start).map(big).collect();
+        h.write_collection::<List, _>(0, b"l", true, |l| {
+            for i in &model {
+                l.push_back(i)?;
+            }
+            Ok(())
+        }).unwrap();
+        prop_assert!(is_paged(&encoding(&mut h, 0, b"l")));
+        for op in ops {
+            let len = model.len() as u64;
+            if len == 0 {
+                break;
+            }
+            let at = |i: u32| u64::from(i) % len;
+            h.write_collection::<List, _>(0, b"l", false, |l| match &op {
+                Op::Insert(i, v) => l.insert(at(*i), &big(usize::from(*v))),
+                Op::Remove(i) => l.remove(at(*i)).map(|_| ()),
+                Op::Set(i, v) => l.set(at(*i), &big(usize::from(*v))).map(|_| ()),
+                // Mostly small cuts, sometimes down to a compact list.
+                Op::Trim(a, b) => {
+                    let keep = if b % 5 == 0 { 40.min(len) } else { len - len / 8 };
+                    let s = at(*a) % (len - keep + 1);
+                    l.retain_range(s, s + keep)
+                }
+            }).unwrap();
+            match op {
+                Op::Insert(i, v) => model.insert(at(i) as usize, big(usize::from(v))),
+                Op::Remove(i) => drop(model.remove(at(i) as usize)),
+                Op::Set(i, v) => model[at(i) as usize] = big(usize::from(v)),
+                Op::Trim(a, b) => {
+                    let keep = if b % 5 == 0 { 40.min(len) } else { len - len / 8 };
+                    let s = at(a) % (len - keep + 1);
+                    model = model.iter().skip(s as usize).take(keep as usize).cloned().collect();
+                }
+            }
+            let probe = model.len() as u64 / 2;
+            let got = h.read_collection::<List, _>(0, b"l", |l| l.get(probe)).unwrap().flatten();
+            prop_assert_eq!(got.as_ref(), model.get(probe as usize));
+        }
+        let all = list(&mut h, 0, b"l").unwrap_or_default();
+        prop_assert_eq!(all, model.iter().cloned().collect::<Vec<_>>());
+        if model.len() > 128 {
+            prop_assert!(is_paged(&encoding(&mut h, 0, b"l")));
+        }
+        store.check().unwrap();
+    }
+}
+
+#[test]
+fn hscan_returns_every_field_present_throughout() {
+    let seg = TempSegment::new("paged-hscan");
+    let store = seg.open(SEGMENT);
+    let mut h = store.handle().unwrap();
+    let field = |i: usize| format!("field:{i}").into_bytes();
+    h.write_collection::<Hash, _>(0, b"h", true, |hash| {
+        for i in 0..5000 {
+            hash.insert(&field(i), &big(i))?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert!(is_paged(&encoding(&mut h, 0, b"h")));
+    let mut seen = std::collections::HashSet::new();
+    let (mut cursor, mut steps) = (0u64, 0);
+    loop {
+        let (next, items) = h
+            .read_collection::<Hash, _>(0, b"h", |hash| hash.scan(cursor, 10))
+            .unwrap()
+            .unwrap();
+        for (f, v) in items {
+            let i: usize = std::str::from_utf8(&f[6..]).unwrap().parse().unwrap();
+            assert!(v == big(i) || v == b"new", "value of {f:?}");
+            seen.insert(f);
+        }
+        // Writes between steps: new fields and removed ones (>= 5000).
+        let n = 5000 + steps;
+        h.write_collection::<Hash, _>(0, b"h", false, |hash| hash.insert(&field(n), b"new"))
+            .unwrap();
+        steps += 1;
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+        assert!(steps < 5000, "the cursor does not move on");
+    }
+    for i in 0..5000 {
+        assert!(seen.contains(&field(i)), "field {i} missed");
+    }
+    // HGET, HRANDFIELD-style nth and removal of all but a few.
+    h.write_collection::<Hash, _>(0, b"h", false, |hash| {
+        let doomed: Vec<Vec<u8>> = (10..5000 + steps).map(field).collect();
+        let refs: Vec<&[u8]> = doomed.iter().map(Vec::as_slice).collect();
+        hash.remove_all(&refs)
+    })
+    .unwrap();
+    assert!(!is_paged(&encoding(&mut h, 0, b"h")));
+    let left = h
+        .read_collection::<Hash, _>(0, b"h", |hash| hash.entries())
+        .unwrap()
+        .unwrap();
+    assert_eq!(left.len(), 10);
+    store.check().unwrap();
+}
+
+#[test]
+fn deep_sorted_sets_rank_and_count_like_a_sorted_vec() {
+    let seg = TempSegment::new("paged-zset");
+    let store = seg.open(SEGMENT);
+    let mut h = store.handle().unwrap();
+    let member = |i: usize| format!("m{:05}-{}", (i * 7919) % 4000, "z".repeat(100)).into_bytes();
+    let score = |i: usize| ((i * 31) % 17) as f64 - 8.0;
+    let mut model: Vec<(f64, Vec<u8>)> = Vec::new();
+    h.write_collection::<ZSet, _>(0, b"z", true, |z| {
+        for i in 0..4000 {
+            z.insert(&member(i), score(i))?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    for i in 0..4000 {
+        model.push((score(i), member(i)));
+    }
+    // Move a third of them, one write each.
+    for i in (0..4000).step_by(3) {
+        let s = -score(i) * 2.5;
+        h.write_collection::<ZSet, _>(0, b"z", false, |z| z.insert(&member(i), s))
+            .unwrap();
+        model[i].0 = s;
+    }
+    model.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then_with(|| a.1.cmp(&b.1)));
+    h.read_collection::<ZSet, _>(0, b"z", |z| {
+        assert_eq!(z.len(), 4000);
+        for (rank, (s, m)) in model.iter().enumerate().step_by(37) {
+            assert_eq!(z.rank(m)?, Some(rank as u64));
+            assert_eq!(z.score(m)?, Some(*s));
+            assert_eq!(z.nth(rank as u64)?, Some((m.clone(), *s)));
+            let below = model.partition_point(|(x, _)| x < s) as u64;
+            let at_or_below = model.partition_point(|(x, _)| x <= s) as u64;
+            assert_eq!(z.count_below_score(*s, false)?, below);
+            assert_eq!(z.count_below_score(*s, true)?, at_or_below);
+        }
+        let got = z.range(0, z.len())?;
+        let want: Vec<(Vec<u8>, f64)> = model.iter().map(|(s, m)| (m.clone(), *s)).collect();
+        assert_eq!(got, want);
+        Ok(())
+    })
+    .unwrap();
+    store.check().unwrap();
+    let removed = h
+        .write_collection::<ZSet, _>(0, b"z", false, |z| z.remove_range(20, 3970))
+        .unwrap();
+    assert_eq!(removed, Some(3950));
+    model.drain(20..3970);
+    assert!(!is_paged(&encoding(&mut h, 0, b"z")));
+    let got = h
+        .read_collection::<ZSet, _>(0, b"z", |z| z.range(0, z.len()))
+        .unwrap()
+        .unwrap();
+    let want: Vec<(Vec<u8>, f64)> = model.iter().map(|(s, m)| (m.clone(), *s)).collect();
+    assert_eq!(got, want);
+    store.check().unwrap();
+}
+
+#[test]
+fn a_set_goes_paged_and_back_to_an_intset() {
+    let seg = TempSegment::new("paged-set");
+    let store = seg.open(SEGMENT);
+    let mut h = store.handle().unwrap();
+    h.write_collection::<Set, _>(0, b"s", true, |s| {
+        for i in 0..20_000 {
+            s.insert(i.to_string().as_bytes())?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let raw = encoding(&mut h, 0, b"s");
+    assert!(is_paged(&raw));
+    assert_eq!(
+        collections::encoding_name(ValueType::Set, &raw).unwrap(),
+        "hashtable"
+    );
+    for i in (0..20_000).step_by(97) {
+        let there = h
+            .read_collection::<Set, _>(0, b"s", |s| s.contains(i.to_string().as_bytes()))
+            .unwrap();
+        assert_eq!(there, Some(true));
+    }
+    h.write_collection::<Set, _>(0, b"s", false, |s| {
+        let doomed: Vec<Vec<u8>> = (100..20_000)
+            .map(|i: i32| i.to_string().into_bytes())
+            .collect();
+        let refs: Vec<&[u8]> = doomed.iter().map(Vec::as_slice).collect();
+        s.remove_all(&refs)
+    })
+    .unwrap();
+    let raw = encoding(&mut h, 0, b"s");
+    assert_eq!(
+        collections::encoding_name(ValueType::Set, &raw).unwrap(),
+        "intset"
+    );
+    store.check().unwrap();
 }
