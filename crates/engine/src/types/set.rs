@@ -287,9 +287,7 @@ fn smove(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 /// holds another type, checked for every key before any result, as Redis
 /// does.
 fn read_sets(cx: &mut Cx<'_>, keys: &[Arg<'_>]) -> Result<Vec<Option<Set>>, CmdError> {
-    keys.iter()
-        .map(|k| read(cx, k, |s| Ok(s.detached()?)))
-        .collect()
+    keys.iter().map(|k| read(cx, k, |s| s.detached())).collect()
 }
 
 /// The intersection of `keys`' sets, stopping once it has `limit` members

@@ -127,9 +127,9 @@ fn hash_of(key: &[u8]) -> u64 {
 /// One SCAN step over a hash-ordered tree from `cursor`: at least `count`
 /// items (more while the next has the same hash as the last, so a cursor
 /// always moves on), and the next cursor (0 when done).
-fn scan_tree(tree: &Tree, cursor: u64, count: u64) -> Result<(u64, Vec<(Vec<u8>, Vec<u8>)>)> {
+fn scan_tree(tree: &Tree, cursor: u64, count: u64) -> Result<(u64, Vec<FieldValue>)> {
     let from = tree.count_below(&cursor.to_be_bytes(), false)?;
-    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut out: Vec<FieldValue> = Vec::new();
     let mut next = 0;
     tree.visit(from, tree.len(), false, &mut |k, v| {
         let h = hash_of(k);
