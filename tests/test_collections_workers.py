@@ -389,9 +389,9 @@ def test_concurrent_moves_conserve_every_element(two):
 
 # -- SIGKILL while filling collections ---------------------------------------------------
 
-# Collections are stored whole (compact encoding, docs/design.md), so every
-# write and read costs O(n): 20k elements keep the test quick.
-FILL = 20_000
+# Large enough that every collection is paged (B+trees, docs/design.md) and
+# several levels deep when the workers are killed.
+FILL = 100_000
 BATCH = 100
 
 

@@ -151,9 +151,11 @@ impl Region {
             out.push(self.a8(pos)?.load(Ordering::Relaxed));
             pos += 1;
         }
-        while pos + 8 <= end {
-            let w = self.a64(pos)?.load(Ordering::Relaxed);
-            out.extend_from_slice(&w.to_le_bytes());
+        let words = ((end - pos) / 8) as usize;
+        let at = out.len();
+        out.resize(at + words * 8, 0);
+        for chunk in out[at..].chunks_exact_mut(8) {
+            chunk.copy_from_slice(&self.a64(pos)?.load(Ordering::Relaxed).to_le_bytes());
             pos += 8;
         }
         while pos < end {
@@ -216,14 +218,15 @@ impl Region {
             pos += 1;
             i += 1;
         }
-        while pos + 8 <= end {
-            let mut chunk = [0u8; 8];
-            chunk.copy_from_slice(&bytes[i..i + 8]);
+        let words = ((end - pos) / 8) as usize;
+        for chunk in bytes[i..i + words * 8].chunks_exact(8) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(chunk);
             self.a64(pos)?
-                .store(u64::from_le_bytes(chunk), Ordering::Relaxed);
+                .store(u64::from_le_bytes(w), Ordering::Relaxed);
             pos += 8;
-            i += 8;
         }
+        i += words * 8;
         while pos < end {
             self.a8(pos)?.store(bytes[i], Ordering::Relaxed);
             pos += 1;

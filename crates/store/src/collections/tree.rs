@@ -15,7 +15,10 @@
 //! untrusted (I1): their levels, lengths and counts are checked on every
 //! read, and a node that does not check out is `Error::BadValue`.
 
-use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use super::codec::put_varint;
@@ -24,7 +27,7 @@ use crate::segment::Shared;
 use crate::shm::Region;
 
 /// Body bytes past which a node is split.
-pub(crate) const NODE_MAX: usize = 2048;
+pub(crate) const NODE_MAX: usize = 1024;
 /// Body bytes under which a node is merged into a neighbour.
 const NODE_MIN: usize = NODE_MAX / 4;
 /// How full a split or a bulk build leaves each node, so that the next
@@ -190,6 +193,16 @@ impl Node {
         )
     }
 
+    /// An inner node's child pointer `i`.
+    fn ptr(&self, i: usize) -> u64 {
+        word(&self.body, self.start(i))
+    }
+
+    /// The item count under an inner node's child `i`.
+    fn count(&self, i: usize) -> u64 {
+        word(&self.body, self.start(i) + 8)
+    }
+
     fn set_child(&mut self, i: usize, ptr: u64, count: u64) {
         let at = self.start(i);
         self.body[at..at + 8].copy_from_slice(&ptr.to_le_bytes());
@@ -271,7 +284,7 @@ impl Node {
         if self.level == 0 {
             return Some(self.len() as u64);
         }
-        (0..self.len()).try_fold(0u64, |acc, i| acc.checked_add(self.child(i).1))
+        (0..self.len()).try_fold(0u64, |acc, i| acc.checked_add(self.count(i)))
     }
 
     /// The node cut into pieces of about `target` body bytes each, whole
@@ -432,8 +445,35 @@ fn tree_level(r: &Region, blk: u64) -> Option<u8> {
 /// when it came from the segment) and the entry index taken in it.
 struct Step {
     ptr: u64,
-    copy: Option<Node>,
+    copy: Option<Rc<Node>>,
     idx: usize,
+}
+
+/// A node as a search sees it: changed in process memory, or read from the
+/// segment (shared with the tree's cache).
+enum Loaded<'a> {
+    Mem(&'a Node),
+    Read(Rc<Node>),
+}
+
+impl Deref for Loaded<'_> {
+    type Target = Node;
+
+    fn deref(&self) -> &Node {
+        match self {
+            Loaded::Mem(n) => n,
+            Loaded::Read(n) => n,
+        }
+    }
+}
+
+impl Loaded<'_> {
+    fn into_copy(self) -> Option<Rc<Node>> {
+        match self {
+            Loaded::Mem(_) => None,
+            Loaded::Read(n) => Some(n),
+        }
+    }
 }
 
 /// Where a search ended: the path, the rank of the leaf position, and
@@ -453,6 +493,10 @@ pub struct Tree {
     count: u64,
     mem: Vec<Node>,
     replaced: Vec<u64>,
+    /// Nodes read from the segment during this command, by block: a
+    /// command often seeks the same path more than once (ZADD reads the
+    /// member's score, then moves it).
+    cache: RefCell<HashMap<u64, Rc<Node>>>,
 }
 
 impl std::fmt::Debug for Tree {
@@ -486,6 +530,7 @@ impl Tree {
             count,
             mem: Vec::new(),
             replaced: Vec::new(),
+            cache: RefCell::default(),
         })
     }
 
@@ -504,6 +549,7 @@ impl Tree {
             count: 0,
             mem: Vec::new(),
             replaced: Vec::new(),
+            cache: RefCell::default(),
         };
         let mut all = Node::new(0);
         for (k, v) in items {
@@ -588,14 +634,37 @@ impl Tree {
         std::mem::take(&mut self.replaced)
     }
 
-    fn node(&self, ptr: u64, level: u8, count: u64) -> Result<Cow<'_, Node>> {
+    fn node(&self, ptr: u64, level: u8, count: u64) -> Result<Loaded<'_>> {
         if ptr & MEM != 0 {
             return match self.mem.get((ptr & !MEM) as usize) {
-                Some(n) => Ok(Cow::Borrowed(n)),
+                Some(n) => Ok(Loaded::Mem(n)),
                 None => bad(),
             };
         }
-        Ok(Cow::Owned(read_node(&self.sh.region, ptr, level, count)?))
+        if let Some(n) = self.cache.borrow().get(&ptr) {
+            if n.level == level && n.total() == Some(count) {
+                return Ok(Loaded::Read(n.clone()));
+            }
+        }
+        let n = Rc::new(read_node(&self.sh.region, ptr, level, count)?);
+        self.cache.borrow_mut().insert(ptr, n.clone());
+        Ok(Loaded::Read(n))
+    }
+
+    /// Takes the segment node `ptr` out of the cache to change it.
+    fn take_node(
+        &mut self,
+        ptr: u64,
+        copy: Option<Rc<Node>>,
+        level: u8,
+        count: u64,
+    ) -> Result<Node> {
+        let rc = match copy.or_else(|| self.cache.get_mut().remove(&ptr)) {
+            Some(rc) => rc,
+            None => Rc::new(read_node(&self.sh.region, ptr, level, count)?),
+        };
+        self.cache.get_mut().remove(&ptr);
+        Ok(Rc::try_unwrap(rc).unwrap_or_else(|rc| (*rc).clone()))
     }
 
     // ---------- searching ----------
@@ -644,9 +713,7 @@ impl Tree {
                     }
                 }
                 idx = lo - 1;
-                for i in 0..idx {
-                    path.rank += node.child(i).1;
-                }
+                path.rank += (0..idx).map(|i| node.count(i)).sum::<u64>();
             }
             let next = if level > 0 {
                 let (p, c, _) = node.child(idx);
@@ -654,10 +721,7 @@ impl Tree {
             } else {
                 None
             };
-            let copy = match node {
-                Cow::Owned(n) => Some(n),
-                Cow::Borrowed(_) => None,
-            };
+            let copy = node.into_copy();
             path.steps.push(Step { ptr, copy, idx });
             if let Some((p, c)) = next {
                 (ptr, count) = (p, c);
@@ -686,7 +750,7 @@ impl Tree {
             } else {
                 let mut i = 0;
                 loop {
-                    let (p, c, _) = node.child(i);
+                    let (p, c) = (node.ptr(i), node.count(i));
                     if left < c || i + 1 == node.len() {
                         next = Some((p, c));
                         break;
@@ -696,10 +760,7 @@ impl Tree {
                 }
                 idx = i;
             }
-            let copy = match node {
-                Cow::Owned(n) => Some(n),
-                Cow::Borrowed(_) => None,
-            };
+            let copy = node.into_copy();
             path.steps.push(Step { ptr, copy, idx });
             if let Some((p, c)) = next {
                 (ptr, count) = (p, c);
@@ -713,7 +774,7 @@ impl Tree {
             return Ok(None);
         };
         let node = match &last.copy {
-            Some(n) => Cow::Borrowed(n),
+            Some(n) => Loaded::Read(n.clone()),
             None => self.node(last.ptr, 0, 0)?,
         };
         if last.idx >= node.len() {
@@ -810,7 +871,7 @@ impl Tree {
         let mut at = base;
         for i in 0..n {
             starts.push(at);
-            at += node.child(i).1;
+            at += node.count(i);
         }
         let order: Box<dyn Iterator<Item = usize>> = if rev {
             Box::new((0..n).rev())
@@ -818,7 +879,7 @@ impl Tree {
             Box::new(0..n)
         };
         for i in order {
-            let (p, c, _) = node.child(i);
+            let (p, c) = (node.ptr(i), node.count(i));
             let b = starts[i];
             if b + c <= lo || b >= hi {
                 continue;
@@ -843,7 +904,8 @@ impl Tree {
                 (step.ptr & !MEM) as usize
             } else {
                 // Every node a search read from the segment came with its copy.
-                let node = step.copy.ok_or(Error::BadValue)?;
+                let copy = step.copy.ok_or(Error::BadValue)?;
+                let node = self.take_node(step.ptr, Some(copy), 0, 0)?;
                 self.mem.push(node);
                 self.replaced.push(step.ptr);
                 self.mem.len() - 1
@@ -851,7 +913,7 @@ impl Tree {
             match out.last() {
                 None => self.root = MEM | idx as u64,
                 Some(&p) => {
-                    let c = self.mem[p].child(parent_idx).1;
+                    let c = self.mem[p].count(parent_idx);
                     self.mem[p].set_child(parent_idx, MEM | idx as u64, c);
                 }
             }
@@ -868,7 +930,7 @@ impl Tree {
             return Ok((ptr & !MEM) as usize);
         }
         let level = self.mem[parent].level - 1;
-        let node = read_node(&self.sh.region, ptr, level, count)?;
+        let node = self.take_node(ptr, None, level, count)?;
         self.mem.push(node);
         self.replaced.push(ptr);
         let idx = self.mem.len() - 1;
@@ -880,7 +942,7 @@ impl Tree {
     fn adjust_counts(&mut self, nodes: &[usize], idxs: &[usize], delta: i64) {
         for d in 0..nodes.len().saturating_sub(1) {
             let (p, ci) = (nodes[d], idxs[d]);
-            let (ptr, c, _) = self.mem[p].child(ci);
+            let (ptr, c) = (self.mem[p].ptr(ci), self.mem[p].count(ci));
             self.mem[p].set_child(ci, ptr, c.wrapping_add(delta as u64));
         }
         self.count = self.count.wrapping_add(delta as u64);
@@ -1074,7 +1136,7 @@ impl Tree {
             }
             self.mem[li].append(&right);
             let (lptr, lc, _) = self.mem[p].child(l);
-            let rc = self.mem[p].child(r).1;
+            let rc = self.mem[p].count(r);
             self.mem[p].set_child(l, lptr, lc + rc);
             self.mem[p].remove(r);
         }
@@ -1096,7 +1158,7 @@ impl Tree {
             if root.level == 0 || root.len() > 1 {
                 return Ok(());
             }
-            let child = root.child(0).0;
+            let child = root.ptr(0);
             if self.root & MEM == 0 {
                 self.replaced.push(self.root);
             }
@@ -1132,7 +1194,7 @@ impl Tree {
         let mut base = 0u64;
         let mut spans = Vec::new();
         for i in 0..self.mem[me].len() {
-            let c = self.mem[me].child(i).1;
+            let c = self.mem[me].count(i);
             spans.push((base, c));
             base += c;
         }
@@ -1151,7 +1213,7 @@ impl Tree {
             let ci = self.child_mut(me, i)?;
             self.remove_range_in(ci, lo.saturating_sub(b), (hi - b).min(c))?;
             let removed = (hi.min(b + c)) - lo.max(b);
-            let ptr = self.mem[me].child(i).0;
+            let ptr = self.mem[me].ptr(i);
             if self.mem[ci].is_empty() {
                 self.mem[me].remove(i);
             } else {
@@ -1169,9 +1231,10 @@ impl Tree {
         } else {
             self.replaced.push(ptr);
             if level == 0 {
+                self.cache.get_mut().remove(&ptr);
                 return Ok(());
             }
-            read_node(&self.sh.region, ptr, level, count)?
+            self.take_node(ptr, None, level, count)?
         };
         if node.level > 0 {
             for i in 0..node.len() {
@@ -1190,6 +1253,7 @@ impl Tree {
             self.root = self.commit_node((self.root & !MEM) as usize, write)?;
         }
         self.mem.clear();
+        self.cache.get_mut().clear();
         Ok(())
     }
 
