@@ -44,7 +44,15 @@ pub(crate) const P_LINK: u64 = 0;
 const P_KIND: u64 = 8;
 /// Body length u32, 0 u32.
 const P_BODY_LEN: u64 = 16;
-pub(crate) const P_BODY: u64 = 24;
+/// The entry offset table: one u32 per entry (its start in the body),
+/// padded to a whole word; the body follows. A search reads single
+/// entries through it without copying the node.
+const P_TABLE: u64 = 24;
+
+/// Bytes of the offset table of a node of `n` entries.
+fn table_len(n: usize) -> u64 {
+    (4 * n as u64).next_multiple_of(8)
+}
 const NODE_MAGIC: u8 = 0xB7;
 
 /// Marks a child pointer that names a node in `Tree::mem`, not a block.
@@ -320,11 +328,16 @@ impl Node {
 
     /// The node's payload as a block stores it (link word left 0).
     fn payload(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(P_BODY as usize + self.body.len());
+        let table = table_len(self.len()) as usize;
+        let mut out = Vec::with_capacity(P_TABLE as usize + table + self.body.len());
         out.extend_from_slice(&0u64.to_le_bytes());
         let kind = self.level as u64 | (NODE_MAGIC as u64) << 8 | (self.len() as u64) << 32;
         out.extend_from_slice(&kind.to_le_bytes());
         out.extend_from_slice(&(self.body.len() as u64).to_le_bytes());
+        for &o in &self.offs {
+            out.extend_from_slice(&o.to_le_bytes());
+        }
+        out.resize(P_TABLE as usize + table, 0);
         out.extend_from_slice(&self.body);
         out
     }
@@ -333,22 +346,31 @@ impl Node {
 /// Reads and checks the node in block `blk`: it must be at `level` and
 /// hold `count` items (what its parent says).
 fn read_node(r: &Region, blk: u64, level: u8, count: u64) -> Result<Node> {
-    let (body_len, n, node_level) = node_header(r, blk)?;
-    if node_level != level {
+    let h = node_header(r, blk)?;
+    if h.level != level {
         return bad();
     }
-    let mut body = Vec::with_capacity(body_len as usize);
-    r.read_bytes(blk + 8 + P_BODY, body_len, &mut body)?;
-    let node = Node::parse(level, body, n)?;
+    let mut body = Vec::with_capacity(h.body_len as usize);
+    r.read_bytes(h.body, h.body_len, &mut body)?;
+    let node = Node::parse(level, body, h.n)?;
     if node.total() != Some(count) {
         return bad();
     }
     Ok(node)
 }
 
-/// A node block's (body length, entry count, level), checked against the
-/// block's size.
-fn node_header(r: &Region, blk: u64) -> Result<(u64, usize, u8)> {
+/// Where a node block keeps its parts, checked against the block's size.
+struct Layout {
+    level: u8,
+    n: usize,
+    /// Offset of the entry table in the segment.
+    table: u64,
+    /// Offset of the body in the segment, and its length.
+    body: u64,
+    body_len: u64,
+}
+
+fn node_header(r: &Region, blk: u64) -> Result<Layout> {
     if blk == 0 || !r.is_ptr(blk) {
         return bad();
     }
@@ -356,14 +378,132 @@ fn node_header(r: &Region, blk: u64) -> Result<(u64, usize, u8)> {
     let kind = r.load64(blk + 8 + P_KIND)?;
     let body_len = r.load64(blk + 8 + P_BODY_LEN)?;
     let level = kind as u8;
+    let n = (kind >> 32) as usize;
+    let table = table_len(n);
     if flags & 1 != 0
         || (kind >> 8) as u8 != NODE_MAGIC
         || level >= MAX_HEIGHT
-        || body_len > size.saturating_sub(8 + P_BODY)
+        || table.saturating_add(body_len) > size.saturating_sub(8 + P_TABLE)
     {
         return bad();
     }
-    Ok((body_len, (kind >> 32) as usize, level))
+    Ok(Layout {
+        level,
+        n,
+        table: blk + 8 + P_TABLE,
+        body: blk + 8 + P_TABLE + table,
+        body_len,
+    })
+}
+
+/// A node read in place in the segment, one entry at a time: what a
+/// search uses, so that it copies a few keys rather than whole nodes.
+/// Every offset is checked before use (I1).
+struct View<'r> {
+    r: &'r Region,
+    at: Layout,
+}
+
+impl<'r> View<'r> {
+    /// The node in `blk`, which must be at `level` and hold `count` items.
+    fn open(r: &'r Region, blk: u64, level: u8, count: u64) -> Result<View<'r>> {
+        let at = node_header(r, blk)?;
+        if at.level != level {
+            return bad();
+        }
+        let v = View { r, at };
+        let total = if level == 0 {
+            Some(v.at.n as u64)
+        } else {
+            let mut sum = 0u64;
+            for i in 0..v.at.n {
+                sum = match sum.checked_add(v.count(i)?) {
+                    Some(s) => s,
+                    None => return bad(),
+                };
+            }
+            Some(sum)
+        };
+        if total != Some(count) {
+            return bad();
+        }
+        Ok(v)
+    }
+
+    fn len(&self) -> usize {
+        self.at.n
+    }
+
+    /// Entry `i`'s (start, end) in the body.
+    fn span(&self, i: usize) -> Result<(u64, u64)> {
+        let start = self.r.load32(self.at.table + 4 * i as u64)? as u64;
+        let end = if i + 1 < self.at.n {
+            self.r.load32(self.at.table + 4 * (i + 1) as u64)? as u64
+        } else {
+            self.at.body_len
+        };
+        if start >= end || end > self.at.body_len || (self.at.level > 0 && !start.is_multiple_of(8))
+        {
+            return bad();
+        }
+        Ok((start, end))
+    }
+
+    fn entry(&self, i: usize) -> Result<Vec<u8>> {
+        let (start, end) = self.span(i)?;
+        let mut out = Vec::with_capacity((end - start) as usize);
+        self.r
+            .read_bytes(self.at.body + start, end - start, &mut out)?;
+        Ok(out)
+    }
+
+    fn ptr(&self, i: usize) -> Result<u64> {
+        let (start, end) = self.span(i)?;
+        if end - start < 16 {
+            return bad();
+        }
+        self.r.load64(self.at.body + start)
+    }
+
+    fn count(&self, i: usize) -> Result<u64> {
+        let (start, end) = self.span(i)?;
+        if end - start < 16 {
+            return bad();
+        }
+        self.r.load64(self.at.body + start + 8)
+    }
+
+    /// Compares a leaf's key `i` with `key`, reading the entry into
+    /// `scratch`.
+    fn cmp_key(&self, i: usize, key: &[u8], scratch: &mut Vec<u8>) -> Result<std::cmp::Ordering> {
+        let (start, end) = self.span(i)?;
+        scratch.clear();
+        self.r
+            .read_bytes(self.at.body + start, end - start, scratch)?;
+        let mut pos = 0;
+        let (a, b) = read_bytes(scratch, &mut pos).ok_or(Error::BadValue)?;
+        Ok(scratch[a..b].cmp(key))
+    }
+
+    /// Compares an inner node's separator `i` with `key`.
+    fn cmp_sep(&self, i: usize, key: &[u8], scratch: &mut Vec<u8>) -> Result<std::cmp::Ordering> {
+        let (start, end) = self.span(i)?;
+        scratch.clear();
+        self.r
+            .read_bytes(self.at.body + start, end - start, scratch)?;
+        let mut pos = 16;
+        let (a, b) = read_bytes(scratch, &mut pos).ok_or(Error::BadValue)?;
+        Ok(scratch[a..b].cmp(key))
+    }
+
+    /// A leaf's item `i`: (key, value).
+    fn item(&self, i: usize) -> Result<(Vec<u8>, Vec<u8>)> {
+        let e = self.entry(i)?;
+        let mut pos = 0;
+        let k = read_bytes(&e, &mut pos).ok_or(Error::BadValue)?;
+        let v = read_bytes(&e, &mut pos).ok_or(Error::BadValue)?;
+        Ok((e[k.0..k.1].to_vec(), e[v.0..v.1].to_vec()))
+    }
 }
 
 /// The blocks of the tree at `root`: `f(block)` for every node, parents
@@ -397,19 +537,15 @@ pub(crate) fn walk(
 /// pointer words (none for a leaf), for freeing a dropped tree leaf-first;
 /// None when `blk` does not read as a node.
 pub(crate) fn child_words(r: &Region, blk: u64) -> Option<(u8, Vec<u64>)> {
-    let (body_len, n, level) = node_header(r, blk).ok()?;
-    if level == 0 {
+    let at = node_header(r, blk).ok()?;
+    if at.level == 0 {
         return Some((0, Vec::new()));
     }
     let mut body = Vec::new();
-    r.read_bytes(blk + 8 + P_BODY, body_len, &mut body).ok()?;
-    let node = Node::parse(level, body, n).ok()?;
-    let words = node
-        .offs
-        .iter()
-        .map(|&o| blk + 8 + P_BODY + o as u64)
-        .collect();
-    Some((level, words))
+    r.read_bytes(at.body, at.body_len, &mut body).ok()?;
+    let node = Node::parse(at.level, body, at.n).ok()?;
+    let words = node.offs.iter().map(|&o| at.body + o as u64).collect();
+    Some((at.level, words))
 }
 
 /// The payload of the node in `blk` with each child pointer replaced by
@@ -419,10 +555,11 @@ pub(crate) fn copy_payload(
     blk: u64,
     map: &mut dyn FnMut(u64) -> Result<u64>,
 ) -> Result<Vec<u8>> {
-    let (body_len, n, level) = node_header(r, blk)?;
+    let at = node_header(r, blk)?;
+    let level = at.level;
     let mut body = Vec::new();
-    r.read_bytes(blk + 8 + P_BODY, body_len, &mut body)?;
-    let mut node = Node::parse(level, body, n)?;
+    r.read_bytes(at.body, at.body_len, &mut body)?;
+    let mut node = Node::parse(level, body, at.n)?;
     if level > 0 {
         for i in 0..node.len() {
             let (ptr, count, _) = node.child(i);
@@ -438,7 +575,7 @@ pub(crate) fn copy_payload(
 }
 
 fn tree_level(r: &Region, blk: u64) -> Option<u8> {
-    node_header(r, blk).ok().map(|h| h.2)
+    node_header(r, blk).ok().map(|h| h.level)
 }
 
 /// One step of a path from the root: the node (its pointer, and a copy
@@ -447,6 +584,82 @@ struct Step {
     ptr: u64,
     copy: Option<Rc<Node>>,
     idx: usize,
+}
+
+/// A node as a read-only search sees it: in process memory (changed, or
+/// read whole earlier in the command), or in place in the segment.
+enum Src<'a> {
+    Mem(&'a Node),
+    Read(Rc<Node>),
+    Shm(View<'a>),
+}
+
+impl Src<'_> {
+    fn node(&self) -> Option<&Node> {
+        match self {
+            Src::Mem(n) => Some(n),
+            Src::Read(n) => Some(n),
+            Src::Shm(_) => None,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match (self.node(), self) {
+            (Some(n), _) => n.len(),
+            (None, Src::Shm(v)) => v.len(),
+            _ => 0,
+        }
+    }
+
+    fn ptr(&self, i: usize) -> Result<u64> {
+        match (self.node(), self) {
+            (Some(n), _) => Ok(n.ptr(i)),
+            (None, Src::Shm(v)) => v.ptr(i),
+            _ => bad(),
+        }
+    }
+
+    fn count(&self, i: usize) -> Result<u64> {
+        match (self.node(), self) {
+            (Some(n), _) => Ok(n.count(i)),
+            (None, Src::Shm(v)) => v.count(i),
+            _ => bad(),
+        }
+    }
+
+    fn cmp_sep(&self, i: usize, key: &[u8], scratch: &mut Vec<u8>) -> Result<std::cmp::Ordering> {
+        match (self.node(), self) {
+            (Some(n), _) => Ok(n.child(i).2.cmp(key)),
+            (None, Src::Shm(v)) => v.cmp_sep(i, key, scratch),
+            _ => bad(),
+        }
+    }
+
+    fn cmp_key(&self, i: usize, key: &[u8], scratch: &mut Vec<u8>) -> Result<std::cmp::Ordering> {
+        match (self.node(), self) {
+            (Some(n), _) => Ok(n.item(i).0.cmp(key)),
+            (None, Src::Shm(v)) => v.cmp_key(i, key, scratch),
+            _ => bad(),
+        }
+    }
+
+    fn item(&self, i: usize) -> Result<(Vec<u8>, Vec<u8>)> {
+        match (self.node(), self) {
+            (Some(n), _) => {
+                let (k, v) = n.item(i);
+                Ok((k.to_vec(), v.to_vec()))
+            }
+            (None, Src::Shm(v)) => v.item(i),
+            _ => bad(),
+        }
+    }
+}
+
+/// What a read-only search found: the rank of the position, and the item
+/// there when the key matched (or the rank was in range).
+struct Found {
+    rank: u64,
+    item: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// A node as a search sees it: changed in process memory, or read from the
@@ -669,6 +882,95 @@ impl Tree {
 
     // ---------- searching ----------
 
+    fn src(&self, ptr: u64, level: u8, count: u64) -> Result<Src<'_>> {
+        if ptr & MEM != 0 {
+            return match self.mem.get((ptr & !MEM) as usize) {
+                Some(n) => Ok(Src::Mem(n)),
+                None => bad(),
+            };
+        }
+        if let Some(n) = self.cache.borrow().get(&ptr) {
+            if n.level == level && n.total() == Some(count) {
+                return Ok(Src::Read(n.clone()));
+            }
+        }
+        Ok(Src::Shm(View::open(&self.sh.region, ptr, level, count)?))
+    }
+
+    /// Finds `key` without changing or copying nodes: its rank (where it is
+    /// or would go) and its item when it is there.
+    fn find_key(&self, key: &[u8]) -> Result<Found> {
+        let mut rank = 0;
+        if self.height == 0 {
+            return Ok(Found { rank, item: None });
+        }
+        let (mut ptr, mut count) = (self.root, self.count);
+        let mut scratch = Vec::with_capacity(64);
+        for level in (0..self.height).rev() {
+            let node = self.src(ptr, level, count)?;
+            if level == 0 {
+                let (mut lo, mut hi) = (0, node.len());
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    match node.cmp_key(mid, key, &mut scratch)? {
+                        std::cmp::Ordering::Less => lo = mid + 1,
+                        std::cmp::Ordering::Equal => {
+                            return Ok(Found {
+                                rank: rank + mid as u64,
+                                item: Some(node.item(mid)?),
+                            });
+                        }
+                        std::cmp::Ordering::Greater => hi = mid,
+                    }
+                }
+                return Ok(Found {
+                    rank: rank + lo as u64,
+                    item: None,
+                });
+            }
+            let (mut lo, mut hi) = (1, node.len());
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if node.cmp_sep(mid, key, &mut scratch)? != std::cmp::Ordering::Greater {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            let idx = lo - 1;
+            for i in 0..idx {
+                rank += node.count(i)?;
+            }
+            (ptr, count) = (node.ptr(idx)?, node.count(idx)?);
+        }
+        bad()
+    }
+
+    /// The item at `rank` (< len), without changing or copying nodes.
+    fn find_rank(&self, rank: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        if rank >= self.count {
+            return Ok(None);
+        }
+        let (mut ptr, mut count, mut left) = (self.root, self.count, rank);
+        for level in (0..self.height).rev() {
+            let node = self.src(ptr, level, count)?;
+            if level == 0 {
+                return node.item(left as usize).map(Some);
+            }
+            let mut i = 0;
+            loop {
+                let c = node.count(i)?;
+                if left < c || i + 1 >= node.len() {
+                    (ptr, count) = (node.ptr(i)?, c);
+                    break;
+                }
+                left -= c;
+                i += 1;
+            }
+        }
+        bad()
+    }
+
     /// Descends to `key` (keyed trees): the leaf position where it is or
     /// would go, and its rank.
     fn seek_key(&self, key: &[u8]) -> Result<Path> {
@@ -786,32 +1088,24 @@ impl Tree {
 
     /// The value under `key`.
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let path = self.seek_key(key)?;
-        if !path.found {
-            return Ok(None);
-        }
-        Ok(self.leaf_item(&path)?.map(|(_, v)| v))
+        Ok(self.find_key(key)?.item.map(|(_, v)| v))
     }
 
     /// The rank of `key`, if it is there.
     pub(crate) fn rank_of(&self, key: &[u8]) -> Result<Option<u64>> {
-        let path = self.seek_key(key)?;
-        Ok(path.found.then_some(path.rank))
+        let found = self.find_key(key)?;
+        Ok(found.item.is_some().then_some(found.rank))
     }
 
     /// How many keys are below `key` (at or below it when `inclusive`).
     pub(crate) fn count_below(&self, key: &[u8], inclusive: bool) -> Result<u64> {
-        let path = self.seek_key(key)?;
-        Ok(path.rank + u64::from(inclusive && path.found))
+        let found = self.find_key(key)?;
+        Ok(found.rank + u64::from(inclusive && found.item.is_some()))
     }
 
     /// The item at `rank`.
     pub(crate) fn nth(&self, rank: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        if rank >= self.count {
-            return Ok(None);
-        }
-        let path = self.seek_rank(rank)?;
-        self.leaf_item(&path)
+        self.find_rank(rank)
     }
 
     /// Calls `f(key, value)` for the items with ranks in `lo..hi`, in order
