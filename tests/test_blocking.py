@@ -213,6 +213,29 @@ def test_blpop_woken_by_rpush(raw, conn):
     assert waiter.cmd("PING") == "PONG"
 
 
+@pytest.mark.parametrize("how", ["rename", "renamenx", "copy", "move"])
+def test_blpop_woken_by_a_key_that_arrives_whole(raw, conn, how):
+    # Redis's dbAdd signals every key it adds: RENAME, COPY and MOVE serve
+    # clients blocked on the destination.
+    waiter = conn()
+    block(raw, waiter, "BLPOP", "dst", "0")
+    if how == "move":
+        raw.cmd("SELECT", "1")
+        raw.cmd("RPUSH", "dst", "a", "b")
+        assert raw.cmd("MOVE", "dst", "0") == 1
+        raw.cmd("SELECT", "0")
+    else:
+        raw.cmd("RPUSH", "src", "a", "b")
+        if how == "copy":
+            assert raw.cmd("COPY", "src", "dst") == 1
+        elif how == "renamenx":
+            assert raw.cmd("RENAMENX", "src", "dst") == 1
+        else:
+            assert raw.cmd("RENAME", "src", "dst") == "OK"
+    assert waiter.reply() == [b"dst", b"a"]
+    assert raw.cmd("LRANGE", "dst", "0", "-1") == [b"b"]
+
+
 def test_blpop_takes_the_head_after_the_whole_push(raw, conn):
     waiter = conn()
     block(raw, waiter, "BLPOP", "l", "0")

@@ -168,7 +168,13 @@ impl Cx<'_> {
     /// clients blocked on it, on this worker or another, try again (Redis's
     /// `signalKeyAsReady`). List and sorted-set writers call it.
     pub(crate) fn signal_ready(&mut self, key: &[u8]) {
-        let db = self.session.db;
+        self.signal_ready_in(self.session.db, key);
+    }
+
+    /// [`Cx::signal_ready`] for a key of db `db` (COPY and MOVE write into
+    /// another db). Redis's `dbAdd` signals every key it adds, whatever the
+    /// command; the waiters check the type.
+    pub(crate) fn signal_ready_in(&mut self, db: u8, key: &[u8]) {
         if !self
             .engine
             .ready_keys

@@ -458,6 +458,7 @@ fn randomkey(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
 fn rename(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     cx.h().rename(db, &args[1], &args[2], false)?;
+    cx.signal_ready(&args[2]);
     cx.out.simple(b"OK");
     Ok(())
 }
@@ -465,6 +466,9 @@ fn rename(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 fn renamenx(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     let done = cx.h().rename(db, &args[1], &args[2], true)?;
+    if done {
+        cx.signal_ready(&args[2]);
+    }
     cx.out.integer(done as i64);
     Ok(())
 }
@@ -499,6 +503,9 @@ fn copy(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         i += 1;
     }
     let done = cx.h().copy(src_db, &args[1], dst_db, &args[2], replace)?;
+    if done {
+        cx.signal_ready_in(dst_db, &args[2]);
+    }
     cx.out.integer(done as i64);
     Ok(())
 }
@@ -507,6 +514,9 @@ fn move_(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     let dst = db_index(&args[2])?;
     let done = cx.h().move_key(db, &args[1], dst)?;
+    if done {
+        cx.signal_ready_in(dst, &args[1]);
+    }
     cx.out.integer(done as i64);
     Ok(())
 }
