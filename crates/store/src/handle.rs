@@ -189,7 +189,7 @@ impl Handle {
 
     /// The LFU half of the LRU word after one access to an entry whose LFU
     /// half is `old`: decayed and counted under an LFU policy, else as it was.
-    pub(crate) fn lfu_accessed(&mut self, old: u32, now_ms: u64) -> Result<u32> {
+    fn lfu_accessed(&mut self, old: u32, now_ms: u64) -> Result<u32> {
         Ok(match self.lfu_params()? {
             Some((factor, decay)) => {
                 let r = lfu::unit(self.ctx.random());
@@ -553,6 +553,19 @@ impl Handle {
     /// of an existing key inherits its LFU counter, counted as one access
     /// (Redis's `lookupKeyWrite` then `dbOverwrite`).
     pub(crate) fn publish(&mut self, l: &mut Locked, blk: u64, pending: u64) -> Result<()> {
+        self.publish_with(l, blk, pending, true, |_| Ok(()))
+    }
+
+    /// [`Handle::publish`], with `also`'s logged writes in the same
+    /// transaction; `drop_old` as in [`Handle::publish_in_txn`].
+    pub(crate) fn publish_with(
+        &mut self,
+        l: &mut Locked,
+        blk: u64,
+        pending: u64,
+        drop_old: bool,
+        also: impl FnOnce(&mut Handle) -> Result<()>,
+    ) -> Result<()> {
         if let Some(f) = l.found {
             let lfu = self.lfu_accessed(f.raw.lfu, self.now_ms())?;
             // `blk` is not published yet: nobody else can see this store (I8).
@@ -561,7 +574,8 @@ impl Handle {
         let free_word = self.pending_free_words(1)?[0];
         let target = self.prepare_publish(l, free_word)?;
         self.ctx.seq_bump(l.pos.bucket)?;
-        self.publish_in_txn(l, target, blk, pending, true)?;
+        self.publish_in_txn(l, target, blk, pending, drop_old)?;
+        also(self)?;
         self.ctx.seq_bump(l.pos.bucket)?;
         self.ctx.commit()
     }

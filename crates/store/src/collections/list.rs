@@ -283,18 +283,9 @@ impl List {
     /// `from_tail`. Returns how many it removed. One pass over the list
     /// whatever the number removed (two when counting from the tail).
     pub fn remove_equal(&mut self, item: &[u8], limit: u64, from_tail: bool) -> Result<u64> {
-        if let Body::Paged(t) = &mut self.body {
+        if let Body::Paged(_) = &self.body {
             let mut doomed = Vec::new();
-            let n = t.len();
-            let mut i = if from_tail { n } else { 0 };
-            t.visit(0, n, from_tail, &mut |_, v| {
-                let at = if from_tail {
-                    i -= 1;
-                    i
-                } else {
-                    i += 1;
-                    i - 1
-                };
+            self.scan(from_tail, |at, v| {
                 if v == item {
                     doomed.push(at);
                 }
@@ -302,8 +293,10 @@ impl List {
             })?;
             // Highest index first, so the others keep their places.
             doomed.sort_unstable_by(|a, b| b.cmp(a));
-            for &at in &doomed {
-                t.remove_at(at)?;
+            if let Body::Paged(t) = &mut self.body {
+                for &at in &doomed {
+                    t.remove_at(at)?;
+                }
             }
             self.changed |= !doomed.is_empty();
             return Ok(doomed.len() as u64);

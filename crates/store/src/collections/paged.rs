@@ -200,18 +200,10 @@ impl Handle {
             r.store64(b + 8 + P_LINK, next)?;
             next = b;
         }
-        if let Some(f) = l.found {
-            let lfu = self.lfu_accessed(f.raw.lfu, self.now_ms())?;
-            self.ctx.region().store32(blk + E_LRU + 4, lfu)?;
-        }
-        let free_word = self.pending_free_words(1)?[0];
-        let target = self.prepare_publish(l, free_word)?;
-        self.ctx.seq_bump(l.pos.bucket)?;
-        self.publish_in_txn(l, target, blk, pending, drop_old)?;
-        self.ctx.wlog64(self.ctx.off + C_NEW_CHAIN, 0)?;
-        self.ctx.wlog64(free_chain, next)?;
-        self.ctx.seq_bump(l.pos.bucket)?;
-        self.ctx.commit()
+        self.publish_with(l, blk, pending, drop_old, |h| {
+            h.ctx.wlog64(h.ctx.off + C_NEW_CHAIN, 0)?;
+            h.ctx.wlog64(free_chain, next)
+        })
     }
 
     /// Part of the transaction that unpublishes `raw`: its trees, if it
