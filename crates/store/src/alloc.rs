@@ -127,6 +127,80 @@ fn alloc_locked(ctx: &mut Ctx, need: u64, pending: u64) -> Result<Option<u64>> {
     Ok(Some(blk))
 }
 
+/// Allocates blocks of `sizes` payload bytes, as many as fit the arena
+/// and `maxmem` (0 = no limit), and chains each on the context word
+/// `chain` through its first payload word, a few per transaction (the
+/// undo log holds a few allocations): tree nodes (collections/paged.rs).
+/// Returns the blocks, fewer than asked when the arena is full.
+pub(crate) fn alloc_chained(
+    ctx: &mut Ctx,
+    sizes: &[u64],
+    chain: u64,
+    maxmem: u64,
+) -> Result<Vec<u64>> {
+    const PER_TXN: usize = 6;
+    let mut out = Vec::with_capacity(sizes.len());
+    for batch in sizes.chunks(PER_TXN) {
+        ctx.lock(H_ALLOC_LOCK)?;
+        let res = (|| {
+            let mut full = false;
+            for &payload in batch {
+                let need = block_size_for(payload);
+                if maxmem != 0 && ctx.region().load64(A_USED_BYTES)? + need > maxmem {
+                    full = true;
+                    break;
+                }
+                let head = ctx.region().load64(chain)?;
+                match alloc_locked(ctx, need, chain)? {
+                    Some(blk) => {
+                        ctx.wlog64(blk + 8, head)?;
+                        out.push(blk);
+                    }
+                    None => {
+                        full = true;
+                        break;
+                    }
+                }
+            }
+            ctx.commit()?;
+            Ok(full)
+        })();
+        ctx.unlock(H_ALLOC_LOCK)?;
+        if res? {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Frees up to a few blocks of the chain at context word `word` (each
+/// block's first payload word links the next) in one transaction; returns
+/// how many it freed (0: the chain is empty).
+pub(crate) fn free_chained(ctx: &mut Ctx, word: u64) -> Result<usize> {
+    const PER_TXN: usize = 6;
+    if ctx.region().load_ptr(word)? == 0 {
+        return Ok(0);
+    }
+    ctx.lock(H_ALLOC_LOCK)?;
+    let res = (|| {
+        let mut n = 0;
+        while n < PER_TXN {
+            let blk = ctx.region().load_ptr(word)?;
+            if blk == 0 {
+                break;
+            }
+            // A damaged link ends the chain: leaking the rest beats failing.
+            let next = ctx.region().load_ptr(blk + 8).unwrap_or(0);
+            free_locked(ctx, blk, word, next)?;
+            n += 1;
+        }
+        ctx.commit()?;
+        Ok(n)
+    })();
+    ctx.unlock(H_ALLOC_LOCK)?;
+    res
+}
+
 /// Blocks up to this size go to the freeing context's stash (I10).
 const STASH_MAX_BLOCK: u64 = 512;
 

@@ -91,18 +91,16 @@ pub(crate) fn is_paged(raw: &Raw) -> bool {
         )
 }
 
-/// Frees every block on the chain whose head is context word `word`, one
-/// transaction per block (each moves the head to the next link).
+/// Frees every block on the chain whose head is context word `word`, a
+/// few per transaction (each moves the head on).
 pub(crate) fn drain_chain(ctx: &mut Ctx, word: u64) -> Result<()> {
     let limit = ctx.sh.geo.arena_size / alloc::MIN_BLOCK + 1;
-    for _ in 0..limit {
-        let blk = ctx.region().load_ptr(word)?;
-        if blk == 0 {
-            return Ok(());
+    let mut freed = 0;
+    while freed <= limit {
+        match alloc::free_chained(ctx, word)? {
+            0 => return Ok(()),
+            n => freed += n as u64,
         }
-        // A damaged link ends the chain: leaking the rest beats failing.
-        let next = ctx.region().load_ptr(blk + 8 + P_LINK).unwrap_or(0);
-        alloc::free_setting(ctx, blk, word, next)?;
     }
     Err(Error::Corrupted(word))
 }
@@ -150,29 +148,38 @@ fn free_children(ctx: &mut Ctx, blk: u64, above: u8) -> Result<()> {
 }
 
 impl Handle {
-    /// Allocates a tree node block holding `payload` and chains it on
-    /// `C_NEW_CHAIN` until the write that needs it is published.
-    pub(crate) fn new_tree_node(&mut self, payload: &[u8]) -> Result<u64> {
-        let pending = self.pending_new_word()?;
-        let blk = self.alloc_block(payload.len() as u64, pending)?;
-        let r = self.ctx.region();
-        r.write_bytes(blk + 8, payload)?;
+    /// Allocates tree node blocks for payloads of `sizes` bytes, each
+    /// chained on `C_NEW_CHAIN` until the write that needs them is
+    /// published: a few per transaction, and one at a time (evicting if the
+    /// policy allows) once the arena or `maxmemory` is full.
+    fn alloc_tree_nodes(&mut self, sizes: &[u64]) -> Result<Vec<u64>> {
         let chain = self.ctx.off + C_NEW_CHAIN;
-        let head = r.load64(chain)?;
-        // The block is private: a plain store of its link is enough (I8).
-        r.store64(blk + 8 + P_LINK, head)?;
-        self.ctx.wlog64(chain, blk)?;
-        self.ctx.wlog64(pending, 0)?;
-        self.ctx.commit()?;
-        Ok(blk)
+        let maxmem = self.ctx.region().load64(H_MAXMEMORY)?;
+        let mut blocks = alloc::alloc_chained(&mut self.ctx, sizes, chain, maxmem)?;
+        for &size in &sizes[blocks.len()..] {
+            let pending = self.pending_new_word()?;
+            let blk = self.alloc_block(size, pending)?;
+            let head = self.ctx.region().load64(chain)?;
+            // The block is private: a plain store of its link is enough (I8).
+            self.ctx.region().store64(blk + 8 + P_LINK, head)?;
+            self.ctx.wlog64(chain, blk)?;
+            self.ctx.wlog64(pending, 0)?;
+            self.ctx.commit()?;
+            blocks.push(blk);
+        }
+        Ok(blocks)
     }
 
     /// Writes the changed nodes of `trees` into new blocks; returns the
     /// blocks the changes took out of the published trees.
     pub(crate) fn commit_trees(&mut self, trees: &mut [&mut Tree]) -> Result<Vec<u64>> {
         let mut replaced = Vec::new();
+        let sh = self.ctx.sh.clone();
         for t in trees.iter_mut() {
-            t.commit(&mut |payload| self.new_tree_node(payload))?;
+            t.commit(
+                &mut |sizes| self.alloc_tree_nodes(sizes),
+                &mut |blk, payload| write_tree_node(&sh.region, blk, payload),
+            )?;
             replaced.extend(t.take_replaced());
         }
         Ok(replaced)
@@ -260,7 +267,9 @@ impl Handle {
     fn copy_node(&mut self, blk: u64) -> Result<u64> {
         let region = self.ctx.sh.clone();
         let payload = tree::copy_payload(&region.region, blk, &mut |child| self.copy_node(child))?;
-        self.new_tree_node(&payload)
+        let copy = self.alloc_tree_nodes(&[payload.len() as u64])?[0];
+        write_tree_node(self.ctx.region(), copy, &payload)?;
+        Ok(copy)
     }
 
     /// Frees what the last write left on this context's chains: replaced
@@ -276,6 +285,13 @@ impl Handle {
         let off = self.ctx.off;
         drain_chain(&mut self.ctx, off + C_NEW_CHAIN)
     }
+}
+
+/// Fills a block from `Handle::alloc_tree_nodes` with a node's payload
+/// (the block is private; its link word stays).
+fn write_tree_node(r: &crate::shm::Region, blk: u64, payload: &[u8]) -> Result<()> {
+    let body = payload.get(8..).ok_or(Error::BadValue)?;
+    r.write_bytes(blk + 16, body)
 }
 
 /// The blocks of every tree `raw` owns (for the consistency check).

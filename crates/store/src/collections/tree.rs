@@ -326,6 +326,11 @@ impl Node {
         }
     }
 
+    /// Bytes of [`Node::payload`].
+    fn payload_len(&self) -> u64 {
+        P_TABLE + table_len(self.len()) + self.body.len() as u64
+    }
+
     /// The node's payload as a block stores it (link word left 0).
     fn payload(&self) -> Vec<u8> {
         let table = table_len(self.len()) as usize;
@@ -1539,34 +1544,58 @@ impl Tree {
         Ok(())
     }
 
-    /// Writes every node changed in memory into a new block, children
-    /// first: `write(payload)` allocates the block, fills it and returns
-    /// it. Afterwards the tree names only blocks.
-    pub(crate) fn commit(&mut self, write: &mut dyn FnMut(&[u8]) -> Result<u64>) -> Result<()> {
+    /// Writes every node changed in memory into a new block: `alloc(sizes)`
+    /// allocates the blocks (payload sizes, children before parents),
+    /// `write(block, payload)` fills one. Afterwards the tree names only
+    /// blocks.
+    pub(crate) fn commit(
+        &mut self,
+        alloc: &mut dyn FnMut(&[u64]) -> Result<Vec<u64>>,
+        write: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
         if self.root & MEM != 0 {
-            self.root = self.commit_node((self.root & !MEM) as usize, write)?;
+            let mut order = Vec::new();
+            self.post_order((self.root & !MEM) as usize, &mut order);
+            let sizes: Vec<u64> = order.iter().map(|&i| self.mem[i].payload_len()).collect();
+            let blocks = alloc(&sizes)?;
+            if blocks.len() != order.len() {
+                return bad();
+            }
+            let mut block_of = vec![0u64; self.mem.len()];
+            for (&i, &b) in order.iter().zip(&blocks) {
+                block_of[i] = b;
+            }
+            for (&i, &b) in order.iter().zip(&blocks) {
+                let mut node = std::mem::take(&mut self.mem[i]);
+                if node.level > 0 {
+                    for c in 0..node.len() {
+                        let (ptr, count) = (node.ptr(c), node.count(c));
+                        if ptr & MEM != 0 {
+                            node.set_child(c, block_of[(ptr & !MEM) as usize], count);
+                        }
+                    }
+                }
+                write(b, &node.payload())?;
+            }
+            self.root = block_of[(self.root & !MEM) as usize];
         }
         self.mem.clear();
         self.cache.get_mut().clear();
         Ok(())
     }
 
-    fn commit_node(
-        &mut self,
-        idx: usize,
-        write: &mut dyn FnMut(&[u8]) -> Result<u64>,
-    ) -> Result<u64> {
-        let mut node = std::mem::take(&mut self.mem[idx]);
+    /// The mem nodes under mem node `idx`, children before parents.
+    fn post_order(&self, idx: usize, out: &mut Vec<usize>) {
+        let node = &self.mem[idx];
         if node.level > 0 {
-            for i in 0..node.len() {
-                let (ptr, count, _) = node.child(i);
+            for c in 0..node.len() {
+                let ptr = node.ptr(c);
                 if ptr & MEM != 0 {
-                    let blk = self.commit_node((ptr & !MEM) as usize, write)?;
-                    node.set_child(i, blk, count);
+                    self.post_order((ptr & !MEM) as usize, out);
                 }
             }
         }
-        write(&node.payload())
+        out.push(idx);
     }
 
     /// Every item in order, as owned pairs.
