@@ -242,11 +242,11 @@ impl Handle {
             let (blk, pending) = self.new_entry(&fields, key, &[&bytes], 0)?;
             return self.publish(l, blk, pending);
         }
-        let replaced = self.commit_trees(&mut trees)?;
+        let (replaced, words) = self.commit_trees(&mut trees)?;
         let header = paged::header_of(&trees).encode();
         fields.encoding = ENC_PAGED;
         let (blk, pending) = self.new_entry(&fields, key, &[&header], 0)?;
-        self.publish_paged(l, blk, pending, &replaced, fresh)
+        self.publish_paged(l, blk, pending, (&replaced, &words), fresh)
     }
 
     /// Replaces whatever `key` holds with `value` (no expiry), or removes the

@@ -17,7 +17,7 @@
 //!
 //! A context's recoverer drains the three chains of a dead context.
 
-use super::tree::{self, Tree, MAX_HEIGHT, P_LINK};
+use super::tree::{self, InPlace, Tree, MAX_HEIGHT, P_LINK};
 use crate::alloc;
 use crate::context::Ctx;
 use crate::entry::{Raw, ValueType, ENC_PAGED};
@@ -171,30 +171,33 @@ impl Handle {
     }
 
     /// Writes the changed nodes of `trees` into new blocks; returns the
-    /// blocks the changes took out of the published trees.
-    pub(crate) fn commit_trees(&mut self, trees: &mut [&mut Tree]) -> Result<Vec<u64>> {
+    /// blocks the changes took out of the published trees, and the words to
+    /// change in place when the new roots are published.
+    pub(crate) fn commit_trees(&mut self, trees: &mut [&mut Tree]) -> Result<(Vec<u64>, InPlace)> {
         let mut replaced = Vec::new();
+        let mut words = InPlace::new();
         let sh = self.ctx.sh.clone();
         for t in trees.iter_mut() {
-            t.commit(
+            words.extend(t.commit(
                 &mut |sizes| self.alloc_tree_nodes(sizes),
                 &mut |blk, payload| write_tree_node(&sh.region, blk, payload),
-            )?;
+            )?);
             replaced.extend(t.take_replaced());
         }
-        Ok(replaced)
+        Ok((replaced, words))
     }
 
     /// Publishes `blk`, a new paged entry, as the key of `l`, in one
-    /// transaction that also adopts the new blocks and hands `replaced`
-    /// to the free chain. `drop_old`: the replaced entry's trees are not
-    /// the ancestors of the new ones and go whole (…STORE).
+    /// transaction that also adopts the new blocks, changes the inner nodes
+    /// kept in place (`words`) and hands `replaced` to the free chain.
+    /// `drop_old`: the replaced entry's trees are not the ancestors of the
+    /// new ones and go whole (…STORE).
     pub(crate) fn publish_paged(
         &mut self,
         l: &mut Locked,
         blk: u64,
         pending: u64,
-        replaced: &[u64],
+        (replaced, words): (&[u64], &InPlace),
         drop_old: bool,
     ) -> Result<()> {
         let r = self.ctx.region();
@@ -208,6 +211,9 @@ impl Handle {
             next = b;
         }
         self.publish_with(l, blk, pending, drop_old, |h| {
+            for &(off, val) in words {
+                h.ctx.wlog64(off, val)?;
+            }
             h.ctx.wlog64(h.ctx.off + C_NEW_CHAIN, 0)?;
             h.ctx.wlog64(free_chain, next)
         })

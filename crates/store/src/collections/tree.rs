@@ -129,7 +129,29 @@ pub(crate) struct Node {
     level: u8,
     body: Vec<u8>,
     offs: Vec<u32>,
+    /// For an inner node read from the segment: where it came from.
+    origin: Option<Box<Origin>>,
 }
+
+/// An inner node's block and its entries as read, so that a commit can
+/// tell whether only child pointers and counts changed: then those words
+/// are changed in place (logged, in the publish transaction) instead of
+/// copying the node.
+#[derive(Clone, Debug)]
+struct Origin {
+    blk: u64,
+    /// Offset of the body in the segment.
+    body_at: u64,
+    body: Vec<u8>,
+    offs: Vec<u32>,
+}
+
+/// Logged word writes that change published inner nodes in place.
+pub(crate) type InPlace = Vec<(u64, u64)>;
+
+/// At most this many in-place words per commit (the undo log is bounded);
+/// a commit that would need more copies every changed node.
+const IN_PLACE_WORDS: usize = 96;
 
 impl Node {
     fn new(level: u8) -> Node {
@@ -164,7 +186,12 @@ impl Node {
         if pos != body.len() {
             return bad();
         }
-        Ok(Node { level, body, offs })
+        Ok(Node {
+            level,
+            body,
+            offs,
+            origin: None,
+        })
     }
 
     fn len(&self) -> usize {
@@ -326,6 +353,21 @@ impl Node {
         }
     }
 
+    /// Whether this inner node, read from the segment, still has the same
+    /// entries but for their child pointers and counts.
+    fn only_children_changed(&self) -> bool {
+        let Some(o) = &self.origin else {
+            return false;
+        };
+        self.level > 0
+            && self.offs == o.offs
+            && self.body.len() == o.body.len()
+            && (0..self.len()).all(|i| {
+                let (a, b) = (self.start(i) + 16, self.end(i));
+                self.body[a..b] == o.body[a..b]
+            })
+    }
+
     /// Bytes of [`Node::payload`].
     fn payload_len(&self) -> u64 {
         P_TABLE + table_len(self.len()) + self.body.len() as u64
@@ -357,9 +399,17 @@ fn read_node(r: &Region, blk: u64, level: u8, count: u64) -> Result<Node> {
     }
     let mut body = Vec::with_capacity(h.body_len as usize);
     r.read_bytes(h.body, h.body_len, &mut body)?;
-    let node = Node::parse(level, body, h.n)?;
+    let mut node = Node::parse(level, body, h.n)?;
     if node.total() != Some(count) {
         return bad();
+    }
+    if level > 0 {
+        node.origin = Some(Box::new(Origin {
+            blk,
+            body_at: h.body,
+            body: node.body.clone(),
+            offs: node.offs.clone(),
+        }));
     }
     Ok(node)
 }
@@ -1546,26 +1596,54 @@ impl Tree {
 
     /// Writes every node changed in memory into a new block: `alloc(sizes)`
     /// allocates the blocks (payload sizes, children before parents),
-    /// `write(block, payload)` fills one. Afterwards the tree names only
-    /// blocks.
+    /// `write(block, payload)` fills one. An inner node whose entries
+    /// changed only in child pointers and counts keeps its block: the
+    /// returned words are to be written, logged, in the transaction that
+    /// publishes the tree. Afterwards the tree names only blocks.
     pub(crate) fn commit(
         &mut self,
         alloc: &mut dyn FnMut(&[u64]) -> Result<Vec<u64>>,
         write: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
-    ) -> Result<()> {
+    ) -> Result<InPlace> {
+        let mut words = InPlace::new();
         if self.root & MEM != 0 {
             let mut order = Vec::new();
             self.post_order((self.root & !MEM) as usize, &mut order);
-            let sizes: Vec<u64> = order.iter().map(|&i| self.mem[i].payload_len()).collect();
-            let blocks = alloc(&sizes)?;
-            if blocks.len() != order.len() {
+            let mut in_place: Vec<bool> = order
+                .iter()
+                .map(|&i| self.mem[i].only_children_changed())
+                .collect();
+            let budget: usize = order
+                .iter()
+                .zip(&in_place)
+                .filter(|(_, &keep)| keep)
+                .map(|(&i, _)| 2 * self.mem[i].len())
+                .sum();
+            if budget > IN_PLACE_WORDS {
+                in_place.iter_mut().for_each(|k| *k = false);
+            }
+            let sizes: Vec<u64> = order
+                .iter()
+                .zip(&in_place)
+                .filter(|(_, &keep)| !keep)
+                .map(|(&i, _)| self.mem[i].payload_len())
+                .collect();
+            let mut blocks = alloc(&sizes)?.into_iter();
+            if blocks.len() != sizes.len() {
                 return bad();
             }
             let mut block_of = vec![0u64; self.mem.len()];
-            for (&i, &b) in order.iter().zip(&blocks) {
-                block_of[i] = b;
+            let mut kept = Vec::new();
+            for (&i, &keep) in order.iter().zip(&in_place) {
+                block_of[i] = match (&self.mem[i].origin, keep) {
+                    (Some(o), true) => {
+                        kept.push(o.blk);
+                        o.blk
+                    }
+                    _ => blocks.next().ok_or(Error::BadValue)?,
+                };
             }
-            for (&i, &b) in order.iter().zip(&blocks) {
+            for (&i, &keep) in order.iter().zip(&in_place) {
                 let mut node = std::mem::take(&mut self.mem[i]);
                 if node.level > 0 {
                     for c in 0..node.len() {
@@ -1575,13 +1653,28 @@ impl Tree {
                         }
                     }
                 }
-                write(b, &node.payload())?;
+                match (&node.origin, keep) {
+                    (Some(o), true) => {
+                        for c in 0..node.len() {
+                            let at = node.start(c);
+                            for w in [at, at + 8] {
+                                let new = word(&node.body, w);
+                                if new != word(&o.body, w) {
+                                    words.push((o.body_at + w as u64, new));
+                                }
+                            }
+                        }
+                    }
+                    _ => write(block_of[i], &node.payload())?,
+                }
             }
+            // A node changed in place stays in the tree.
+            self.replaced.retain(|b| !kept.contains(b));
             self.root = block_of[(self.root & !MEM) as usize];
         }
         self.mem.clear();
         self.cache.get_mut().clear();
-        Ok(())
+        Ok(words)
     }
 
     /// The mem nodes under mem node `idx`, children before parents.
