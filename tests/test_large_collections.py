@@ -90,20 +90,12 @@ def in_score_range(s, lo, hi):
     return (s > a if ax else s >= a) and (s < b if bx else s <= b)
 
 
-def lex_bound(b):
-    if b == "-":
-        return None, -1
-    if b == "+":
-        return None, 1
-    return b[1:], b[0] == "("
-
-
 def in_lex_range(m, lo, hi):
-    (a, ax), (b, bx) = lex_bound(lo), lex_bound(hi)
-    if a is None and ax == 1 or b is None and bx == -1:
+    """Whether `m` is in a ZRANGEBYLEX range ('-', '+', '[x', '(x')."""
+    if lo == "+" or hi == "-":
         return False
-    ok_lo = a is None or (m > a if ax else m >= a)
-    ok_hi = b is None or (m < b if bx else m <= b)
+    ok_lo = lo == "-" or (m > lo[1:] if lo[0] == "(" else m >= lo[1:])
+    ok_hi = hi == "+" or (m < hi[1:] if hi[0] == "(" else m <= hi[1:])
     return ok_lo and ok_hi
 
 
@@ -386,9 +378,12 @@ def test_big_hash_hdel_many(r, big_hash):
     assert r.exists("h") == 0
 
 
-def hscan_fields(r, key, **kw):
-    return scan_all(lambda c: (lambda res: (res[0], list(res[1].items())))(
-        r.hscan(key, c, **kw)))
+def hscan_fields(r, key, on_step=None, **kw):
+    """Every (field, value) HSCAN returns, following the cursor to 0."""
+    def step(cursor):
+        cursor, fields = r.hscan(key, cursor, **kw)
+        return cursor, list(fields.items())
+    return scan_all(step, on_step)
 
 
 def test_big_hash_hscan_full_iteration(r, big_hash):
@@ -411,12 +406,11 @@ def test_big_hash_hscan_while_adding_fields(r, big_hash):
     added = []
 
     def grow():
-        fields = {f"new:{len(added) + k}": "x" for k in range(25)}
+        fields = {f"new:{len(added) + k}": "x" for k in range(5)}
         added.extend(fields)
         r.hset("h", mapping=fields)
 
-    seen = scan_all(lambda c: (lambda res: (res[0], list(res[1])))(r.hscan("h", c, count=10)),
-                    on_step=grow)
+    seen = [f for f, _ in hscan_fields(r, "h", on_step=grow, count=10)]
     assert set(big_hash) <= set(seen)  # every field present throughout is seen
     assert set(seen) <= set(big_hash) | set(added)
     assert r.hlen("h") == N_HASH + len(added)
@@ -446,9 +440,9 @@ def test_big_hash_hrandfield(r, big_hash):
 N_SET = 5000
 
 
-def set_model(n=N_SET, prefix="m:"):
+def set_model(n=N_SET):
     """Half integers, half strings."""
-    return {str(i) for i in range(n // 2)} | {f"{prefix}{i}" for i in range(n // 2)}
+    return {str(i) for i in range(n // 2)} | {f"m:{i}" for i in range(n // 2)}
 
 
 @pytest.fixture
@@ -680,6 +674,18 @@ def test_big_zset_bylex_ranges(r):
         assert r.zrevrangebylex("lz", hi, lo) == want[::-1]
         assert r.zrange("lz", hi, lo, bylex=True, desc=True, offset=2, num=30) == \
             want[::-1][2:32]
+
+
+def test_big_zset_long_members_sharing_a_prefix(r):
+    prefix = "X" * 300
+    members = [prefix + str(i) for i in range(1500)]
+    piped(r, [lambda p, m=m: p.zadd("lz", {m: 0}) for m in members])  # one by one
+    words = sorted(members)
+    assert r.zcard("lz") == len(words)
+    assert r.zrange("lz", 0, -1) == words
+    assert r.zrange("lz", "[" + prefix + "2", "(" + prefix + "3", bylex=True) == \
+        [w for w in words if prefix + "2" <= w < prefix + "3"]
+    assert r.zrank("lz", prefix + "999") == words.index(prefix + "999")
 
 
 def test_big_zset_zremrangebylex(r):

@@ -297,3 +297,46 @@ fn a_set_goes_paged_and_back_to_an_intset() {
     );
     store.check().unwrap();
 }
+
+#[test]
+fn members_with_a_long_common_prefix_make_long_separators() {
+    // Separators as long as the members: inner nodes of a few entries, split
+    // and merged one insert and one removal at a time (one write each).
+    let seg = TempSegment::new("paged-prefix");
+    let store = seg.open(SEGMENT);
+    let mut h = store.handle().unwrap();
+    for len in [300usize, 3000] {
+        let prefix = "X".repeat(len);
+        let members: Vec<Vec<u8>> = (0..600)
+            .map(|i| format!("{prefix}{i}").into_bytes())
+            .collect();
+        for m in &members {
+            h.write_collection::<ZSet, _>(0, b"lz", true, |z| z.insert(m, 0.0))
+                .unwrap();
+        }
+        let mut sorted = members.clone();
+        sorted.sort();
+        let got = h
+            .read_collection::<ZSet, _>(0, b"lz", |z| z.range(0, z.len()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            got.iter().map(|(m, _)| m.clone()).collect::<Vec<_>>(),
+            sorted
+        );
+        for (rank, m) in sorted.iter().enumerate().step_by(41) {
+            let r = h
+                .read_collection::<ZSet, _>(0, b"lz", |z| z.rank(m))
+                .unwrap();
+            assert_eq!(r, Some(Some(rank as u64)));
+        }
+        store.check().unwrap();
+        for m in members.iter().step_by(2) {
+            h.write_collection::<ZSet, _>(0, b"lz", false, |z| z.remove(m))
+                .unwrap();
+        }
+        store.check().unwrap();
+        assert!(h.delete(0, b"lz").unwrap());
+        store.check().unwrap();
+    }
+}

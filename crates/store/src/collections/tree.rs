@@ -324,13 +324,20 @@ impl Node {
 
     /// The node cut into pieces of about `target` body bytes each, whole
     /// entries each (a piece holds one entry when that entry is bigger).
+    /// An inner piece gets at least two entries, so that every level of a
+    /// tree at least halves the one below, however long its separators.
     fn chunk(self, target: usize) -> Vec<Node> {
-        let pieces = self.body.len().div_ceil(target.max(1)).max(1);
+        let min = if self.level > 0 { 2 } else { 1 };
+        let most = (self.len() / min).max(1);
+        let pieces = self.body.len().div_ceil(target.max(1)).clamp(1, most);
         let per = self.body.len().div_ceil(pieces).max(1);
         let mut out = Vec::with_capacity(pieces);
         let mut cur = Node::new(self.level);
         for i in 0..self.len() {
-            if !cur.is_empty() && cur.body.len() + (self.end(i) - self.start(i)) > per {
+            if cur.len() >= min
+                && self.len() - i >= min
+                && cur.body.len() + (self.end(i) - self.start(i)) > per
+            {
                 out.push(std::mem::replace(&mut cur, Node::new(self.level)));
             }
             cur.offs.push(cur.body.len() as u32);
@@ -1378,7 +1385,11 @@ impl Tree {
             self.mem[leaf].insert(at, &entry);
             self.adjust_counts(&nodes, &idxs, 1);
         }
-        self.fix_overflow(&nodes, &idxs);
+        // A split moves entries between the path's nodes, so the path no
+        // longer says where the leaf is; a split node is not small anyway.
+        if self.fix_overflow(&nodes, &idxs) {
+            return Ok(());
+        }
         self.fix_underflow(&nodes, &idxs)
     }
 
@@ -1393,15 +1404,22 @@ impl Tree {
 
     /// Splits the nodes of a path that grew past `NODE_MAX`, leaf first,
     /// adding a root above a split root.
-    fn fix_overflow(&mut self, nodes: &[usize], idxs: &[usize]) {
+    fn fix_overflow(&mut self, nodes: &[usize], idxs: &[usize]) -> bool {
+        let mut split = false;
         for d in (0..nodes.len()).rev() {
             let me = nodes[d];
-            if self.mem[me].body.len() <= NODE_MAX || self.mem[me].len() < 2 {
+            let min = if self.mem[me].level > 0 { 4 } else { 2 };
+            if self.mem[me].body.len() <= NODE_MAX || self.mem[me].len() < min {
                 continue;
             }
             let node = std::mem::take(&mut self.mem[me]);
             let level = node.level;
             let mut pieces = node.chunk(NODE_FILL);
+            if pieces.len() < 2 {
+                self.mem[me] = pieces.pop().unwrap_or_default();
+                continue;
+            }
+            split = true;
             let mut entries = Vec::with_capacity(pieces.len());
             let mut prev_last: Option<Vec<u8>> = None;
             for (i, mut piece) in pieces.drain(..).enumerate() {
@@ -1448,6 +1466,7 @@ impl Tree {
                 }
             }
         }
+        split
     }
 
     /// Removes emptied nodes and merges small ones into a neighbour, leaf
@@ -1455,6 +1474,9 @@ impl Tree {
     fn fix_underflow(&mut self, nodes: &[usize], idxs: &[usize]) -> Result<()> {
         for d in (1..nodes.len()).rev() {
             let (me, p, ci) = (nodes[d], nodes[d - 1], idxs[d - 1]);
+            if ci >= self.mem[p].len() {
+                continue;
+            }
             if self.mem[me].is_empty() {
                 self.mem[p].remove(ci);
                 if ci == 0 {
