@@ -909,6 +909,14 @@ impl Tree {
         std::mem::take(&mut self.replaced)
     }
 
+    /// Node `ptr` as this command already read it, if it still checks out
+    /// at `level` with `count` items.
+    fn cached(&self, ptr: u64, level: u8, count: u64) -> Option<Rc<Node>> {
+        let cache = self.cache.borrow();
+        let n = cache.get(&ptr)?;
+        (n.level == level && n.total() == Some(count)).then(|| n.clone())
+    }
+
     fn node(&self, ptr: u64, level: u8, count: u64) -> Result<Loaded<'_>> {
         if ptr & MEM != 0 {
             return match self.mem.get((ptr & !MEM) as usize) {
@@ -916,10 +924,8 @@ impl Tree {
                 None => bad(),
             };
         }
-        if let Some(n) = self.cache.borrow().get(&ptr) {
-            if n.level == level && n.total() == Some(count) {
-                return Ok(Loaded::Read(n.clone()));
-            }
+        if let Some(n) = self.cached(ptr, level, count) {
+            return Ok(Loaded::Read(n));
         }
         let n = Rc::new(read_node(&self.sh.region, ptr, level, count)?);
         self.cache.borrow_mut().insert(ptr, n.clone());
@@ -951,10 +957,8 @@ impl Tree {
                 None => bad(),
             };
         }
-        if let Some(n) = self.cache.borrow().get(&ptr) {
-            if n.level == level && n.total() == Some(count) {
-                return Ok(Src::Read(n.clone()));
-            }
+        if let Some(n) = self.cached(ptr, level, count) {
+            return Ok(Src::Read(n));
         }
         Ok(Src::Shm(View::open(&self.sh.region, ptr, level, count)?))
     }
