@@ -59,7 +59,8 @@ def start_shoal(port, name, memory):
     """`shoal serve --workers 1` on `port` with segment `name`, answering PING when this returns."""
     proc = subprocess.Popen(
         ["taskset", "-c", SERVER_CPU, str(SHOAL_BIN), "serve", "--workers", "1", "--port", str(port),
-         "--name", name, "--memory", memory],
+         "--name", name, "--memory", memory,
+         "--memcached-port", "0", "--memcached-udp-port", "0", "--http-port", "0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port, proc, "shoal serve")
     return proc

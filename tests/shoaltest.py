@@ -56,16 +56,25 @@ class Server:
         self.memory = memory
         self.proc = None
         self.port = None
+        self.mc_port = None
+        self.http_port = None
         self.name = None
         self.output = []
 
     # -- lifecycle -----------------------------------------------------
     def start(self, timeout=20.0):
         self.port = free_port()
+        # Private memcached (TCP and UDP on one number) and HTTP ports: the
+        # defaults would make every test server share 11211 and 8080.
+        self.mc_port = free_port()
+        self.http_port = free_port()
         self.name = f"shoal-pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         if self.kind == "shoal":
             argv = [SHOAL_BIN, "serve", "--workers", str(self.workers),
                     "--port", str(self.port), "--name", self.name,
+                    "--memcached-port", str(self.mc_port),
+                    "--memcached-udp-port", str(self.mc_port),
+                    "--http-port", str(self.http_port),
                     "--memory", self.memory]
         else:
             argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",

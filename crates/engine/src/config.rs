@@ -15,6 +15,14 @@ pub struct Config {
     pub port: u16,
     /// `unixsocket` (empty = none).
     pub unixsocket: String,
+    /// `memcached-port`: memcached text, meta and binary over TCP (0 = off).
+    pub memcached_port: u16,
+    /// `memcached-udp-port`: memcached over UDP, 8-byte frame header (0 = off).
+    pub memcached_udp_port: u16,
+    /// `http-port`: HTTP commands, raw values, /metrics, WebSocket (0 = off).
+    pub http_port: u16,
+    /// `item-size-max`: the largest memcached item (memcached's `-I`).
+    pub item_size_max: u64,
     /// `proto-max-bulk-len`.
     pub proto_max_bulk_len: u64,
     /// `client-query-buffer-limit`.
@@ -38,6 +46,10 @@ impl Default for Config {
             bind: "127.0.0.1".into(),
             port: 6379,
             unixsocket: String::new(),
+            memcached_port: 11211,
+            memcached_udp_port: 11211,
+            http_port: 8080,
+            item_size_max: 1 << 20,
             proto_max_bulk_len: proto::resp::DEFAULT_PROTO_MAX_BULK_LEN,
             client_query_buffer_limit: proto::resp::DEFAULT_CLIENT_QUERY_BUFFER_LIMIT as u64,
             output_limit_normal: (0, 0, 0),

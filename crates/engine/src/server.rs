@@ -417,6 +417,10 @@ const PARAMS: &[&str] = &[
     "bind",
     "port",
     "unixsocket",
+    "memcached-port",
+    "memcached-udp-port",
+    "http-port",
+    "item-size-max",
     "databases",
     "maxmemory",
     "maxmemory-policy",
@@ -441,6 +445,10 @@ fn param_value(e: &Engine, name: &str) -> String {
         "bind" => c.bind.clone(),
         "port" => c.port.to_string(),
         "unixsocket" => c.unixsocket.clone(),
+        "memcached-port" => c.memcached_port.to_string(),
+        "memcached-udp-port" => c.memcached_udp_port.to_string(),
+        "http-port" => c.http_port.to_string(),
+        "item-size-max" => c.item_size_max.to_string(),
         "databases" => store::NUM_DBS.to_string(),
         "maxmemory" => store_info().map_or(0, |i| i.maxmemory).to_string(),
         "maxmemory-policy" => e
@@ -575,7 +583,8 @@ fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError> {
                 None => return Err(set_failed(name, "only the normal class can be changed")),
             }
         }
-        "bind" | "port" | "unixsocket" | "databases" | "workers" | "save" | "appendonly" => {
+        "bind" | "port" | "unixsocket" | "memcached-port" | "memcached-udp-port" | "http-port"
+        | "item-size-max" | "databases" | "workers" | "save" | "appendonly" => {
             return Err(set_failed(name, "can't set immutable config"))
         }
         _ => {

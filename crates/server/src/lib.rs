@@ -13,7 +13,9 @@ mod bus;
 mod clients;
 mod connection;
 mod error;
+mod http;
 mod listener;
+mod memcache;
 pub mod supervisor;
 pub mod worker;
 

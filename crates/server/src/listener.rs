@@ -43,6 +43,29 @@ pub(crate) fn reuseport_tcp(addr: SocketAddr) -> Result<std::net::TcpListener, E
     Ok(socket.into())
 }
 
+/// A non-blocking UDP socket bound to `addr` with SO_REUSEADDR and
+/// SO_REUSEPORT (the kernel spreads datagrams by source address).
+pub(crate) fn reuseport_udp(addr: SocketAddr) -> Result<std::net::UdpSocket, Error> {
+    let what = || format!("listen on udp {addr}");
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
+        .map_err(io(what()))?;
+    socket.set_reuse_address(true).map_err(io(what()))?;
+    socket.set_reuse_port(true).map_err(io(what()))?;
+    socket.set_nonblocking(true).map_err(io(what()))?;
+    socket.bind(&addr.into()).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            Error::Config(format!(
+                "udp port {} on {} is in use by another program",
+                addr.port(),
+                addr.ip()
+            ))
+        } else {
+            Error::Io(what(), e)
+        }
+    })?;
+    Ok(socket.into())
+}
+
 /// A non-blocking Unix listener at `path`, replacing a stale socket file.
 pub(crate) fn unix(path: &Path) -> Result<std::os::unix::net::UnixListener, Error> {
     let what = format!("listen on {}", path.display());

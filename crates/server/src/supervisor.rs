@@ -70,10 +70,20 @@ pub fn serve(opts: ServeOptions) -> Result<(), Error> {
             )));
         }
     }
-    if opts.config.port != 0 {
-        // Fail here, with one clear message, rather than in every worker.
-        let addr = listener::resolve(&opts.config.bind, opts.config.port)?;
-        drop(listener::reuseport_tcp(addr)?);
+    // Fail here, with one clear message, rather than in every worker.
+    let cfg = &opts.config;
+    for port in [cfg.port, cfg.memcached_port, cfg.http_port] {
+        if port != 0 {
+            drop(listener::reuseport_tcp(listener::resolve(
+                &cfg.bind, port,
+            )?)?);
+        }
+    }
+    if cfg.memcached_udp_port != 0 {
+        drop(listener::reuseport_udp(listener::resolve(
+            &cfg.bind,
+            cfg.memcached_udp_port,
+        )?)?);
     }
     store.set_supervisor_pid(me)?;
     let sup = Rc::new(Supervisor {
@@ -124,6 +134,15 @@ async fn supervise(sup: Rc<Supervisor>, store: Store, opts: ServeOptions) -> Res
             }
             if !cfg.unixsocket.is_empty() {
                 what.push(format!("redis on unix socket {}", cfg.unixsocket));
+            }
+            if cfg.memcached_port != 0 {
+                what.push(format!("memcached on {}:{}", cfg.bind, cfg.memcached_port));
+            }
+            if cfg.memcached_udp_port != 0 {
+                what.push(format!("memcached udp on {}:{}", cfg.bind, cfg.memcached_udp_port));
+            }
+            if cfg.http_port != 0 {
+                what.push(format!("http on {}:{}", cfg.bind, cfg.http_port));
             }
             println!("shoal ready: {} ({} workers)", what.join(", "), opts.workers);
         },
@@ -229,6 +248,14 @@ async fn run_child(sup: &Supervisor, slot: u32) -> Result<ExitStatus, Error> {
         .arg(&sup.segment)
         .arg("--port")
         .arg(cfg.port.to_string())
+        .arg("--memcached-port")
+        .arg(cfg.memcached_port.to_string())
+        .arg("--memcached-udp-port")
+        .arg(cfg.memcached_udp_port.to_string())
+        .arg("--http-port")
+        .arg(cfg.http_port.to_string())
+        .arg("--item-size-max")
+        .arg(cfg.item_size_max.to_string())
         .arg("--bind")
         .arg(&cfg.bind)
         .arg("--hz")

@@ -20,7 +20,7 @@ use crate::bus::{self, Bus};
 use crate::clients::Clients;
 use crate::connection;
 use crate::error::{io, Error};
-use crate::listener;
+use crate::{http, listener, memcache};
 
 /// How a worker is started (the supervisor passes these on its command line).
 #[derive(Clone, Debug)]
@@ -128,6 +128,30 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
         let l = tokio::net::TcpListener::from_std(std_listener)
             .map_err(io(format!("listen on {addr}")))?;
         listeners.push(tokio::task::spawn_local(accept_tcp(worker.clone(), l)));
+    }
+    if cfg.memcached_port != 0 {
+        let addr = listener::resolve(&cfg.bind, cfg.memcached_port)?;
+        let l = tokio::net::TcpListener::from_std(listener::reuseport_tcp(addr)?)
+            .map_err(io(format!("listen on {addr}")))?;
+        listeners.push(tokio::task::spawn_local(memcache::accept_tcp(
+            worker.clone(),
+            l,
+        )));
+    }
+    if cfg.memcached_udp_port != 0 {
+        let addr = listener::resolve(&cfg.bind, cfg.memcached_udp_port)?;
+        let s = tokio::net::UdpSocket::from_std(listener::reuseport_udp(addr)?)
+            .map_err(io(format!("listen on udp {addr}")))?;
+        listeners.push(tokio::task::spawn_local(memcache::serve_udp(
+            worker.clone(),
+            s,
+        )));
+    }
+    if cfg.http_port != 0 {
+        let addr = listener::resolve(&cfg.bind, cfg.http_port)?;
+        let l = tokio::net::TcpListener::from_std(listener::reuseport_tcp(addr)?)
+            .map_err(io(format!("listen on {addr}")))?;
+        listeners.push(tokio::task::spawn_local(http::accept(worker.clone(), l)));
     }
     // A Unix socket path can be bound once: the first worker serves it.
     if !cfg.unixsocket.is_empty() && opts.slot == 0 {

@@ -16,6 +16,18 @@ pub struct NetArgs {
     /// TCP port for Redis clients (0 turns it off).
     #[arg(long, default_value_t = 6379)]
     port: u16,
+    /// TCP port for memcached clients: text, meta and binary (0 turns it off).
+    #[arg(long, default_value_t = 11211)]
+    memcached_port: u16,
+    /// UDP port for memcached clients (0 turns it off).
+    #[arg(long, default_value_t = 11211)]
+    memcached_udp_port: u16,
+    /// TCP port for HTTP and WebSocket clients (0 turns it off).
+    #[arg(long, default_value_t = 8080)]
+    http_port: u16,
+    /// Largest memcached item in bytes (memcached's -I; default 1 MiB).
+    #[arg(long, default_value_t = 1 << 20)]
+    item_size_max: u64,
     /// Address to listen on (loopback by default).
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
@@ -34,6 +46,10 @@ impl NetArgs {
     fn config(&self, workers: u32) -> Config {
         Config {
             port: self.port,
+            memcached_port: self.memcached_port,
+            memcached_udp_port: self.memcached_udp_port,
+            http_port: self.http_port,
+            item_size_max: self.item_size_max,
             bind: self.bind.clone(),
             unixsocket: self
                 .unixsocket
