@@ -35,7 +35,10 @@
 #![deny(missing_docs)]
 
 mod error;
+pub mod http;
+pub mod memcache;
 pub mod resp;
+pub mod websocket;
 
 #[doc(hidden)]
 pub mod fuzzing;

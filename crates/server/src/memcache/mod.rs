@@ -1,6 +1,9 @@
 //! memcached clients: text, meta and binary over TCP (the protocol is told
 //! by a connection's first byte, as memcached does) and UDP.
 
+mod binary;
+mod udp;
+
 use std::rc::Rc;
 
 use crate::worker::Worker;

@@ -1,0 +1,1 @@
+//! HTTP/1.1 requests: heads, bodies and commands in the URI.

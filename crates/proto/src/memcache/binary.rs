@@ -1,0 +1,1 @@
+//! memcached's binary protocol: 24-byte request and response headers.

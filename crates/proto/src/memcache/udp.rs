@@ -1,0 +1,1 @@
+//! memcached's UDP frame header: 8 bytes before each datagram's payload.

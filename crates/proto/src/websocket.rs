@@ -1,0 +1,1 @@
+//! WebSocket (RFC 6455): the opening handshake and frames.

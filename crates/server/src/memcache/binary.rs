@@ -1,0 +1,1 @@
+//! memcached binary-protocol connections.
