@@ -309,6 +309,7 @@ impl Engine {
     /// expiry sweeper. Returns how many keys it removed.
     pub fn tick(&mut self) -> u64 {
         self.h.freeze_clock(false);
+        self.mc_flush_if_due();
         let any = (0..store::NUM_DBS as u8).any(|db| self.h.expires_count(db).unwrap_or(0) > 0);
         if !any {
             return 0;
@@ -327,6 +328,7 @@ impl Engine {
     pub fn begin_batch(&mut self, session: &mut Session) {
         self.sync_config();
         self.h.freeze_clock(true);
+        self.mc_flush_if_due();
         session.last_ms = self.h.now_ms();
     }
 

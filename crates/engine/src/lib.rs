@@ -35,6 +35,7 @@ mod decimal;
 mod engine;
 pub mod error;
 mod keyspace;
+pub mod memcache;
 mod parse;
 mod random;
 mod scan;

@@ -88,10 +88,42 @@ pub enum Stat {
     Recovered,
     /// Seqlock reads that had to retry because a writer was active.
     ReadRetries,
+    /// memcached retrieval commands, one per key asked for (`cmd_get`).
+    McCmdGet,
+    /// ... that found the item (`get_hits`).
+    McGetHits,
+    /// memcached storage commands (`cmd_set`).
+    McCmdSet,
+    /// flush_all (`cmd_flush`).
+    McCmdFlush,
+    /// touch, gat and gats, one per key (`cmd_touch`).
+    McCmdTouch,
+    /// ... that found the item (`touch_hits`).
+    McTouchHits,
+    /// Deletes that removed an item (`delete_hits`).
+    McDeleteHits,
+    /// Deletes that found nothing (`delete_misses`).
+    McDeleteMisses,
+    /// incr on a present item (`incr_hits`).
+    McIncrHits,
+    /// incr on a missing item (`incr_misses`).
+    McIncrMisses,
+    /// decr on a present item (`decr_hits`).
+    McDecrHits,
+    /// decr on a missing item (`decr_misses`).
+    McDecrMisses,
+    /// cas that stored (`cas_hits`).
+    McCasHits,
+    /// cas on a missing item (`cas_misses`).
+    McCasMisses,
+    /// cas whose value was stale (`cas_badval`).
+    McCasBadval,
+    /// Items stored by memcached commands (`total_items`).
+    McTotalItems,
 }
 
 /// Number of `Stat` variants.
-pub const STAT_COUNT: usize = 10;
+pub const STAT_COUNT: usize = 26;
 
 /// All `Stat` variants, in index order.
 pub const STATS: [Stat; STAT_COUNT] = [
@@ -105,6 +137,22 @@ pub const STATS: [Stat; STAT_COUNT] = [
     Stat::LockWaitNs,
     Stat::Recovered,
     Stat::ReadRetries,
+    Stat::McCmdGet,
+    Stat::McGetHits,
+    Stat::McCmdSet,
+    Stat::McCmdFlush,
+    Stat::McCmdTouch,
+    Stat::McTouchHits,
+    Stat::McDeleteHits,
+    Stat::McDeleteMisses,
+    Stat::McIncrHits,
+    Stat::McIncrMisses,
+    Stat::McDecrHits,
+    Stat::McDecrMisses,
+    Stat::McCasHits,
+    Stat::McCasMisses,
+    Stat::McCasBadval,
+    Stat::McTotalItems,
 ];
 
 impl Stat {
@@ -121,6 +169,22 @@ impl Stat {
             Stat::LockWaitNs => "lock_wait_ns",
             Stat::Recovered => "recovered_contexts",
             Stat::ReadRetries => "read_retries",
+            Stat::McCmdGet => "cmd_get",
+            Stat::McGetHits => "get_hits",
+            Stat::McCmdSet => "cmd_set",
+            Stat::McCmdFlush => "cmd_flush",
+            Stat::McCmdTouch => "cmd_touch",
+            Stat::McTouchHits => "touch_hits",
+            Stat::McDeleteHits => "delete_hits",
+            Stat::McDeleteMisses => "delete_misses",
+            Stat::McIncrHits => "incr_hits",
+            Stat::McIncrMisses => "incr_misses",
+            Stat::McDecrHits => "decr_hits",
+            Stat::McDecrMisses => "decr_misses",
+            Stat::McCasHits => "cas_hits",
+            Stat::McCasMisses => "cas_misses",
+            Stat::McCasBadval => "cas_badval",
+            Stat::McTotalItems => "total_items",
         }
     }
 }

@@ -76,6 +76,13 @@ impl Handle {
         self.ctx.region().prefetch(pos.bucket);
     }
 
+    /// Adds `n` to one of this context's counters (summed over every context
+    /// in [`crate::StoreInfo::stats`]): for counters the store cannot see,
+    /// like memcached's command counts.
+    pub fn count(&self, stat: Stat, n: u64) {
+        self.ctx.stat_add(stat, n);
+    }
+
     /// The segment's clock (ms since the epoch; injectable in tests), or
     /// the frozen time while one is set.
     pub fn now_ms(&self) -> u64 {

@@ -66,6 +66,8 @@ pub use lfu::{DEFAULT_LFU_DECAY_TIME, DEFAULT_LFU_LOG_FACTOR, LFU_INIT_VAL};
 pub use mailbox::{Message, Sent};
 pub use segment::{parse_size, Clock, Location, OpenOptions, MIN_SEGMENT};
 pub use store::{CheckReport, Store, StoreInfo};
-pub use strings::{parse_i64, resolve_range, Expiry, Modify, SetCondition, SetOptions, SetResult};
+pub use strings::{
+    parse_i64, resolve_range, Expiry, Modify, SetCondition, SetOptions, SetResult, Update,
+};
 pub use waiters::waiter_word;
 pub use workers::{WorkerCounter, WorkerInfo, WorkerState};

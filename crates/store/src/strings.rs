@@ -1,6 +1,8 @@
 //! String operations: GET, SET and its options, INCRBY/DECRBY, APPEND,
 //! GETRANGE, SETRANGE.
 
+use std::borrow::Cow;
+
 use crate::entry::{Meta, ValueType};
 use crate::error::{Error, Result};
 use crate::handle::{check_len, Handle};
@@ -50,6 +52,11 @@ pub struct SetResult {
     pub written: bool,
     /// The old value, when `get` was asked for and the key existed.
     pub old: Option<Vec<u8>>,
+    /// Whether the key existed (and was live) before the write.
+    pub existed: bool,
+    /// The written entry's version (the memcached CAS value); 0 if nothing
+    /// was written.
+    pub version: u64,
 }
 
 /// What [`Handle::modify`]'s closure decides for a key.
@@ -61,6 +68,27 @@ pub enum Modify {
     Delete,
     /// Replace the value (and type), keeping the key's expiry and flags.
     Write(ValueType, Vec<u8>),
+}
+
+/// What [`Handle::update`]'s closure decides for a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Update<'v> {
+    /// Leave the key as it is.
+    Keep,
+    /// Remove the key.
+    Delete,
+    /// Make the key this string.
+    Write {
+        /// The new value.
+        value: Cow<'v, [u8]>,
+        /// Its expiry (`Keep`: the entry's; a time not in the future
+        /// removes the key instead).
+        expiry: Expiry,
+        /// Its memcached flags (None: the entry's).
+        mc_flags: Option<u32>,
+    },
+    /// Change only the expiry, in place (memcached's touch).
+    Expire(Expiry),
 }
 
 /// Parses a Redis integer exactly as Redis's `string2ll` does: optional `-`,
@@ -187,6 +215,71 @@ impl Handle {
         })
     }
 
+    /// A conditional write of one key under its lock, for commands that
+    /// decide on the entry's metadata (memcached's cas, add, append, incr):
+    /// `decide` sees the metadata and, when `read_value`, the value (else an
+    /// empty slice) of a live key, None for a missing one. Returns what
+    /// `decide` returned and the version now stamped on the key (0 when
+    /// nothing was written or the key was removed).
+    pub fn update<'v, T>(
+        &mut self,
+        db: u8,
+        key: &[u8],
+        read_value: bool,
+        decide: impl FnOnce(Option<(&[u8], Meta)>) -> Result<(Update<'v>, T)>,
+    ) -> Result<(T, u64)> {
+        let now = self.now_ms();
+        self.with_key(db, key, |h, l| {
+            let old = match l.found {
+                Some(f) if read_value => Some((h.read_value(&f.raw)?, f.raw.meta()?)),
+                Some(f) => Some((Vec::new(), f.raw.meta()?)),
+                None => None,
+            };
+            let (action, out) = decide(old.as_ref().map(|(v, m)| (v.as_slice(), *m)))?;
+            let old_expire = l.found.map_or(0, |f| f.raw.expire);
+            let expire_of = |expiry: Expiry| match expiry {
+                Expiry::Keep => old_expire,
+                Expiry::Persist => 0,
+                Expiry::At(at) => at.max(1),
+            };
+            match (action, l.found) {
+                (Update::Keep, _) | (Update::Delete, None) | (Update::Expire(_), None) => {}
+                (Update::Delete, Some(f)) => h.remove_locked(l.pos.bucket, &f)?,
+                (Update::Expire(expiry), Some(f)) => {
+                    let expire = expire_of(expiry);
+                    if expire != 0 && expire <= now {
+                        h.remove_locked(l.pos.bucket, &f)?;
+                    } else {
+                        h.update_in_place(l, &[(E_EXPIRE, expire)])?;
+                        return Ok((out, h.ctx.region().load64(f.raw.off + E_LSN)?));
+                    }
+                }
+                (
+                    Update::Write {
+                        value,
+                        expiry,
+                        mc_flags,
+                    },
+                    found,
+                ) => {
+                    let expire = expire_of(expiry);
+                    if expire != 0 && expire <= now {
+                        if let Some(f) = found {
+                            h.remove_locked(l.pos.bucket, &f)?;
+                        }
+                        return Ok((out, 0));
+                    }
+                    let flags = mc_flags.unwrap_or(found.map_or(0, |f| f.raw.mc_flags));
+                    let fields = h.entry_fields(l.db, ValueType::String, expire, flags);
+                    let (blk, pending) = h.new_entry(&fields, key, &[&value], 0)?;
+                    h.publish(l, blk, pending)?;
+                    return Ok((out, l.found.map_or(0, |f| f.raw.lsn)));
+                }
+            }
+            Ok((out, 0))
+        })
+    }
+
     /// GETDEL: the string value of `key`, removed in the same step.
     pub fn get_del(&mut self, db: u8, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.with_key(db, key, |h, l| {
@@ -245,10 +338,11 @@ impl Handle {
         if let Expiry::At(at) = opts.expiry {
             if at <= self.now_ms() && !opts.get && opts.condition == SetCondition::Always {
                 // Already expired: the write is a delete (as Redis does).
-                self.delete(db, key)?;
+                let existed = self.delete(db, key)?;
                 return Ok(SetResult {
                     written: true,
-                    old: None,
+                    existed,
+                    ..SetResult::default()
                 });
             }
         }
@@ -263,7 +357,10 @@ impl Handle {
                 kind.db = l.db;
                 crate::entry::write_kind(h.ctx.region(), blk, &kind)?;
             }
-            let mut out = SetResult::default();
+            let mut out = SetResult {
+                existed: l.found.is_some(),
+                ..SetResult::default()
+            };
             if let Some(f) = l.found {
                 if opts.get {
                     out.old = Some(h.read_string(&f.raw)?);
@@ -285,6 +382,7 @@ impl Handle {
             }
             h.publish(l, blk, pending)?;
             out.written = true;
+            out.version = l.found.map_or(0, |f| f.raw.lsn);
             Ok(out)
         });
         if !matches!(res, Ok(SetResult { written: true, .. })) {

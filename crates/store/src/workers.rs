@@ -213,6 +213,22 @@ impl Store {
             .load(Ordering::Acquire))
     }
 
+    /// Sets shared setting word `i` to `new` if it holds `current`; whether
+    /// it did (one of several workers racing to act on a word wins).
+    pub fn swap_config_word(&self, i: u64, current: u64, new: u64) -> Result<bool> {
+        if i >= CONFIG_WORDS {
+            return Err(Error::Corrupted(
+                H_CONFIG.saturating_add(i.saturating_mul(8)),
+            ));
+        }
+        Ok(self
+            .sh
+            .region
+            .a64(H_CONFIG + 8 * i)?
+            .compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok())
+    }
+
     /// Sets shared setting word `i`.
     pub fn set_config_word(&self, i: u64, v: u64) -> Result<()> {
         if i >= CONFIG_WORDS {
