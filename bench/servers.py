@@ -55,15 +55,45 @@ def start_redis(port):
     return proc
 
 
-def start_shoal(port, name, memory):
-    """`shoal serve --workers 1` on `port` with segment `name`, answering PING when this returns."""
+def start_shoal(port, name, memory, memcached_port=0, http_port=0):
+    """`shoal serve --workers 1` on `port` with segment `name`, answering PING
+    when this returns; memcached (TCP only) and HTTP listeners when given ports."""
     proc = subprocess.Popen(
         ["taskset", "-c", SERVER_CPU, str(SHOAL_BIN), "serve", "--workers", "1", "--port", str(port),
          "--name", name, "--memory", memory,
-         "--memcached-port", "0", "--memcached-udp-port", "0", "--http-port", "0"],
+         "--memcached-port", str(memcached_port), "--memcached-udp-port", "0",
+         "--http-port", str(http_port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port, proc, "shoal serve")
     return proc
+
+
+def start_memcached(port, memory_mb=512):
+    """memcached with one worker thread (`-t 1`) on `port` (TCP only),
+    answering `version` when this returns."""
+    argv = ["taskset", "-c", SERVER_CPU, "memcached", "-t", "1", "-p", str(port), "-U", "0",
+            "-l", "127.0.0.1", "-m", str(memory_mb), "-c", "4096"]
+    if os.geteuid() == 0:
+        argv += ["-u", "root"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_line(port, proc, "memcached", b"version\r\n", b"VERSION")
+    return proc
+
+
+def wait_line(port, proc, what, request, answer, timeout=20):
+    """Waits until `request` sent to `port` is answered with `answer`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"{what} exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(request)
+                if s.recv(64).startswith(answer):
+                    return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"{what} did not answer on port {port}")
 
 
 def stop(proc):
