@@ -2,4 +2,9 @@
 //! binary protocol (24-byte headers) and the UDP frame header.
 
 pub mod binary;
+pub mod meta;
+pub mod text;
 pub mod udp;
+
+#[doc(hidden)]
+pub mod fuzzing;
