@@ -31,6 +31,9 @@
 
 use std::fmt;
 
+#[doc(hidden)]
+pub mod fuzzing;
+
 /// The first byte of every request.
 pub const REQUEST_MAGIC: u8 = 0x80;
 /// The first byte of every response.
@@ -432,12 +435,26 @@ pub fn parse(buf: &[u8], max_value: u64) -> Result<Option<Parsed<'_>>, BinaryErr
             GET | GETQ | GETK | GETKQ if keyed(0) && rest == 0 => {
                 let with_key = matches!(h.opcode, GETK | GETKQ);
                 let touch = None;
-                (Command::Get { key, with_key, touch }, 0)
+                (
+                    Command::Get {
+                        key,
+                        with_key,
+                        touch,
+                    },
+                    0,
+                )
             }
             GAT | GATQ | GATK | GATKQ if keyed(4) => {
                 let with_key = matches!(h.opcode, GATK | GATKQ);
                 let touch = Some(be_u32(extras, 0));
-                (Command::Get { key, with_key, touch }, rest)
+                (
+                    Command::Get {
+                        key,
+                        with_key,
+                        touch,
+                    },
+                    rest,
+                )
             }
             TOUCH if keyed(4) => {
                 let exptime = be_u32(extras, 0);
@@ -498,14 +515,21 @@ pub fn parse(buf: &[u8], max_value: u64) -> Result<Option<Parsed<'_>>, BinaryErr
             }
             QUIT | QUITQ if exact => (Command::Quit, 0),
             FLUSH | FLUSHQ if key_len == 0 && rest == 0 && matches!(extras_len, 0 | 4) => {
-                let delay = if extras_len == 4 { be_u32(extras, 0) } else { 0 };
+                let delay = if extras_len == 4 {
+                    be_u32(extras, 0)
+                } else {
+                    0
+                };
                 (Command::Flush { delay }, 0)
             }
             NOOP if exact => (Command::Noop, 0),
             VERSION if exact => (Command::Version, 0),
-            VERBOSITY if key_len == 0 && extras_len == 4 && rest == 0 => {
-                (Command::Verbosity { level: be_u32(extras, 0) }, 0)
-            }
+            VERBOSITY if key_len == 0 && extras_len == 4 && rest == 0 => (
+                Command::Verbosity {
+                    level: be_u32(extras, 0),
+                },
+                0,
+            ),
             STAT if extras_len == 0 => (Command::Stat { group: key }, rest),
             GET | GETQ | GETK | GETKQ | GAT | GATQ | GATK | GATKQ | TOUCH | DELETE | DELETEQ
             | INCREMENT | INCREMENTQ | DECREMENT | DECREMENTQ | QUIT | QUITQ | FLUSH | FLUSHQ

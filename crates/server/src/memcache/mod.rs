@@ -15,5 +15,5 @@ pub(crate) async fn accept_tcp(worker: Rc<Worker>, listener: tokio::net::TcpList
 
 /// Serves memcached UDP requests until the worker drains.
 pub(crate) async fn serve_udp(worker: Rc<Worker>, socket: tokio::net::UdpSocket) {
-    let _ = (worker, socket);
+    udp::serve(worker, socket).await
 }
