@@ -50,10 +50,12 @@ class Server:
     """One `shoal serve` (or, with SHOAL_TEST_TARGET=redis, one redis-server)
     on a free port with a private segment name."""
 
-    def __init__(self, workers=1, memory="64m", kind=None):
+    def __init__(self, workers=1, memory="64m", kind=None, extra_args=()):
         self.kind = kind or TARGET
         self.workers = workers
         self.memory = memory
+        # More `shoal serve` flags (e.g. ["--item-size-max", "1000"]).
+        self.extra_args = list(extra_args)
         self.proc = None
         self.port = None
         self.mc_port = None
@@ -75,7 +77,7 @@ class Server:
                     "--memcached-port", str(self.mc_port),
                     "--memcached-udp-port", str(self.mc_port),
                     "--http-port", str(self.http_port),
-                    "--memory", self.memory]
+                    "--memory", self.memory, *self.extra_args]
         else:
             argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
                     "--save", "", "--appendonly", "no", "--daemonize", "no"]
