@@ -36,6 +36,7 @@
 
 mod error;
 pub mod http;
+pub mod json;
 pub mod memcache;
 pub mod resp;
 pub mod websocket;

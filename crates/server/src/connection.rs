@@ -417,7 +417,7 @@ fn block(
 
 /// Finishes a command that concerns connections or processes. Returns
 /// whether the connection should close.
-async fn server_request(
+pub(crate) async fn server_request(
     worker: &Rc<Worker>,
     session: &RefCell<Session>,
     req: ServerRequest,
