@@ -180,7 +180,7 @@ fn process(worker: &Worker, conn: &mut Conn, buf: &mut BytesMut, out: &mut Vec<u
 }
 
 /// Runs one request and appends its reply. Returns false on `quit`.
-fn execute(
+pub(super) fn execute(
     engine: &mut Engine,
     value: &mut Vec<u8>,
     request: Request<'_>,

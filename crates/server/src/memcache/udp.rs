@@ -12,12 +12,13 @@ use std::time::Duration;
 
 use engine::{Engine, Session};
 use nix::sys::socket::{recvmmsg, sendmmsg, MsgFlags, MultiHeaders, SockaddrStorage};
+use proto::memcache::text::{write_line, Parsed, Parser};
 use proto::memcache::{binary::REQUEST_MAGIC, udp};
 use store::WorkerCounter;
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
 
-use super::binary;
+use super::{binary, text};
 use crate::worker::Worker;
 
 /// Datagrams taken per `recvmmsg`.
@@ -94,7 +95,33 @@ fn execute(engine: &mut Engine, payload: &[u8], reply: &mut Vec<u8>, value: &mut
         // datagram; a too-large value was never in it.
         return binary::process(engine, payload, reply, value, udp::MAX_REPLY).executed;
     }
-    0
+    let mut parser = Parser::new(engine.mc_item_size_max());
+    let mut rest = payload;
+    let mut executed = 0;
+    while reply.len() < udp::MAX_REPLY {
+        match parser.parse(rest) {
+            Parsed::Request(request, consumed) => {
+                rest = &rest[consumed..];
+                executed += 1;
+                if !text::execute(engine, value, request, reply) {
+                    break;
+                }
+            }
+            Parsed::Error {
+                line,
+                quiet,
+                consumed,
+            } => {
+                if !quiet {
+                    write_line(reply, line.as_bytes());
+                }
+                rest = &rest[consumed..];
+            }
+            Parsed::Skipped(n) => rest = &rest[n..],
+            Parsed::Incomplete | Parsed::Close => break,
+        }
+    }
+    executed
 }
 
 /// Buffers and headers for `recvmmsg`, reused across calls.
