@@ -37,11 +37,11 @@ class Udp:
     def send(self, request_id, payload, seq=0, total=1):
         self.sock.send(struct.pack(">HHHH", request_id, seq, total, 0) + payload)
 
-    def receive(self, quiet=0.5):
-        """Every datagram until none comes for `quiet` seconds, as
-        (request id, seq, total, reserved, payload)."""
+    def receive(self, first=2.0, quiet=0.2):
+        """Every datagram until none comes for `quiet` seconds (`first` for
+        the first one), as (request id, seq, total, reserved, payload)."""
         got = []
-        self.sock.settimeout(quiet)
+        self.sock.settimeout(first)
         while True:
             try:
                 d = self.sock.recv(65536)
@@ -49,10 +49,15 @@ class Udp:
                 return got
             assert len(d) <= MAX_DATAGRAM, len(d)
             got.append(struct.unpack(">HHHH", d[:8]) + (d[8:],))
+            self.sock.settimeout(quiet)
 
-    def call(self, request_id, payload, quiet=0.5):
+    def nothing(self):
+        """No datagram comes for a moment."""
+        return self.receive(first=0.5) == []
+
+    def call(self, request_id, payload):
         self.send(request_id, payload)
-        return reply_of(self.receive(quiet), request_id)
+        return reply_of(self.receive(), request_id)
 
 
 def reply_of(datagrams, request_id):
@@ -110,7 +115,7 @@ def test_set_and_get(udp, target):
 
 def test_noreply_sends_no_datagram(udp):
     udp.send(7, b"set q 0 0 1 noreply\r\nx\r\n")
-    assert udp.receive() == []
+    assert udp.nothing()
     assert udp.call(8, b"get q\r\n") == b"VALUE q 0 1\r\nx\r\nEND\r\n"
 
 
@@ -133,7 +138,7 @@ def test_many_requests_in_flight(udp, target):
         tcp_set(target, b"key%d" % i, b"value%d" % i)
     for i in range(200):
         udp.send(1000 + i, b"get key%d\r\n" % (i % 50))
-    got = udp.receive(quiet=1.0)
+    got = udp.receive(quiet=0.5)
     for i in range(200):
         key = b"key%d" % (i % 50)
         val = b"value%d" % (i % 50)
@@ -157,7 +162,7 @@ def test_clients_are_told_apart(target, udp):
 
 def test_a_request_over_several_datagrams_is_dropped(udp):
     udp.send(5, b"get k\r\n", seq=0, total=2)
-    assert udp.receive() == []
+    assert udp.nothing()
     # The next one is served.
     assert udp.call(6, b"version\r\n").startswith(b"VERSION")
 
@@ -165,7 +170,7 @@ def test_a_request_over_several_datagrams_is_dropped(udp):
 def test_a_bare_header_and_an_incomplete_line_are_ignored(udp):
     udp.sock.send(struct.pack(">HHHH", 9, 0, 1, 0))
     udp.send(10, b"get k")
-    assert udp.receive() == []
+    assert udp.nothing()
     assert udp.call(12, b"get k\r\n") == b"END\r\n"
 
 
@@ -174,7 +179,7 @@ def test_a_datagram_is_a_request_of_its_own(udp):
     # A data block cut short is dropped with its datagram (memcached 1.6
     # would take the next datagram as the rest of the block).
     udp.send(11, b"set k 0 0 10\r\nshort\r\n")
-    assert udp.receive() == []
+    assert udp.nothing()
     assert udp.call(12, b"get k\r\n") == b"END\r\n"
 
 
@@ -219,3 +224,19 @@ def test_a_datagram_of_requests_gets_one_reply_message(udp):
     assert [(d[1], d[2]) for d in got] == [(0, 1)]
     assert got[0][4] == b"STORED\r\nVALUE a 0 1\r\nA\r\nEND\r\nEND\r\n"
 
+
+
+@shoal_only
+def test_every_worker_serves_udp(make_server):
+    # SO_REUSEPORT spreads senders over the workers; all share one store.
+    s = make_server(workers=2)
+    clients = [Udp(s.mc_port) for _ in range(8)]
+    try:
+        for i, c in enumerate(clients):
+            assert c.call(1, b"set k%d 0 0 1\r\n%d\r\n" % (i, i)) == b"STORED\r\n"
+        for i, c in enumerate(clients):
+            j = (i + 1) % len(clients)
+            assert c.call(2, b"get k%d\r\n" % j) == b"VALUE k%d 0 1\r\n%d\r\nEND\r\n" % (j, j)
+    finally:
+        for c in clients:
+            c.close()

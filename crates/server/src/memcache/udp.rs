@@ -135,7 +135,8 @@ struct Inbox {
 impl Inbox {
     fn new() -> Inbox {
         Inbox {
-            buffers: vec![vec![0; DATAGRAM_MAX]; RECV_BATCH],
+            // Zeroed allocations: pages no datagram reached stay untouched.
+            buffers: (0..RECV_BATCH).map(|_| vec![0; DATAGRAM_MAX]).collect(),
             headers: MultiHeaders::preallocate(RECV_BATCH, None),
             received: Vec::with_capacity(RECV_BATCH),
         }
