@@ -418,6 +418,12 @@ def test_too_large_values_are_refused_and_skipped(mc):
     assert_error(mc.call(APPEND, b"small", b"", b"y" * (ITEM_SIZE_MAX + 1)), TOO_LARGE, APPEND)
     assert_error(mc.call(SETQ, b"big", set_extras(), b"x" * (ITEM_SIZE_MAX + 1)), TOO_LARGE, SETQ)
     assert mc.call(GET, b"small").value == b"s"
+    # An append that would grow the item past the limit is "Not stored.".
+    half = b"h" * (ITEM_SIZE_MAX // 2 + 1000)
+    assert mc.call(SET, b"half", set_extras(), half).status == OK
+    assert_error(mc.call(APPEND, b"half", b"", half), NOT_STORED, APPEND)
+    assert_error(mc.call(PREPENDQ, b"half", b"", half), NOT_STORED, PREPENDQ)
+    assert mc.call(GET, b"half").value == half
     near = b"v" * (ITEM_SIZE_MAX - 1024)
     assert mc.call(SET, b"near", set_extras(), near).status == OK
     assert mc.call(GET, b"near").value == near

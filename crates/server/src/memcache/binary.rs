@@ -255,6 +255,10 @@ fn execute(
                 // even with a CAS, as in memcached.
                 Ok(McStored::NotFound) if concat => write_error(out, h, Status::NotStored),
                 Ok(McStored::NotFound) => write_error(out, h, Status::KeyNotFound),
+                // A value over the limit never gets here (the parser refuses
+                // it): this is an item that would grow past it, which
+                // memcached answers "Not stored.".
+                Err(McError::TooLarge) if concat => write_error(out, h, Status::NotStored),
                 Err(e) => write_error(out, h, status_of(&e)),
             }
         }
