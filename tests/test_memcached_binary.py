@@ -547,3 +547,34 @@ def test_memccapable_binary(target):
     out = subprocess.run(["memccapable", "-h", "127.0.0.1", "-p", str(target.mc_port), "-b"],
                          capture_output=True, text=True, timeout=120)
     assert "All tests passed" in out.stdout, out.stdout + out.stderr
+
+
+CORPUS = os.path.join(os.path.dirname(__file__), "..", "fuzz", "corpus", "memcache_binary")
+
+
+def test_fuzz_corpus_never_takes_the_server_down(target):
+    """Every input the fuzzer kept, sent on a connection of its own (then
+    half-closed), and as a UDP datagram: the server stays up, with the same
+    worker processes."""
+    pids = target.worker_pids() if MC_TARGET == "shoal" else []
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for name in sorted(os.listdir(CORPUS)):
+        with open(os.path.join(CORPUS, name), "rb") as f:
+            data = f.read()
+        with socket.create_connection(("127.0.0.1", target.mc_port)) as s:
+            s.settimeout(10)
+            s.sendall(b"\x80" + data[1:] if data else data)
+            s.shutdown(socket.SHUT_WR)
+            try:
+                while s.recv(1 << 16):
+                    pass
+            except ConnectionResetError:
+                pass
+        if len(data) < 65000:
+            udp.sendto(struct.pack(">HHHH", 1, 0, 1, 0) + data, ("127.0.0.1", target.mc_port))
+    udp.close()
+    c = Client(target.mc_port)
+    assert c.call(VERSION).status == OK
+    c.close()
+    if MC_TARGET == "shoal":
+        assert target.worker_pids() == pids
