@@ -22,7 +22,7 @@
 //! use proto::json::{command_from_json, parse_reply, write_json};
 //!
 //! let (reply, used) = parse_reply(b"*3\r\n$1\r\na\r\n:2\r\n_\r\n")?.expect("whole");
-//! assert_eq!(used, 16);
+//! assert_eq!(used, 18);
 //! let mut out = Vec::new();
 //! write_json(&reply, &mut out);
 //! assert_eq!(out, br#"["a",2,null]"#);
@@ -144,19 +144,29 @@ enum Element {
     Aggregate(u64),
 }
 
-/// The line starting at `at`: its type byte, its text and where the next
-/// byte is. None while the line is incomplete.
-fn line(buf: &[u8], at: usize) -> Result<Option<(u8, &[u8], usize)>, ReplyError> {
+/// A reply line: its type byte, its text and where the next byte is.
+struct Line<'a> {
+    kind: u8,
+    text: &'a [u8],
+    next: usize,
+}
+
+/// The line starting at `at`; None while it is incomplete.
+fn line(buf: &[u8], at: usize) -> Result<Option<Line<'_>>, ReplyError> {
     let Some(rest) = buf.get(at..) else {
         return Ok(None);
     };
     let Some(nl) = memchr::memchr(b'\n', rest) else {
         return Ok(None);
     };
-    if nl == 0 || rest[nl - 1] != b'\r' {
-        return Err(ReplyError("line without CRLF"));
+    if nl < 2 || rest[nl - 1] != b'\r' {
+        return Err(ReplyError("line without a type byte or CRLF"));
     }
-    Ok(Some((rest[0], &rest[1..nl - 1], at + nl + 1)))
+    Ok(Some(Line {
+        kind: rest[0],
+        text: &rest[1..nl - 1],
+        next: at + nl + 1,
+    }))
 }
 
 fn parse_int(text: &[u8]) -> Result<i64, ReplyError> {
@@ -170,7 +180,12 @@ fn parse_int(text: &[u8]) -> Result<i64, ReplyError> {
 /// string: the element kind and where it ends (for an aggregate, where its
 /// first element starts). None while incomplete.
 fn element_header(buf: &[u8], at: usize) -> Result<Option<(Element, usize)>, ReplyError> {
-    let Some((kind, text, end)) = line(buf, at)? else {
+    let Some(Line {
+        kind,
+        text,
+        next: end,
+    }) = line(buf, at)?
+    else {
         return Ok(None);
     };
     let count = |n: i64| u64::try_from(n).map_err(|_| ReplyError("negative length"));
@@ -238,7 +253,11 @@ fn parse_at(buf: &[u8], at: usize, depth: usize) -> Result<(Reply<'_>, usize), R
     if depth > MAX_DEPTH {
         return Err(ReplyError("nested too deep"));
     }
-    let (kind, text, end) = line(buf, at)?.ok_or(incomplete)?;
+    let Line {
+        kind,
+        text,
+        next: end,
+    } = line(buf, at)?.ok_or(incomplete)?;
     let string = |end: usize| -> Result<(&[u8], usize), ReplyError> {
         let n = usize::try_from(parse_int(text)?).map_err(|_| ReplyError("negative length"))?;
         let body = buf.get(end..end + n).ok_or(incomplete)?;
@@ -466,6 +485,64 @@ pub fn command_from_json(text: &[u8]) -> Result<Vec<Vec<u8>>, &'static str> {
         .collect()
 }
 
+/// Harness functions for the `json_reply` fuzz target and its stable
+/// property test; they panic only when an invariant breaks.
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::*;
+
+    /// Reply ends found delivering `data[..end]` for each end in turn.
+    fn ends(data: &[u8], deliveries: &[usize]) -> (Vec<usize>, Option<ReplyError>) {
+        let mut scanner = ReplyScanner::new();
+        let (mut found, mut start) = (Vec::new(), 0);
+        for &end in deliveries {
+            loop {
+                match scanner.scan(&data[start..end]) {
+                    Ok(Some(n)) => {
+                        assert!(n > 0 && start + n <= end);
+                        start += n;
+                        found.push(start);
+                    }
+                    Ok(None) => break,
+                    Err(e) => return (found, Some(e)),
+                }
+            }
+        }
+        (found, None)
+    }
+
+    /// Feeds `data` as a RESP reply stream and checks:
+    ///
+    /// * nothing panics;
+    /// * scanning the bytes whole or one at a time finds the same replies;
+    /// * every reply the scanner found whole parses, consuming exactly its
+    ///   bytes, or is refused by the parser (a number or boolean the
+    ///   scanner does not read), and its JSON is valid JSON;
+    /// * a JSON command from any bytes is refused or has arguments.
+    pub fn fuzz_reply(data: &[u8]) {
+        let whole = ends(data, &[data.len()]);
+        let bytewise: Vec<usize> = (0..=data.len()).collect();
+        assert_eq!(ends(data, &bytewise), whole);
+        let mut start = 0;
+        for &end in &whole.0 {
+            if let Ok(Some((reply, used))) = parse_reply(&data[start..end]) {
+                assert_eq!(start + used, end);
+                let mut json = Vec::new();
+                write_json(&reply, &mut json);
+                assert!(
+                    serde_json::from_slice::<serde_json::Value>(&json).is_ok(),
+                    "invalid JSON {}",
+                    String::from_utf8_lossy(&json)
+                );
+            }
+            start = end;
+        }
+        if let Ok(args) = command_from_json(data) {
+            assert!(!args.is_empty());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -525,6 +602,7 @@ mod tests {
             b"*-2\r\n",
             b":x\r\n",
             b"+a\n",
+            b"\r\n",
             b"*99999999999999999999\r\n",
         ] {
             assert!(parse_reply(bad).is_err(), "{bad:?}");

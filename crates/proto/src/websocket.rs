@@ -42,14 +42,25 @@ pub fn valid_key(key: &[u8]) -> bool {
             .is_ok_and(|k| k.len() == 16)
 }
 
+/// The client offered sub-protocols, none of them supported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnsupportedProtocols;
+
+impl std::fmt::Display for UnsupportedProtocols {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("no supported WebSocket sub-protocol offered")
+    }
+}
+
+impl std::error::Error for UnsupportedProtocols {}
+
 /// The sub-protocol to answer with: the first one the client offers (in
 /// the order of its `Sec-WebSocket-Protocol` fields) that `supported` has.
-/// `Ok(None)` when the client offers none; `Err(())` when it offers only
-/// unknown ones.
+/// `Ok(None)` when the client offers none.
 pub fn select_protocol<'s>(
     offered: &[&[u8]],
     supported: &[&'s str],
-) -> Result<Option<&'s str>, ()> {
+) -> Result<Option<&'s str>, UnsupportedProtocols> {
     let mut any = false;
     for field in offered {
         for token in crate::http::tokens(field) {
@@ -60,7 +71,7 @@ pub fn select_protocol<'s>(
         }
     }
     if any {
-        Err(())
+        Err(UnsupportedProtocols)
     } else {
         Ok(None)
     }
@@ -440,6 +451,125 @@ fn close_message(payload: &[u8]) -> Result<Message, WsError> {
     }
 }
 
+/// Harness functions for the `websocket_frame` fuzz target and its stable
+/// property test; they panic only when an invariant breaks.
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::*;
+
+    /// The largest message the harness's decoders accept (small, so the
+    /// 1009 paths are reached).
+    const LIMIT: u64 = 4096;
+
+    /// Messages decoded from `data` delivered as `data[..end]` for each end
+    /// in turn, and the error that ended the stream, if any.
+    fn drive(data: &[u8], ends: &[usize], server: bool) -> (Vec<Message>, Option<WsError>) {
+        let mut decoder = if server {
+            MessageDecoder::new(LIMIT)
+        } else {
+            MessageDecoder::client(LIMIT)
+        };
+        let (mut messages, mut start) = (Vec::new(), 0);
+        for &end in ends {
+            loop {
+                match decoder.decode(&data[start..end]) {
+                    Ok((message, used)) => {
+                        assert!(start + used <= end);
+                        start += used;
+                        match message {
+                            Some(m) => messages.push(m),
+                            None => break,
+                        }
+                    }
+                    Err(e) => return (messages, Some(e)),
+                }
+            }
+        }
+        (messages, None)
+    }
+
+    /// Feeds `data` as frames from a client (and from a server) and checks:
+    ///
+    /// * nothing panics; every message respects the limits (control payloads
+    ///   of at most 125 bytes, text that is UTF-8, close codes that may be
+    ///   sent);
+    /// * delivering the bytes whole, one at a time or in chunks of a size
+    ///   taken from the input gives the same messages and the same error;
+    /// * every message, encoded again as masked frames (data split into
+    ///   fragments), decodes to the same message;
+    /// * the handshake helpers take any key or offer.
+    pub fn fuzz_frames(data: &[u8]) {
+        for server in [true, false] {
+            let whole = drive(data, &[data.len()], server);
+            let bytewise: Vec<usize> = (0..=data.len()).collect();
+            assert_eq!(drive(data, &bytewise, server), whole, "byte by byte");
+            let chunk = usize::from(data.first().copied().unwrap_or(1)).max(1);
+            let mut ends: Vec<usize> = (chunk..data.len()).step_by(chunk).collect();
+            ends.push(data.len());
+            assert_eq!(drive(data, &ends, server), whole, "in chunks of {chunk}");
+            for m in &whole.0 {
+                check_message(m);
+                round_trip(m, data.len() % 5 + 1);
+            }
+        }
+        let _ = accept_key(data);
+        let _ = valid_key(data);
+        let _ = select_protocol(&[data], &["resp", "json", "term"]);
+        let _ = parse_header(data, LIMIT);
+    }
+
+    fn check_message(m: &Message) {
+        match m {
+            Message::Text(t) => assert!(std::str::from_utf8(t).is_ok()),
+            Message::Binary(b) => assert!(b.len() as u64 <= LIMIT),
+            Message::Ping(p) | Message::Pong(p) => assert!(p.len() as u64 <= MAX_CONTROL),
+            Message::Close(Some((code, reason))) => {
+                assert!(valid_close_code(*code));
+                assert!(reason.len() <= 123);
+            }
+            Message::Close(None) => {}
+        }
+    }
+
+    /// Encodes a message as masked frames, data in `pieces` fragments, and
+    /// decodes it again.
+    fn round_trip(m: &Message, pieces: usize) {
+        let mut wire = Vec::new();
+        let mask = Some([0x5a, 0x01, 0xff, 0x80]);
+        let (opcode, payload) = match m {
+            Message::Text(t) => (Opcode::Text, t.clone()),
+            Message::Binary(b) => (Opcode::Binary, b.clone()),
+            Message::Ping(p) => (Opcode::Ping, p.clone()),
+            Message::Pong(p) => (Opcode::Pong, p.clone()),
+            Message::Close(None) => (Opcode::Close, Vec::new()),
+            Message::Close(Some((code, reason))) => {
+                let mut p = code.to_be_bytes().to_vec();
+                p.extend_from_slice(reason.as_bytes());
+                (Opcode::Close, p)
+            }
+        };
+        if opcode.is_control() {
+            write_frame(&mut wire, true, opcode, &payload, mask);
+        } else {
+            let size = payload.len().div_ceil(pieces).max(1);
+            let mut parts: Vec<&[u8]> = payload.chunks(size).collect();
+            if parts.is_empty() {
+                parts.push(&[]);
+            }
+            let last = parts.len() - 1;
+            for (i, part) in parts.iter().enumerate() {
+                let op = if i == 0 { opcode } else { Opcode::Continuation };
+                write_frame(&mut wire, i == last, op, part, mask);
+            }
+        }
+        let (again, used) = MessageDecoder::new(LIMIT)
+            .decode(&wire)
+            .expect("a message encoded again decodes");
+        assert_eq!(again.as_ref(), Some(m));
+        assert_eq!(used, wire.len());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -554,7 +684,10 @@ mod tests {
             Ok(Some("term"))
         );
         assert_eq!(select_protocol(&[], &supported), Ok(None));
-        assert_eq!(select_protocol(&[b"chat"], &supported), Err(()));
+        assert_eq!(
+            select_protocol(&[b"chat"], &supported),
+            Err(UnsupportedProtocols)
+        );
         let mut out = Vec::new();
         write_handshake(&mut out, b"dGhlIHNhbXBsZSBub25jZQ==", Some("json"));
         let text = String::from_utf8(out).unwrap();

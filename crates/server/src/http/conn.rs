@@ -1007,7 +1007,7 @@ mod tests {
 
     #[test]
     fn the_console_page_is_self_contained() {
-        assert!(CONSOLE_HTML.contains("'term'"));
+        assert!(CONSOLE_HTML.contains("\"term\""));
         assert!(!CONSOLE_HTML.contains("http://") && !CONSOLE_HTML.contains("https://"));
     }
 }

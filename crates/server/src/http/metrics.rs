@@ -10,6 +10,14 @@ use store::Store;
 /// The exposition format's Content-Type.
 pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// A per-worker family: name, type, help and the value of one worker.
+type PerWorker = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&store::WorkerInfo) -> u64,
+);
+
 /// Appends one metric family's HELP and TYPE lines.
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
@@ -28,7 +36,7 @@ pub(crate) fn render(store: &Store, answering_worker: u32) -> String {
     );
     let _ = writeln!(out, "shoal_up{{worker=\"{answering_worker}\"}} 1");
     if let Ok(workers) = store.workers() {
-        let per_worker: [(&str, &str, &str, fn(&store::WorkerInfo) -> u64); 5] = [
+        let per_worker: [PerWorker; 5] = [
             (
                 "shoal_connections",
                 "gauge",

@@ -423,6 +423,59 @@ mod tests {
         assert_eq!(out, "\rshoal> abc\x1b[K\x1b[2D");
     }
 
+    #[test]
+    fn random_keystrokes_keep_the_cursor_in_the_line() {
+        let keys = [
+            "a",
+            "é",
+            " ",
+            "\r",
+            "\n",
+            "\x7f",
+            "\x08",
+            "\x03",
+            "\x01",
+            "\x05",
+            "\x02",
+            "\x06",
+            "\x10",
+            "\x0e",
+            "\x04",
+            "\x0b",
+            "\x15",
+            "\x17",
+            "\x0c",
+            "\t",
+            "\x1b",
+            "\x1b[",
+            "\x1b[A",
+            "\x1b[B",
+            "\x1b[C",
+            "\x1b[D",
+            "\x1b[H",
+            "\x1b[F",
+            "\x1b[3~",
+            "\x1b[1;5C",
+            "\x1bOA",
+            "\x1b[99999999999999999999~",
+            "[",
+            "~",
+            "O",
+        ];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut e = LineEditor::new();
+        let (mut out, mut lines) = (String::new(), Vec::new());
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            e.feed(keys[(x % keys.len() as u64) as usize], &mut out, &mut lines);
+            assert!(e.cursor <= e.line.len());
+            assert!(e.browsing.is_none_or(|i| i < e.history.len()));
+        }
+        assert!(!lines.is_empty());
+    }
+
     fn cli(resp: &[u8]) -> String {
         let (r, _) = proto::json::parse_reply(resp).unwrap().unwrap();
         let mut out = String::new();

@@ -1,0 +1,104 @@
+//! The `websocket_frame` fuzz target's harness on stable: every file of
+//! `fuzz/corpus/websocket_frame/` (`err_*` seeds end in a close code), then
+//! random bytes and random frame-like streams.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+use proto::websocket::fuzzing::fuzz_frames;
+use proto::websocket::MessageDecoder;
+
+fn corpus() -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/websocket_frame");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("corpus {} is missing: {e}", dir.display()))
+        .map(|e| e.expect("corpus entry").path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "corpus {} is empty", dir.display());
+    files
+        .into_iter()
+        .map(|p| {
+            let name = p
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            (name, std::fs::read(&p).expect("read corpus file"))
+        })
+        .collect()
+}
+
+#[test]
+fn the_corpus_keeps_the_invariants() {
+    for (name, data) in corpus() {
+        eprintln!("replaying {name} ({} bytes)", data.len());
+        fuzz_frames(&data);
+    }
+}
+
+#[test]
+fn error_seeds_end_in_an_error() {
+    for (name, data) in corpus() {
+        let mut decoder = MessageDecoder::new(1 << 20);
+        let mut rest = &data[..];
+        let error = loop {
+            match decoder.decode(rest) {
+                Ok((Some(_), used)) => rest = &rest[used..],
+                Ok((None, _)) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        assert_eq!(
+            error.is_some(),
+            name.starts_with("err_") || name.starts_with("unmasked"),
+            "{name}"
+        );
+    }
+}
+
+/// Frame-like bytes: headers with every opcode, mask bit and length form.
+fn frames() -> impl Strategy<Value = Vec<u8>> {
+    let frame = (
+        any::<u8>(),
+        any::<bool>(),
+        proptest::collection::vec(any::<u8>(), 0..140),
+        0u8..3,
+    )
+        .prop_map(|(b0, masked, payload, form)| {
+            let mut f = vec![b0 & 0x8f];
+            let m = if masked { 0x80 } else { 0 };
+            match form {
+                0 if payload.len() < 126 => f.push(m | payload.len() as u8),
+                0 | 1 => {
+                    f.push(m | 126);
+                    f.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+                }
+                _ => {
+                    f.push(m | 127);
+                    f.extend_from_slice(&(payload.len() as u64).to_be_bytes());
+                }
+            }
+            if masked {
+                f.extend_from_slice(&[1, 2, 3, 4]);
+            }
+            f.extend_from_slice(&payload);
+            f
+        });
+    proptest::collection::vec(frame, 0..8).prop_map(|v| v.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    #[test]
+    fn arbitrary_bytes_keep_the_invariants(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+        fuzz_frames(&data);
+    }
+
+    #[test]
+    fn frame_like_bytes_keep_the_invariants(data in frames()) {
+        fuzz_frames(&data);
+    }
+}
