@@ -174,6 +174,7 @@ impl<'a> Meta<'a> {
         };
         // memcached goes on past some errors and reports the last one.
         let mut error = None;
+        let mut bad_flags = false;
         let mut seen = [false; 128];
         for tok in flags {
             let f = tok[0];
@@ -211,9 +212,12 @@ impl<'a> Meta<'a> {
                         error = Some(BAD_TOKEN);
                     }
                 }
+                // memcached flags a bad F without a message of its own: the
+                // reply is the last message set, else "bad command line
+                // format".
                 b'F' => match parse_u32(arg) {
                     Some(v) => m.client_flags = v,
-                    None => error = Some(BAD_TOKEN),
+                    None => bad_flags = true,
                 },
                 b'C' => match parse_u64(arg) {
                     Some(v) => m.compare_cas = Some(v),
@@ -240,6 +244,9 @@ impl<'a> Meta<'a> {
         }
         if let Some(e) = error {
             return Err(flag_error(e));
+        }
+        if bad_flags {
+            return Err(flag_error(super::text::BAD_FORMAT));
         }
         match (command, m.mode) {
             (Set, 0 | b'E' | b'A' | b'P' | b'R' | b'S') => {}

@@ -405,6 +405,11 @@ fn meta_set(engine: &mut Engine, m: &Meta<'_>, data: &[u8], out: &mut Vec<u8>) {
         Ok(McStored::Stored { cas }) => (Code::Hd, cas),
         Ok(McStored::NotStored) => (Code::Ns, 0),
         Ok(McStored::Exists) => (Code::Ex, 0),
+        // memcached's append and prepend find nothing to add to, CAS or
+        // not: NS (the engine's NotFound says a CAS was given).
+        Ok(McStored::NotFound) if matches!(mode, StoreMode::Append | StoreMode::Prepend) => {
+            (Code::Ns, 0)
+        }
         Ok(McStored::NotFound) => (Code::Nf, 0),
         Err(e) => return write_line(out, e.line().as_bytes()),
     };
