@@ -8,7 +8,7 @@
 //! |---|---|
 //! | simple string, bulk string, verbatim string (its text), big number | string |
 //! | integer | number |
-//! | double | number; `inf`, `-inf` and `nan` as strings |
+//! | double | number; `inf`, `-inf`, `nan` and numbers past a double's range as strings |
 //! | boolean | `true` / `false` |
 //! | null, null bulk, null array | `null` |
 //! | array, set, push | array |
@@ -354,7 +354,11 @@ pub fn write_json(reply: &Reply<'_>, out: &mut Vec<u8>) {
         }
         Reply::Integer(n) => out.extend_from_slice(n.to_string().as_bytes()),
         Reply::Double(d) => {
-            if is_json_number(d) {
+            let finite = std::str::from_utf8(d)
+                .ok()
+                .and_then(|t| t.parse::<f64>().ok())
+                .is_some_and(f64::is_finite);
+            if finite && is_json_number(d) {
                 out.extend_from_slice(d);
             } else {
                 write_string(d, out);
@@ -566,6 +570,7 @@ mod tests {
         assert_eq!(json(b"$5\r\na\"\n\x01\xff\r\n"), r#""a\"\n\u0001�""#);
         assert_eq!(json(b",1.5\r\n"), "1.5");
         assert_eq!(json(b",inf\r\n"), r#""inf""#);
+        assert_eq!(json(b",1e+999\r\n"), r#""1e+999""#);
         assert_eq!(json(b"#t\r\n"), "true");
         assert_eq!(
             json(b"(123456789012345678901234\r\n"),

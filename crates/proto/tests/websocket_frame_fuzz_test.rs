@@ -1,5 +1,6 @@
 //! The `websocket_frame` fuzz target's harness on stable: every file of
-//! `fuzz/corpus/websocket_frame/` (`err_*` seeds end in a close code), then
+//! `fuzz/corpus/websocket_frame/` (hand-written seeds named `err_*` end in a
+//! close code; the others are what the fuzzer kept), then
 //! random bytes and random frame-like streams.
 
 use std::path::Path;
@@ -40,7 +41,11 @@ fn the_corpus_keeps_the_invariants() {
 
 #[test]
 fn error_seeds_end_in_an_error() {
-    for (name, data) in corpus() {
+    // Hand-written seeds have names; the fuzzer's finds are named by hash.
+    let named = corpus()
+        .into_iter()
+        .filter(|(name, _)| !(name.len() == 40 && name.bytes().all(|b| b.is_ascii_hexdigit())));
+    for (name, data) in named {
         let mut decoder = MessageDecoder::new(1 << 20);
         let mut rest = &data[..];
         let error = loop {
