@@ -236,15 +236,11 @@ impl Engine {
         exptime: i64,
         cas: Option<u64>,
     ) -> Result<McStored, McError> {
-        self.h.count(Stat::McCmdSet, 1);
         let max = self.config.item_size_max;
         if value.len() as u64 > max {
-            if mode == McStore::Set {
-                // memcached drops the old item rather than leave it stale.
-                self.h.delete(DB, key)?;
-            }
-            return Err(McError::TooLarge);
+            return Err(self.mc_refused(mode, key));
         }
+        self.h.count(Stat::McCmdSet, 1);
         let expiry = expiry_of(exptime, self.h.now_ms());
         let stored = match (mode, cas) {
             (McStore::Set | McStore::Add | McStore::Replace, None) => {
@@ -293,42 +289,37 @@ impl Engine {
                 with_cas(outcome, version)
             }
             (McStore::Append | McStore::Prepend, cas) => {
-                let (outcome, version) = self
-                    .h
-                    .update(DB, key, true, |old| {
-                        let Some((old, m)) = old else {
-                            let missing = match cas {
-                                Some(_) => McStored::NotFound,
-                                None => McStored::NotStored,
-                            };
-                            return Ok((Update::Keep, missing));
+                let (outcome, version) = self.h.update(DB, key, true, |old| {
+                    let Some((old, m)) = old else {
+                        let missing = match cas {
+                            Some(_) => McStored::NotFound,
+                            None => McStored::NotStored,
                         };
-                        if cas.is_some_and(|want| want != m.lsn) {
-                            return Ok((Update::Keep, McStored::Exists));
-                        }
-                        if m.vtype != ValueType::String {
-                            return Ok((Update::Keep, McStored::NotStored));
-                        }
-                        if (old.len() + value.len()) as u64 > max {
-                            return Err(store::Error::TooLarge);
-                        }
-                        let joined = match mode {
-                            McStore::Append => [old, value].concat(),
-                            _ => [value, old].concat(),
-                        };
-                        Ok((
-                            Update::Write {
-                                value: Cow::Owned(joined),
-                                expiry: Expiry::Keep,
-                                mc_flags: None,
-                            },
-                            McStored::Stored { cas: 0 },
-                        ))
-                    })
-                    .map_err(|e| match e {
-                        store::Error::TooLarge => McError::TooLarge,
-                        e => e.into(),
-                    })?;
+                        return Ok((Update::Keep, missing));
+                    };
+                    if cas.is_some_and(|want| want != m.lsn) {
+                        return Ok((Update::Keep, McStored::Exists));
+                    }
+                    if m.vtype != ValueType::String {
+                        return Ok((Update::Keep, McStored::NotStored));
+                    }
+                    if (old.len() + value.len()) as u64 > max {
+                        // memcached cannot allocate the joined item.
+                        return Ok((Update::Keep, McStored::NotStored));
+                    }
+                    let joined = match mode {
+                        McStore::Append => [old, value].concat(),
+                        _ => [value, old].concat(),
+                    };
+                    Ok((
+                        Update::Write {
+                            value: Cow::Owned(joined),
+                            expiry: Expiry::Keep,
+                            mc_flags: None,
+                        },
+                        McStored::Stored { cas: 0 },
+                    ))
+                })?;
                 with_cas(outcome, version)
             }
         };
@@ -336,6 +327,20 @@ impl Engine {
             self.h.count(Stat::McTotalItems, 1);
         }
         Ok(stored)
+    }
+
+    /// A storage command whose value is over `item-size-max` (the front
+    /// ends call this when they refuse a data block without reading it):
+    /// counted as a set, and a set drops the old item rather than leave it
+    /// stale, as memcached does. Returns the error to reply with.
+    pub fn mc_refused(&mut self, mode: McStore, key: &[u8]) -> McError {
+        self.h.count(Stat::McCmdSet, 1);
+        if mode == McStore::Set {
+            if let Err(e) = self.h.delete(DB, key) {
+                return e.into();
+            }
+        }
+        McError::TooLarge
     }
 
     /// delete and md; with `cas`, only that version.
@@ -439,11 +444,12 @@ impl Engine {
         })
     }
 
-    /// touch: a new exptime for the item; its facts, None on a miss.
+    /// touch: a new exptime for the item; its facts, None on a miss. The
+    /// CAS value stays, as memcached's does (a touch is not a new value).
     pub fn mc_touch(&mut self, key: &[u8], exptime: i64) -> Result<Option<McItem>, McError> {
         self.h.count(Stat::McCmdTouch, 1);
         let expiry = expiry_of(exptime, self.h.now_ms());
-        let (item, version) = self.h.update(DB, key, false, |old| {
+        let (item, _) = self.h.update(DB, key, false, |old| {
             Ok(match old {
                 Some((_, m)) if m.vtype == ValueType::String => {
                     let mut item = McItem::from_meta(&m);
@@ -456,10 +462,6 @@ impl Engine {
                 _ => (Update::Keep, None),
             })
         })?;
-        let item = item.map(|mut item| {
-            item.cas = version;
-            item
-        });
         if item.is_some() {
             self.h.count(Stat::McTouchHits, 1);
         }

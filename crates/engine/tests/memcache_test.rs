@@ -184,11 +184,21 @@ fn touch_and_gat_change_the_time_to_live() {
     t.engine
         .mc_store(McStore::Set, b"k", b"v", 0, 0, None)
         .unwrap();
-    assert!(t.engine.mc_touch(b"k", 10).unwrap().is_some());
+    let cas = get(&mut t, "k").unwrap().2;
+    // A touch keeps the CAS value, as memcached's does.
+    assert_eq!(
+        t.engine.mc_touch(b"k", 10).unwrap().map(|i| i.cas),
+        Some(cas)
+    );
     assert_eq!(t.run(&["TTL", "k"]), int(10));
+    assert!(matches!(
+        t.engine
+            .mc_store(McStore::Set, b"k", b"w", 0, 10, Some(cas)),
+        Ok(McStored::Stored { .. })
+    ));
     let mut value = Vec::new();
     let item = t.engine.mc_get(b"k", Some(0), &mut value).unwrap().unwrap();
-    assert_eq!((value.as_slice(), item.expire_at_ms), (&b"v"[..], None));
+    assert_eq!((value.as_slice(), item.expire_at_ms), (&b"w"[..], None));
     assert_eq!(t.run(&["TTL", "k"]), int(-1));
 }
 
@@ -225,10 +235,11 @@ fn too_large_items_are_refused_and_set_drops_the_old_one() {
     );
     assert_eq!(get(&mut t, "k"), None);
     set(&mut t, McStore::Set, "k", "x", 0);
+    // An item that would grow past the limit: memcached cannot allocate it.
     assert_eq!(
         t.engine
             .mc_store(McStore::Append, b"k", &big[..max], 0, 0, None),
-        Err(McError::TooLarge)
+        Ok(McStored::NotStored)
     );
     assert_eq!(get(&mut t, "k").map(|g| g.0), Some(b"x".to_vec()));
 }

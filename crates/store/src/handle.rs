@@ -626,6 +626,20 @@ impl Handle {
     /// stamps a new version (WATCH). Every in-place change of a published
     /// entry goes through here.
     pub(crate) fn update_in_place(&mut self, l: &Locked, words: &[(u64, u64)]) -> Result<()> {
+        self.update_words(l, words, true)
+    }
+
+    /// [`Handle::update_in_place`] without a new version: for memcached's
+    /// touch, whose CAS value must survive (so WATCH does not see it).
+    pub(crate) fn update_in_place_keep_version(
+        &mut self,
+        l: &Locked,
+        words: &[(u64, u64)],
+    ) -> Result<()> {
+        self.update_words(l, words, false)
+    }
+
+    fn update_words(&mut self, l: &Locked, words: &[(u64, u64)], stamp: bool) -> Result<()> {
         let f = l.found.ok_or(Error::NoSuchKey)?;
         let bucket = l.pos.bucket;
         self.ctx.seq_bump(bucket)?;
@@ -636,7 +650,9 @@ impl Handle {
             }
             self.ctx.wlog64(f.raw.off + field, val)?;
         }
-        self.ctx.wlog64(f.raw.off + E_LSN, self.next_version()?)?;
+        if stamp {
+            self.ctx.wlog64(f.raw.off + E_LSN, self.next_version()?)?;
+        }
         self.ctx.seq_bump(bucket)?;
         self.ctx.commit()
     }

@@ -87,7 +87,8 @@ pub enum Update<'v> {
         /// Its memcached flags (None: the entry's).
         mc_flags: Option<u32>,
     },
-    /// Change only the expiry, in place (memcached's touch).
+    /// Change only the expiry, in place, keeping the version: memcached's
+    /// touch, after which the item's CAS value still holds.
     Expire(Expiry),
 }
 
@@ -250,8 +251,8 @@ impl Handle {
                     if expire != 0 && expire <= now {
                         h.remove_locked(l.pos.bucket, &f)?;
                     } else {
-                        h.update_in_place(l, &[(E_EXPIRE, expire)])?;
-                        return Ok((out, h.ctx.region().load64(f.raw.off + E_LSN)?));
+                        h.update_in_place_keep_version(l, &[(E_EXPIRE, expire)])?;
+                        return Ok((out, f.raw.lsn));
                     }
                 }
                 (

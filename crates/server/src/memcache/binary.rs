@@ -137,12 +137,13 @@ pub(super) fn process(
         let close = match parsed.frame {
             Frame::Request(request) => execute(engine, &request, out, value),
             Frame::TooLarge { header, key } => {
-                if matches!(header.opcode, binary::opcode::SET | binary::opcode::SETQ) {
-                    // memcached drops the old item rather than leave it
-                    // stale after a failed set.
-                    let _ = engine.mc_delete(key, None);
-                }
-                write_error(out, &header, Status::TooLarge);
+                let mode = match header.opcode {
+                    binary::opcode::SET | binary::opcode::SETQ => McStore::Set,
+                    // Only whether it is a set matters: a set drops the old item.
+                    _ => McStore::Replace,
+                };
+                let status = status_of(&engine.mc_refused(mode, key));
+                write_error(out, &header, status);
                 false
             }
             Frame::Unknown { header } => {

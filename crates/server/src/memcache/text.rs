@@ -16,7 +16,7 @@ use engine::memcache::{McArith, McDeleted, McError, McItem, McStore, McStored, V
 use engine::{Engine, Session};
 use proto::memcache::meta::{self, Code, Meta, Num};
 use proto::memcache::text::{
-    self, write_line, write_stat, write_u64, write_value, Parsed, Parser, Request, StoreMode,
+    write_line, write_stat, write_u64, write_value, Parsed, Parser, Request, StoreMode,
 };
 use store::WorkerCounter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -227,13 +227,14 @@ pub(super) fn execute(
         } => {
             // The block was too large to read: the old item goes (for set),
             // as memcached does when the new one cannot be stored.
-            let removed = match remove_old {
-                true => engine.mc_delete(&key, None).map(|_| ()),
-                false => Ok(()),
+            let mode = if remove_old {
+                McStore::Set
+            } else {
+                McStore::Replace
             };
+            let refused = engine.mc_refused(mode, &key);
             if !noreply {
-                let line = removed.map_or_else(|e| e.line(), |()| text::TOO_LARGE.to_string());
-                write_line(out, line.as_bytes());
+                write_line(out, refused.line().as_bytes());
             }
         }
         Request::Arith {
