@@ -7,6 +7,7 @@ purpose, the test is shoal's alone and says why.
 """
 
 import re
+import signal
 import socket
 import time
 
@@ -530,3 +531,17 @@ def test_text_after_binary_is_per_connection(port):
     s.close()
     with Mc(port) as c:
         assert c.ask(b"version\r\n").startswith(b"VERSION ")
+
+
+def test_drain_closes_memcached_connections(make_server):
+    s = make_server()
+    idle = Mc(s.mc_port)
+    assert idle.ask(b"version\r\n").startswith(b"VERSION ")
+    midway = Mc(s.mc_port)
+    midway.send(b"set k 0 0 10\r\nhalf")
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.proc.wait(10) == 0
+    assert idle.read_all() == (b"", True)
+    assert midway.read_all() == (b"", True)
+    idle.close()
+    midway.close()
