@@ -222,11 +222,7 @@ def test_gat_gats_and_touch(raw):
     assert raw.ask(b"touch k x\r\n") == b"CLIENT_ERROR invalid exptime argument\r\n"
 
 
-def test_touch_leaves_the_cas_value(raw, request):
-    if request.node.callspec.params["port"] == "shoal":
-        # A touch is a logged write in shoal's store, and every logged write
-        # stamps a new version, which is the CAS value (engine/store).
-        request.applymarker(pytest.mark.xfail(strict=True, reason="touch stamps a new CAS"))
+def test_touch_leaves_the_cas_value(raw):
     raw.ask(b"set k 0 0 1\r\nx\r\n")
     before = raw.ask(b"gets k\r\n")
     raw.ask(b"touch k 100\r\n")
@@ -318,6 +314,15 @@ def test_item_size_limit(raw):
     assert raw.ask(b"get k\r\n") == b"END\r\n"
     assert raw.ask(b"set k 0 0 %d noreply\r\n%s\r\n" % (len(big), big)) == b""
     assert raw.ask(b"set k 0 0 1\r\nz\r\nget k\r\n") == b"STORED\r\nVALUE k 0 1\r\nz\r\nEND\r\n"
+    # Two halves that fit alone do not fit appended: not stored.
+    half = b"h" * 600_000
+    assert raw.ask(b"set k 0 0 %d\r\n%s\r\n" % (len(half), half)) == b"STORED\r\n"
+    assert raw.ask(b"append k 0 0 %d\r\n%s\r\n" % (len(half), half)) == b"NOT_STORED\r\n"
+    assert raw.ask(b"mg k s\r\n") == b"HD s600000\r\n"
+    # A refused cas leaves the item (only a refused set drops it).
+    assert raw.ask(b"cas k 0 0 %d 1\r\n%s\r\n" % (len(big), big)) == \
+        b"SERVER_ERROR object too large for cache\r\n"
+    assert raw.ask(b"mg k s\r\n") == b"HD s600000\r\n"
 
 
 def test_too_large_block_arriving_in_pieces(raw):
@@ -342,9 +347,9 @@ def test_item_size_max_flag(make_server):
         assert c.ask(b"set k 0 0 1001\r\n%s\r\n" % (b"a" * 1001)) == \
             b"SERVER_ERROR object too large for cache\r\n"
         assert c.ask(b"set k 0 0 600\r\n%s\r\n" % (b"a" * 600)) == b"STORED\r\n"
-        # append past the limit is refused and changes nothing
-        assert c.ask(b"append k 0 0 600\r\n%s\r\n" % (b"b" * 600)) == \
-            b"SERVER_ERROR object too large for cache\r\n"
+        # append past the limit is not stored and changes nothing
+        assert c.ask(b"append k 0 0 600\r\n%s\r\n" % (b"b" * 600)) == b"NOT_STORED\r\n"
+        assert c.ask(b"mg k s\r\n") == b"HD s600\r\n"
         assert c.ask(b"ms k 1001 T0\r\n%s\r\n" % (b"a" * 1001)) == \
             b"SERVER_ERROR object too large for cache\r\n"
         settings = c.ask(b"stats settings\r\n")

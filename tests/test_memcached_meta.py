@@ -120,8 +120,10 @@ def test_ms_errors(c):
     assert c.ask(b"ms k 5 O%s\r\nhello\r\n" % (b"1" * 40)) == \
         b"CLIENT_ERROR opaque token too long\r\n"
     assert c.ask(b"ms k 5 q\r\nhelloXX\r\n") == b"CLIENT_ERROR bad data chunk\r\nERROR\r\n"
+    # Too large: always reported, and the old item goes, whatever the mode.
+    assert c.ask(b"ms k 1\r\nx\r\n") == b"HD\r\n"
     big = b"x" * ((1 << 20) + 1)
-    assert c.ask(b"ms k %d q\r\n%s\r\n" % (len(big), big)) == \
+    assert c.ask(b"ms k %d q MA\r\n%s\r\n" % (len(big), big)) == \
         b"SERVER_ERROR object too large for cache\r\n"
     assert c.ask(b"mg k v\r\n") == b"EN\r\n"
 

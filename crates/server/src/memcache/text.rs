@@ -114,6 +114,10 @@ async fn serve(worker: &Rc<Worker>, stream: &mut TcpStream) -> std::io::Result<(
         if *shutdown.borrow() {
             return Ok(());
         }
+        if buf.is_empty() && buf.capacity() > REPLY_FLUSH {
+            // A large value passed through: do not keep its room per client.
+            buf = BytesMut::with_capacity(IO_CHUNK);
+        }
         buf.reserve(IO_CHUNK);
         tokio::select! {
             n = stream.read_buf(&mut buf) => {
@@ -225,16 +229,16 @@ pub(super) fn execute(
             remove_old,
             noreply,
         } => {
-            // The block was too large to read: the old item goes (for set),
-            // as memcached does when the new one cannot be stored.
-            let mode = if remove_old {
-                McStore::Set
-            } else {
-                McStore::Replace
+            // The block was too large to read. The engine drops the old item
+            // for a set (the parser says which refusals do that: set, and
+            // ms in any mode, as memcached) and counts the attempt.
+            let mode = match remove_old {
+                true => McStore::Set,
+                false => McStore::Add,
             };
-            let refused = engine.mc_refused(mode, &key);
+            let error = engine.mc_refused(mode, &key);
             if !noreply {
-                write_line(out, refused.line().as_bytes());
+                write_line(out, error.line().as_bytes());
             }
         }
         Request::Arith {
