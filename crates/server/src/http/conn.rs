@@ -7,7 +7,7 @@
 //! works on db 0 and is never inside MULTI.
 //!
 //! Timeouts (nginx's defaults): an idle keep-alive connection is closed after
-//! 75 s, a request whose head or body stalls after 60 s.
+//! 75 s, a request whose head or body stalls after 60 s (75 s at most).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -258,6 +258,13 @@ impl Conn {
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
         let mut shutdown = self.worker.shutdown.subscribe();
+        // One timer per connection, re-armed only when it fires: a read
+        // just notes its time (a timer per read would cost more than the
+        // request). A stalled request may so live up to the keep-alive
+        // timeout instead of the request timeout.
+        let mut last_read = tokio::time::Instant::now();
+        let timer = tokio::time::sleep(KEEPALIVE_TIMEOUT);
+        tokio::pin!(timer);
         loop {
             let step = self.process(&mut buf, &mut out);
             match step {
@@ -326,12 +333,19 @@ impl Conn {
                     if !matches!(n, Ok(n) if n > 0) {
                         return None;
                     }
+                    last_read = tokio::time::Instant::now();
                 }
                 _ = kill.notified() => return None,
                 // Draining: idle connections close at once; a request
                 // being read is finished first.
                 _ = shutdown.changed(), if !draining => {}
-                _ = tokio::time::sleep(timeout) => return None,
+                _ = &mut timer => {
+                    let due = last_read + timeout;
+                    if tokio::time::Instant::now() >= due {
+                        return None;
+                    }
+                    timer.as_mut().reset(due);
+                }
             }
         }
     }
