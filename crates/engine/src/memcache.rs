@@ -104,12 +104,14 @@ pub enum McDeleted {
 /// What incr/decr did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum McArith {
-    /// The new value and the item's new CAS value.
+    /// The new value and the item's new CAS value and expiry.
     Value {
         /// The number now stored.
         value: u64,
         /// The new CAS value.
         cas: u64,
+        /// The item's expiry after the change, ms since the epoch.
+        expire_at_ms: Option<u64>,
     },
     /// NOT_FOUND.
     NotFound,
@@ -398,6 +400,7 @@ impl Engine {
                         Ok(McArith::Value {
                             value: initial,
                             cas: 0,
+                            expire_at_ms: expire_at(expiry_of(exptime, now), None),
                         }),
                     ),
                     None => (Update::Keep, Ok(McArith::NotFound)),
@@ -415,13 +418,18 @@ impl Engine {
             } else {
                 current.saturating_sub(delta)
             };
+            let expiry = exptime.map_or(Expiry::Keep, |e| expiry_of(e, now));
             Ok((
                 Update::Write {
                     value: Cow::Owned(value.to_string().into_bytes()),
-                    expiry: exptime.map_or(Expiry::Keep, |e| expiry_of(e, now)),
+                    expiry,
                     mc_flags: None,
                 },
-                Ok(McArith::Value { value, cas: 0 }),
+                Ok(McArith::Value {
+                    value,
+                    cas: 0,
+                    expire_at_ms: expire_at(expiry, m.expire_at_ms),
+                }),
             ))
         })?;
         let outcome = outcome?;
@@ -436,9 +444,14 @@ impl Engine {
             1,
         );
         Ok(match outcome {
-            McArith::Value { value, .. } => McArith::Value {
+            McArith::Value {
+                value,
+                expire_at_ms,
+                ..
+            } => McArith::Value {
                 value,
                 cas: version,
+                expire_at_ms,
             },
             other => other,
         })
@@ -612,6 +625,16 @@ impl Engine {
             _ => return None,
         }
         Some(out)
+    }
+}
+
+/// The expiry an item has after a write with `expiry` (`current` is the
+/// item's before it).
+fn expire_at(expiry: Expiry, current: Option<u64>) -> Option<u64> {
+    match expiry {
+        Expiry::Keep => current,
+        Expiry::Persist => None,
+        Expiry::At(at) => Some(at),
     }
 }
 

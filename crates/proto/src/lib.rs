@@ -2,8 +2,13 @@
 //! return "need more bytes", a frame borrowing the buffer, or an error. No
 //! runtime, no sockets; the server owns the buffers and the I/O.
 //!
-//! So far: [`resp`], Redis's RESP2/RESP3, decoding requests the way Redis 7.0
-//! does (error texts included) and encoding replies in either version.
+//! - [`resp`]: Redis's RESP2/RESP3, decoding requests the way Redis 7.0 does
+//!   (error texts included) and encoding replies in either version;
+//! - [`memcache`]: memcached's text and meta commands, its binary protocol and
+//!   the UDP frame header, with memcached 1.6's error lines;
+//! - [`http`]: HTTP/1.1 request heads and bodies, and commands in the URI;
+//! - [`websocket`]: the RFC 6455 handshake and frames;
+//! - [`json`]: RESP replies as JSON, and JSON arrays as commands.
 //!
 //! ```
 //! use proto::resp::{Protocol, ReplyWriter, RequestParser};

@@ -1,5 +1,5 @@
 //! memcached's text protocol: request lines (`get`, `set`, `incr`, …, and
-//! the meta commands, whose flags [`meta`](super::meta) reads) and the data
+//! the meta commands, whose flags [`meta`] reads) and the data
 //! block a storage command carries.
 //!
 //! The yardstick is memcached 1.6: `try_read_command_ascii` (framing),

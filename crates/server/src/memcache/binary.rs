@@ -279,7 +279,7 @@ fn execute(
             // An exptime of all ones means "do not create".
             let vivify = (exptime != u32::MAX).then_some((initial, i64::from(exptime)));
             match engine.mc_arith(key, incr, delta, cas, vivify, None) {
-                Ok(McArith::Value { value, cas }) => ok(out, cas, &value.to_be_bytes()),
+                Ok(McArith::Value { value, cas, .. }) => ok(out, cas, &value.to_be_bytes()),
                 Ok(McArith::NotFound) => write_error(out, h, Status::KeyNotFound),
                 Ok(McArith::Exists) => write_error(out, h, Status::KeyExists),
                 Err(e) => write_error(out, h, status_of(&e)),

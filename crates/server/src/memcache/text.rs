@@ -327,7 +327,7 @@ pub(super) fn execute(
                 let debug = meta::Debug {
                     exp: match item.expire_at_ms {
                         None => -1,
-                        Some(_) => -ttl_s(&item, now),
+                        Some(_) => -ttl_s(item.expire_at_ms, now),
                     },
                     la: idle_s(&item, now),
                     cas: item.cas,
@@ -382,7 +382,7 @@ fn meta_get(engine: &mut Engine, value: &mut Vec<u8>, m: &Meta<'_>, out: &mut Ve
     };
     m.write_reply(out, code, |f| match f {
         b's' => Some(Num::U(item.len)),
-        b't' => Some(Num::I(ttl_s(&item, now))),
+        b't' => Some(Num::I(ttl_s(item.expire_at_ms, now))),
         b'c' => Some(Num::U(item.cas)),
         b'f' => Some(Num::U(u64::from(item.flags))),
         b'l' => Some(Num::U(idle_s(&item, now))),
@@ -426,8 +426,12 @@ fn meta_set(engine: &mut Engine, m: &Meta<'_>, data: &[u8], out: &mut Vec<u8>) {
 fn meta_arith(engine: &mut Engine, m: &Meta<'_>, out: &mut Vec<u8>) {
     let vivify = m.vivify.map(|exptime| (m.initial, exptime));
     let r = engine.mc_arith(&m.key, m.incr(), m.delta, m.compare_cas, vivify, m.ttl);
-    let (n, cas) = match r {
-        Ok(McArith::Value { value, cas }) => (value, cas),
+    let (n, cas, expire_at_ms) = match r {
+        Ok(McArith::Value {
+            value,
+            cas,
+            expire_at_ms,
+        }) => (value, cas, expire_at_ms),
         Ok(McArith::NotFound) => return m.write_reply(out, Code::Nf, |_| None),
         Ok(McArith::Exists) => return m.write_reply(out, Code::Ex, |_| None),
         Err(e) => return write_line(out, e.line().as_bytes()),
@@ -435,18 +439,7 @@ fn meta_arith(engine: &mut Engine, m: &Meta<'_>, out: &mut Vec<u8>) {
     if m.quiet {
         return;
     }
-    // The engine's arithmetic does not return the expiry: `t` reads it back
-    // (which the statistics count as one more read).
-    let ttl = match m.has(b't') {
-        true => {
-            let now = engine.now_ms();
-            match engine.mc_peek(&m.key, None) {
-                Ok(item) => item.map_or(-1, |i| ttl_s(&i, now)),
-                Err(e) => return write_line(out, e.line().as_bytes()),
-            }
-        }
-        false => -1,
-    };
+    let ttl = ttl_s(expire_at_ms, engine.now_ms());
     let mut digits = Vec::with_capacity(20);
     write_u64(&mut digits, n);
     let code = match m.value {
@@ -493,8 +486,8 @@ fn mc_store(mode: StoreMode) -> McStore {
 
 /// Whole seconds the item has left (rounded up, so a fresh `T10` reads 10,
 /// as memcached's second clock shows it); -1 without an expiry.
-fn ttl_s(item: &McItem, now_ms: u64) -> i64 {
-    match item.expire_at_ms {
+fn ttl_s(expire_at_ms: Option<u64>, now_ms: u64) -> i64 {
+    match expire_at_ms {
         None => -1,
         Some(at) => at.saturating_sub(now_ms).div_ceil(1000) as i64,
     }
