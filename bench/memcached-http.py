@@ -5,8 +5,8 @@ memcached part: `memcached -t 1` and `shoal serve --workers 1` (both pinned to
 CPU 0, TCP only) under memcaslap pinned to CPU 1 (`-T 1 -c 50`, --seconds per
 run): pure set, pure get, and multiget of 10 keys (`-d 10`), each with 3-byte
 and 128-byte values and 16-byte keys. memcaslap loads the keys before a get
-run. It reports operations per second (for multiget, keys per second) and a
-log2 latency histogram, from which the p99 bucket is printed as its upper
+run (`-w 1k`: 50,000 keys). It reports operations per second (for multiget,
+keys per second), its totals of gets and sets, and a log2 latency histogram, from which the p99 bucket is printed as its upper
 bound ("<=1024us": the 99th percentile lies in [512us, 1024us)).
 
 HTTP part: nginx (one worker process, `open_file_cache`, `access_log off`,
@@ -17,7 +17,9 @@ p50/p99 latency.
 
 Each case alternates the reference server and shoal (--rounds pairs) so that
 noise from other work falls on both; the table shows means over the rounds
-and the ratio shoal / reference. Needs memcached, memcaslap
+and the ratio shoal / reference, twice: operations per second, and operations
+per second of server CPU time (user + system of the server's processes, from
+/proc, so "per core" holds even when the one-core client is the limit). Needs memcached, memcaslap
 (libmemcached-tools), nginx, wrk and taskset; only the standard library.
 
 Usage: python3 bench/memcached-http.py [--seconds S] [--rounds R]
@@ -47,20 +49,54 @@ INDEX_HTML = b"<html><body>hello from shoal</body></html>"
 assert len(INDEX_HTML) == 42
 
 
+def cpu_seconds(root_pid):
+    """User + system CPU seconds of `root_pid` and its descendants so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                raw = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = raw[raw.rindex(")") + 2:].split()
+            stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    tree, frontier = {root_pid}, [root_pid]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, _) in stats.items():
+            if ppid == parent and pid not in tree:
+                tree.add(pid)
+                frontier.append(pid)
+    return sum(stats[p][1] for p in tree if p in stats) / ticks
+
+
+def measured(proc, run):
+    """Runs `run()`, which returns (ops/s, an extra figure, every operation the
+    server did for it); returns (ops/s, the extra figure, operations per
+    second of server CPU time)."""
+    before = cpu_seconds(proc.pid)
+    rate, extra, total = run()
+    used = cpu_seconds(proc.pid) - before
+    return rate, extra, (total / used if used > 0 else None)
+
+
 def memcaslap(port, case, size, seconds, workdir):
-    """One memcaslap run; returns (ops/s, p99 upper bound in us or None)."""
+    """One memcaslap run; returns (ops/s, p99 upper bound in us or None, every
+    get and set it sent, its loading of the keys included)."""
     set_share, get_share, keys = MEMCACHED_CASES[case]
     cfg = Path(workdir) / f"{case}-{size}.cfg"
     cfg.write_text(f"key\n16 16 1\nvalue\n{size} {size} 1\ncmd\n0 {set_share}\n1 {get_share}\n")
     out = subprocess.run(
         ["taskset", "-c", servers.CLIENT_CPU, "memcaslap", "-s", f"127.0.0.1:{port}",
          "-T", "1", "-c", "50", "-t", f"{seconds}s", "-F", str(cfg), "-X", str(size),
-         "-d", str(keys), "-S", f"{seconds}s"],
+         "-d", str(keys), "-S", f"{seconds}s", "-w", "1k"],
         capture_output=True, text=True, timeout=seconds * 10 + 60).stdout
     m = re.search(r"Run time: [\d.]+s Ops: \d+ TPS: (\d+)", out)
-    if not m:
+    gets, sets = re.search(r"^cmd_get: (\d+)", out, re.M), re.search(r"^cmd_set: (\d+)", out, re.M)
+    if not (m and gets and sets):
         sys.exit(f"memcaslap printed no figures:\n{out}")
-    return int(m.group(1)), p99_of_log2(out)
+    return int(m.group(1)), p99_of_log2(out), int(gets.group(1)) + int(sets.group(1))
 
 
 def p99_of_log2(out):
@@ -128,7 +164,7 @@ http {{
 
 
 def wrk(port, seconds):
-    """One wrk run on /index.html; returns (requests/s, p50 ms, p99 ms)."""
+    """One wrk run on /index.html; returns (requests/s, (p50 ms, p99 ms), requests)."""
     out = subprocess.run(
         ["taskset", "-c", servers.CLIENT_CPU, "wrk", "-t1", "-c50", f"-d{seconds}s", "--latency",
          f"http://127.0.0.1:{port}/index.html"],
@@ -136,7 +172,8 @@ def wrk(port, seconds):
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     if not rps or re.search(r"Non-2xx or 3xx responses|Socket errors", out):
         sys.exit(f"wrk failed or saw errors:\n{out}")
-    return float(rps.group(1)), latency(out, "50%"), latency(out, "99%")
+    total = re.search(r"(\d+) requests in", out)
+    return float(rps.group(1)), (latency(out, "50%"), latency(out, "99%")), int(total.group(1))
 
 
 def latency(out, pct):
@@ -185,12 +222,15 @@ def main():
     workdir = tempfile.mkdtemp(prefix="shoal-bench-")
     rows = []
     try:
-        procs.append(servers.start_shoal(ports["resp"], name, "1g", memcached_port=ports["mc_shoal"],
-                                         http_port=ports["http_shoal"]))
+        shoal = servers.start_shoal(ports["resp"], name, "1g", memcached_port=ports["mc_shoal"],
+                                    http_port=ports["http_shoal"])
+        procs.append(shoal)
         if "memcached" in parts:
-            procs.append(servers.start_memcached(ports["memcached"], 1024))
+            memcached = servers.start_memcached(ports["memcached"], 1024)
+            procs.append(memcached)
         if "http" in parts:
-            procs.append(start_nginx(ports["nginx"], workdir))
+            nginx = start_nginx(ports["nginx"], workdir)
+            procs.append(nginx)
             set_index_html(ports["resp"])
         print(f"servers on CPU {servers.SERVER_CPU}, clients on CPU {servers.CLIENT_CPU}; "
               f"{args.seconds}s runs, {args.rounds} alternating rounds each", flush=True)
@@ -199,23 +239,27 @@ def main():
                 for size in VALUE_SIZES:
                     got = {"memcached": [], "shoal": []}
                     for _ in range(args.rounds):
-                        for who, port in [("memcached", ports["memcached"]), ("shoal", ports["mc_shoal"])]:
-                            got[who].append(memcaslap(port, case, size, args.seconds, workdir))
+                        for who, proc, port in [("memcached", memcached, ports["memcached"]),
+                                                ("shoal", shoal, ports["mc_shoal"])]:
+                            got[who].append(measured(proc, lambda: memcaslap(
+                                port, case, size, args.seconds, workdir)))
                     ref = mean([g[0] for g in got["memcached"]])
                     ours = mean([g[0] for g in got["shoal"]])
                     rows.append((f"memcaslap {case} {size}B", "memcached", ref, ours,
+                                 mean([g[2] for g in got["memcached"]]), mean([g[2] for g in got["shoal"]]),
                                  f"<={max(g[1] or 0 for g in got['memcached'])}us",
                                  f"<={max(g[1] or 0 for g in got['shoal'])}us"))
                     print(f"  {rows[-1][0]}: memcached {ref:,.0f}/s, shoal {ours:,.0f}/s", flush=True)
         if "http" in parts:
             got = {"nginx": [], "shoal": []}
             for _ in range(args.rounds):
-                for who, port in [("nginx", ports["nginx"]), ("shoal", ports["http_shoal"])]:
-                    got[who].append(wrk(port, args.seconds))
+                for who, proc, port in [("nginx", nginx, ports["nginx"]), ("shoal", shoal, ports["http_shoal"])]:
+                    got[who].append(measured(proc, lambda: wrk(port, args.seconds)))
             ref = mean([g[0] for g in got["nginx"]])
             ours = mean([g[0] for g in got["shoal"]])
-            p = {who: (mean([g[1] for g in got[who]]), mean([g[2] for g in got[who]])) for who in got}
+            p = {who: (mean([g[1][0] for g in got[who]]), mean([g[1][1] for g in got[who]])) for who in got}
             rows.append(("wrk GET /index.html (42B)", "nginx", ref, ours,
+                         mean([g[2] for g in got["nginx"]]), mean([g[2] for g in got["shoal"]]),
                          f"{fmt(p['nginx'][0], '.3f')}/{fmt(p['nginx'][1], '.3f')}ms",
                          f"{fmt(p['shoal'][0], '.3f')}/{fmt(p['shoal'][1], '.3f')}ms"))
             print(f"  {rows[-1][0]}: nginx {ref:,.0f}/s, shoal {ours:,.0f}/s", flush=True)
@@ -226,12 +270,15 @@ def main():
         shutil.rmtree(workdir, ignore_errors=True)
 
     print()
-    print(f"{'case':<30} {'reference':<10} {'ref ops/s':>12} {'shoal ops/s':>12} {'ratio':>6}  "
-          f"{'ref latency':>18} {'shoal latency':>18}")
-    for case, ref_name, ref, ours, ref_lat, our_lat in rows:
-        print(f"{case:<30} {ref_name:<10} {ref:>12,.0f} {ours:>12,.0f} {ours / ref:>6.2f}  "
-              f"{ref_lat:>18} {our_lat:>18}")
-    print("\nlatency: memcaslap p99 bucket upper bound; wrk p50/p99.")
+    print(f"{'case':<28} {'reference':<10} {'ref ops/s':>10} {'shoal ops/s':>11} {'ratio':>6} "
+          f"{'ref /cpu-s':>10} {'shoal /cpu-s':>12} {'ratio':>6}  {'ref latency':>16} {'shoal latency':>16}")
+    for case, ref_name, ref, ours, ref_cpu, our_cpu, ref_lat, our_lat in rows:
+        cpu_ratio = our_cpu / ref_cpu if ref_cpu and our_cpu else None
+        print(f"{case:<28} {ref_name:<10} {ref:>10,.0f} {ours:>11,.0f} {ours / ref:>6.2f} "
+              f"{fmt(ref_cpu, ',.0f'):>10} {fmt(our_cpu, ',.0f'):>12} {fmt(cpu_ratio, '.2f'):>6}  "
+              f"{ref_lat:>16} {our_lat:>16}")
+    print("\n/cpu-s: operations per second of server CPU time (per core);"
+          " latency: memcaslap p99 bucket upper bound; wrk p50/p99.")
 
 
 if __name__ == "__main__":
