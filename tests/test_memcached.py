@@ -496,6 +496,22 @@ def test_curr_items_counts_live_items(shoal_port):
     assert stats(shoal_port)["curr_items"] == "2"
 
 
+def test_stats_reset(port, mc):
+    mc.set("k", b"v")
+    mc.get("k")
+    mc.get("nope")
+    assert int(stats(port)["cmd_get"]) >= 2
+    with Mc(port) as c:
+        assert c.ask(b"stats reset\r\n") == b"RESET\r\n"
+    after = stats(port)
+    for name in ("cmd_get", "get_hits", "get_misses", "cmd_set", "total_items"):
+        assert after[name] == "0", name
+    # Items stay; only counters start again.
+    assert mc.get("k") == b"v"
+    again = stats(port)
+    assert (again["cmd_get"], again["get_hits"]) == ("1", "1")
+
+
 def test_stats_connections(port):
     time.sleep(0.2)  # connections of earlier tests have gone
     before = int(stats(port)["curr_connections"])

@@ -403,6 +403,14 @@ def test_stats(mc):
         settings[r.key.decode()] = r.value.decode()
     assert settings["item_size_max"] == str(ITEM_SIZE_MAX)
     assert_error(mc.call(STAT, b"nonsense"), NOT_FOUND, STAT)
+    # A reset answers the empty packet that ends a list; counters restart.
+    r = mc.call(STAT, b"reset")
+    assert (r.status, r.key, r.value) == (OK, b"", b"")
+    mc.send(request(STAT))
+    after = {}
+    while (r := mc.read()).key:
+        after[r.key.decode()] = r.value.decode()
+    assert after["cmd_get"] == "0"
     # The connection stays open.
     assert mc.call(NOOP).status == OK
 

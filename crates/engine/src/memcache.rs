@@ -32,6 +32,34 @@ const DB: u8 = 0;
 /// the epoch, 0 = none): whichever worker first sees it due does the flush.
 const FLUSH_AT_WORD: u64 = 24;
 
+/// The counters `stats reset` starts again from zero: the store's figure
+/// minus a baseline kept in shared setting words from [`RESET_BASE_WORD`] on,
+/// in this order (memcached's `stats reset` zeroes the same ones).
+const RESETTABLE: [&str; 19] = [
+    "cmd_get",
+    "get_hits",
+    "cmd_set",
+    "cmd_flush",
+    "cmd_touch",
+    "touch_hits",
+    "delete_hits",
+    "delete_misses",
+    "incr_hits",
+    "incr_misses",
+    "decr_hits",
+    "decr_misses",
+    "cas_hits",
+    "cas_misses",
+    "cas_badval",
+    "total_items",
+    "evicted_keys",
+    "expired_keys",
+    "total_connections",
+];
+
+/// First of the shared setting words holding `stats reset` baselines.
+const RESET_BASE_WORD: u64 = 25;
+
 /// What a read returns besides the value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct McItem {
@@ -519,11 +547,17 @@ impl Engine {
     pub fn mc_stats(&mut self, group: &str) -> Option<Vec<(String, String)>> {
         let info = self.store.info().ok()?;
         let workers = self.store.workers().unwrap_or_default();
+        let total_connections: u64 = workers.iter().map(|w| w.total_connections).sum();
         let stat = |name: &str| {
-            info.stats
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map_or(0, |(_, v)| *v)
+            let now = match name {
+                "total_connections" => total_connections,
+                _ => info
+                    .stats
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map_or(0, |(_, v)| *v),
+            };
+            now.saturating_sub(self.mc_reset_base(name))
         };
         let keys = info.keyspace.get(DB as usize).map_or(0, |k| k.0);
         let limit = match info.maxmemory {
@@ -549,14 +583,7 @@ impl Engine {
                         .sum::<u64>()
                         .to_string(),
                 );
-                put(
-                    "total_connections",
-                    workers
-                        .iter()
-                        .map(|w| w.total_connections)
-                        .sum::<u64>()
-                        .to_string(),
-                );
+                put("total_connections", stat("total_connections").to_string());
                 let (gets, hits) = (stat("cmd_get"), stat("get_hits"));
                 let (touches, touch_hits) = (stat("cmd_touch"), stat("touch_hits"));
                 put("cmd_get", gets.to_string());
@@ -635,6 +662,42 @@ fn expire_at(expiry: Expiry, current: Option<u64>) -> Option<u64> {
         Expiry::Keep => current,
         Expiry::Persist => None,
         Expiry::At(at) => Some(at),
+    }
+}
+
+impl Engine {
+    /// `stats reset`: the counters memcached resets read 0 from now on, on
+    /// every worker (their baselines move to the current figures).
+    pub fn mc_stats_reset(&mut self) -> Result<(), McError> {
+        let info = self.store.info()?;
+        let total_connections: u64 = self
+            .store
+            .workers()?
+            .iter()
+            .map(|w| w.total_connections)
+            .sum();
+        for (i, name) in RESETTABLE.iter().enumerate() {
+            let now = match *name {
+                "total_connections" => total_connections,
+                _ => info
+                    .stats
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or(0, |(_, v)| *v),
+            };
+            self.store
+                .set_config_word(RESET_BASE_WORD + i as u64, now)?;
+        }
+        Ok(())
+    }
+
+    /// The baseline `stats reset` left for counter `name` (0 if it has none).
+    fn mc_reset_base(&self, name: &str) -> u64 {
+        RESETTABLE
+            .iter()
+            .position(|n| *n == name)
+            .and_then(|i| self.store.config_word(RESET_BASE_WORD + i as u64).ok())
+            .unwrap_or(0)
     }
 }
 

@@ -295,6 +295,11 @@ fn execute(
         },
         Command::Noop | Command::Verbosity { .. } => ok(out, 0, &[]),
         Command::Version => ok(out, 0, VERSION.as_bytes()),
+        // memcached answers a reset with the empty packet that ends a list.
+        Command::Stat { group: b"reset" } => match engine.mc_stats_reset() {
+            Ok(()) => write_response(out, h, Status::Success, 0, &[], &[], &[]),
+            Err(e) => write_error(out, h, status_of(&e)),
+        },
         Command::Stat { group } => {
             let stats = std::str::from_utf8(group)
                 .ok()

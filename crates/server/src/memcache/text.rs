@@ -305,6 +305,10 @@ pub(super) fn execute(
             write_line(out, VERSION.as_bytes());
         }
         Request::Quit => return false,
+        Request::Stats { group: b"reset" } => match engine.mc_stats_reset() {
+            Ok(()) => out.extend_from_slice(b"RESET\r\n"),
+            Err(e) => write_line(out, e.line().as_bytes()),
+        },
         Request::Stats { group } => {
             let stats = std::str::from_utf8(group)
                 .ok()
