@@ -3,35 +3,12 @@
 //! end in the error their name says), then random bytes and random
 //! HTTP-looking streams.
 
-use std::path::Path;
+mod common;
 
+use common::corpus;
 use proptest::prelude::*;
 use proto::http::fuzzing::fuzz_request;
 use proto::http::{HeadParser, HttpError, MAX_BODY};
-
-fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fuzz/corpus")
-        .join(target);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("corpus {} is missing: {e}", dir.display()))
-        .map(|e| e.expect("corpus entry").path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "corpus {} is empty", dir.display());
-    files
-        .into_iter()
-        .map(|p| {
-            let name = p
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
-            (name, std::fs::read(&p).expect("read corpus file"))
-        })
-        .collect()
-}
 
 #[test]
 fn the_corpus_keeps_the_invariants() {

@@ -2,23 +2,15 @@
 //! `fuzz/corpus/json_reply/`, then random bytes and random RESP3-looking
 //! streams.
 
-use std::path::Path;
+mod common;
 
 use proptest::prelude::*;
 use proto::json::fuzzing::fuzz_reply;
 
 #[test]
 fn the_corpus_keeps_the_invariants() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/json_reply");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("corpus {} is missing: {e}", dir.display()))
-        .map(|e| e.expect("corpus entry").path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "corpus {} is empty", dir.display());
-    for path in files {
-        let data = std::fs::read(&path).expect("read corpus file");
-        eprintln!("replaying {} ({} bytes)", path.display(), data.len());
+    for (name, data) in common::corpus("json_reply") {
+        eprintln!("replaying {name} ({} bytes)", data.len());
         fuzz_reply(&data);
     }
 }

@@ -3,36 +3,20 @@
 //! fuzzer kept), random bytes, and random pipelines of well-formed and
 //! damaged requests. See `fuzz/README.md` for running the fuzzer itself.
 
-use std::path::{Path, PathBuf};
+mod common;
 
 use proptest::prelude::*;
 use proto::memcache::binary::fuzzing::{fuzz_request, request_bytes};
 use proto::memcache::binary::{opcode, parse, BinaryError, Frame, Status};
 
-fn corpus() -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/memcache_binary");
-    let entries = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("corpus {} is missing: {e}", dir.display()));
-    let mut files: Vec<PathBuf> = entries
-        .map(|e| e.expect("read corpus entry").path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "corpus {} is empty", dir.display());
-    files
-        .into_iter()
-        .map(|p| {
-            let data = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-            (p, data)
-        })
-        .collect()
+fn corpus() -> Vec<(String, Vec<u8>)> {
+    common::corpus("memcache_binary")
 }
 
 #[test]
 fn corpus_keeps_the_invariants() {
     let files = corpus();
-    for (path, data) in &files {
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
+    for (name, data) in &files {
         eprintln!("replaying {name} ({} bytes)", data.len());
         fuzz_request(data);
     }
@@ -59,14 +43,8 @@ fn first_error(data: &[u8]) -> Option<Option<Status>> {
 
 #[test]
 fn seeds_named_err_end_in_an_error_and_the_others_do_not() {
-    for (path, data) in corpus() {
-        let name = path
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        if !name.starts_with(|c: char| c.is_ascii_lowercase()) || name.len() == 40 {
-            // Files the fuzzer added are named by their hash.
+    for (name, data) in corpus() {
+        if !name.starts_with(|c: char| c.is_ascii_lowercase()) || common::is_fuzzer_find(&name) {
             continue;
         }
         let ending = first_error(&data);

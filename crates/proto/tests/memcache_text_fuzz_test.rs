@@ -4,7 +4,7 @@
 //! no panic, consumption within the buffer, the same steps whatever the
 //! delivery, memcached's error lines, round trips).
 
-use std::path::Path;
+mod common;
 
 use proptest::prelude::*;
 use proto::memcache::fuzzing::fuzz_text;
@@ -12,18 +12,11 @@ use proto::memcache::text::{Parsed, Parser};
 
 #[test]
 fn memcache_text_corpus_keeps_the_invariants() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/memcache_text");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("corpus {} is missing: {e}", dir.display()))
-        .map(|e| e.expect("read corpus entry").path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    assert!(files.len() >= 10, "corpus {} is too small", dir.display());
-    for path in &files {
-        let data = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        eprintln!("replaying {} ({} bytes)", path.display(), data.len());
-        fuzz_text(&data);
+    let files = common::corpus("memcache_text");
+    assert!(files.len() >= 10, "the memcache_text corpus is too small");
+    for (name, data) in &files {
+        eprintln!("replaying {name} ({} bytes)", data.len());
+        fuzz_text(data);
     }
 }
 

@@ -3,32 +3,15 @@
 //! close code; the others are what the fuzzer kept), then
 //! random bytes and random frame-like streams.
 
-use std::path::Path;
+mod common;
 
+use common::is_fuzzer_find;
 use proptest::prelude::*;
 use proto::websocket::fuzzing::fuzz_frames;
 use proto::websocket::MessageDecoder;
 
 fn corpus() -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/websocket_frame");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("corpus {} is missing: {e}", dir.display()))
-        .map(|e| e.expect("corpus entry").path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "corpus {} is empty", dir.display());
-    files
-        .into_iter()
-        .map(|p| {
-            let name = p
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
-            (name, std::fs::read(&p).expect("read corpus file"))
-        })
-        .collect()
+    common::corpus("websocket_frame")
 }
 
 #[test]
@@ -44,7 +27,7 @@ fn error_seeds_end_in_an_error() {
     // Hand-written seeds have names; the fuzzer's finds are named by hash.
     let named = corpus()
         .into_iter()
-        .filter(|(name, _)| !(name.len() == 40 && name.bytes().all(|b| b.is_ascii_hexdigit())));
+        .filter(|(name, _)| !is_fuzzer_find(name));
     for (name, data) in named {
         let mut decoder = MessageDecoder::new(1 << 20);
         let mut rest = &data[..];

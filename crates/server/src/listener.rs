@@ -22,40 +22,36 @@ pub(crate) fn resolve(bind: &str, port: u16) -> Result<SocketAddr, Error> {
 
 /// A non-blocking TCP listener on `addr` with SO_REUSEADDR and SO_REUSEPORT.
 pub(crate) fn reuseport_tcp(addr: SocketAddr) -> Result<std::net::TcpListener, Error> {
-    let what = || format!("listen on {addr}");
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
-        .map_err(io(what()))?;
-    socket.set_reuse_address(true).map_err(io(what()))?;
-    socket.set_reuse_port(true).map_err(io(what()))?;
-    socket.set_nonblocking(true).map_err(io(what()))?;
-    socket.bind(&addr.into()).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::AddrInUse {
-            Error::Config(format!(
-                "port {} on {} is in use by another program",
-                addr.port(),
-                addr.ip()
-            ))
-        } else {
-            Error::Io(what(), e)
-        }
-    })?;
-    socket.listen(BACKLOG).map_err(io(what()))?;
+    let socket = reuseport_socket(addr, Type::STREAM, Protocol::TCP, "")?;
+    socket
+        .listen(BACKLOG)
+        .map_err(io(format!("listen on {addr}")))?;
     Ok(socket.into())
 }
 
 /// A non-blocking UDP socket bound to `addr` with SO_REUSEADDR and
 /// SO_REUSEPORT (the kernel spreads datagrams by source address).
 pub(crate) fn reuseport_udp(addr: SocketAddr) -> Result<std::net::UdpSocket, Error> {
-    let what = || format!("listen on udp {addr}");
-    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
-        .map_err(io(what()))?;
+    Ok(reuseport_socket(addr, Type::DGRAM, Protocol::UDP, "udp ")?.into())
+}
+
+/// A non-blocking socket bound to `addr` that every worker can bind too.
+/// `kind` names it in messages ("" for TCP, "udp ").
+fn reuseport_socket(
+    addr: SocketAddr,
+    ty: Type,
+    protocol: Protocol,
+    kind: &str,
+) -> Result<Socket, Error> {
+    let what = || format!("listen on {kind}{addr}");
+    let socket = Socket::new(Domain::for_address(addr), ty, Some(protocol)).map_err(io(what()))?;
     socket.set_reuse_address(true).map_err(io(what()))?;
     socket.set_reuse_port(true).map_err(io(what()))?;
     socket.set_nonblocking(true).map_err(io(what()))?;
     socket.bind(&addr.into()).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
             Error::Config(format!(
-                "udp port {} on {} is in use by another program",
+                "{kind}port {} on {} is in use by another program",
                 addr.port(),
                 addr.ip()
             ))
@@ -63,7 +59,7 @@ pub(crate) fn reuseport_udp(addr: SocketAddr) -> Result<std::net::UdpSocket, Err
             Error::Io(what(), e)
         }
     })?;
-    Ok(socket.into())
+    Ok(socket)
 }
 
 /// A non-blocking Unix listener at `path`, replacing a stale socket file.
