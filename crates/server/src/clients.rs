@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use engine::{KillFilter, Session};
+use store::WorkerCounter;
 use tokio::sync::Notify;
+
+use crate::worker::Worker;
 
 /// One connection as the worker sees it.
 pub(crate) struct Client {
@@ -19,6 +22,40 @@ pub(crate) struct Client {
 #[derive(Default)]
 pub(crate) struct Clients {
     map: RefCell<BTreeMap<u64, Client>>,
+}
+
+impl Worker {
+    /// Registers a connection's session: CLIENT LIST and CLIENT KILL see it
+    /// and the worker's connection counters count it. Returns the shared
+    /// session and the notifier that closes it from outside. Every admitted
+    /// client leaves through [`Worker::release`].
+    pub(crate) fn admit(&self, session: Session) -> (Rc<RefCell<Session>>, Rc<Notify>) {
+        let id = session.id;
+        let session = Rc::new(RefCell::new(session));
+        let kill = Rc::new(Notify::new());
+        self.clients.insert(
+            id,
+            Client {
+                session: session.clone(),
+                kill: kill.clone(),
+            },
+        );
+        let _ = self
+            .store
+            .add_worker_counter(self.slot, WorkerCounter::Connections, 1);
+        let _ = self
+            .store
+            .add_worker_counter(self.slot, WorkerCounter::TotalConnections, 1);
+        (session, kill)
+    }
+
+    /// Unregisters the client `id` that [`Worker::admit`] registered.
+    pub(crate) fn release(&self, id: u64) {
+        self.clients.remove(id);
+        let _ = self
+            .store
+            .add_worker_counter(self.slot, WorkerCounter::Connections, -1);
+    }
 }
 
 /// Whether `filter` selects the client `s`.

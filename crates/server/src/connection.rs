@@ -20,7 +20,6 @@ use tokio::sync::{watch, Notify};
 
 use crate::blocking::Outcome;
 use crate::bus;
-use crate::clients::Client;
 use crate::worker::Worker;
 
 /// What the connection does after working through its buffer.
@@ -67,30 +66,13 @@ where
     let mut s = Session::new(id, now);
     (s.addr, s.laddr, s.fd) = (peer.0, peer.1, peer.2 as i64);
     s.worker = worker.slot;
-    let session = Rc::new(RefCell::new(s));
-    let kill = Rc::new(Notify::new());
-    worker.clients.insert(
-        id,
-        Client {
-            session: session.clone(),
-            kill: kill.clone(),
-        },
-    );
-    let _ = worker
-        .store
-        .add_worker_counter(worker.slot, WorkerCounter::Connections, 1);
-    let _ = worker
-        .store
-        .add_worker_counter(worker.slot, WorkerCounter::TotalConnections, 1);
+    let (session, kill) = worker.admit(s);
     let _ = serve(&worker, &mut stream, &session, &kill).await;
     let _ = stream.shutdown().await;
     // However the connection ended, it waits on no key any more.
     worker.blocking.unblock(id);
     worker.blocking.take_outcome(id);
-    worker.clients.remove(id);
-    let _ = worker
-        .store
-        .add_worker_counter(worker.slot, WorkerCounter::Connections, -1);
+    worker.release(id);
 }
 
 async fn serve<S>(

@@ -31,7 +31,6 @@ use tokio::sync::Notify;
 
 use super::metrics;
 use super::websocket::{self, Sub};
-use crate::clients::Client;
 use crate::connection;
 use crate::worker::Worker;
 
@@ -108,21 +107,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, mut stream: TcpStream, peer: Socke
     (s.addr, s.laddr, s.fd) = (peer.to_string(), local.clone(), i64::from(fd));
     s.worker = worker.slot;
     let raw = s.clone();
-    let session = Rc::new(RefCell::new(s));
-    let kill = Rc::new(Notify::new());
-    worker.clients.insert(
-        id,
-        Client {
-            session: session.clone(),
-            kill: kill.clone(),
-        },
-    );
-    let _ = worker
-        .store
-        .add_worker_counter(worker.slot, WorkerCounter::Connections, 1);
-    let _ = worker
-        .store
-        .add_worker_counter(worker.slot, WorkerCounter::TotalConnections, 1);
+    let (session, kill) = worker.admit(s);
     let mut conn = Conn {
         worker: worker.clone(),
         session,
@@ -137,10 +122,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, mut stream: TcpStream, peer: Socke
     let upgrade = conn.run(&mut stream, &kill).await;
     drop(conn);
     // The WebSocket side registers its own client: this one ends here.
-    worker.clients.remove(id);
-    let _ = worker
-        .store
-        .add_worker_counter(worker.slot, WorkerCounter::Connections, -1);
+    worker.release(id);
     match upgrade {
         Some((sub, leftover)) => {
             websocket::serve(worker, stream, sub, leftover, (peer.to_string(), local, fd)).await
