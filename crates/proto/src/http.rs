@@ -702,7 +702,7 @@ impl Response<'_> {
     /// Appends the status line and fields, blank line included.
     pub fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"HTTP/1.1 ");
-        write_decimal(out, u64::from(self.status));
+        crate::resp::number::push_u64(out, u64::from(self.status));
         out.push(b' ');
         out.extend_from_slice(reason(self.status).as_bytes());
         out.extend_from_slice(b"\r\nServer: shoal\r\nDate: ");
@@ -713,7 +713,7 @@ impl Response<'_> {
         }
         if self.status >= 200 && self.status != 204 {
             out.extend_from_slice(b"\r\nContent-Length: ");
-            write_decimal(out, self.content_length);
+            crate::resp::number::push_u64(out, self.content_length);
         }
         match self.connection {
             Connection::Default => {}
@@ -728,21 +728,6 @@ impl Response<'_> {
         }
         out.extend_from_slice(b"\r\n\r\n");
     }
-}
-
-/// Appends `n` in decimal.
-pub fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
 }
 
 /// Where a chunked body's decoding stands.

@@ -700,26 +700,13 @@ pub(crate) fn parse_u64(tok: &[u8]) -> Option<u64> {
 }
 
 /// Appends `n` in decimal.
-pub fn write_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
+pub fn write_u64(out: &mut Vec<u8>, n: u64) {
+    crate::resp::number::push_u64(out, n);
 }
 
 /// Appends `n` in decimal, with a sign when negative.
 pub fn write_i64(out: &mut Vec<u8>, n: i64) {
-    if n < 0 {
-        out.push(b'-');
-    }
-    write_u64(out, n.unsigned_abs());
+    crate::resp::number::push_i64(out, n);
 }
 
 /// Appends a reply line: `line` and `\r\n`.

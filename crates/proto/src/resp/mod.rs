@@ -9,7 +9,7 @@
 //! keeps a Redis quirk on purpose, the item's documentation says so.
 
 mod inline;
-mod number;
+pub(crate) mod number;
 mod reply;
 mod request;
 

@@ -43,8 +43,28 @@ pub(crate) fn string2ll(s: &[u8]) -> Option<i64> {
     }
 }
 
+/// Appends the decimal digits of `v` (the codecs' one integer writer: RESP
+/// lengths, memcached numbers, HTTP status codes and lengths).
+pub(crate) fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        // `v % 10` is below 10, so the cast cannot truncate.
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
 /// Appends the decimal digits of `v`.
 pub(crate) fn push_u128(out: &mut Vec<u8>, mut v: u128) {
+    if let Ok(small) = u64::try_from(v) {
+        return push_u64(out, small);
+    }
     let mut buf = [0u8; 39];
     let mut i = buf.len();
     loop {
