@@ -18,13 +18,11 @@ use proto::memcache::binary::{
     self, write_error, write_response, Command, Frame, Request, Status, StoreMode,
 };
 use store::WorkerCounter;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+use super::IO_CHUNK;
 use crate::worker::Worker;
-
-/// Read size, and the initial size of the reply buffer.
-const IO_CHUNK: usize = 16 * 1024;
 
 /// Replies past this size are written before more requests of the buffer
 /// run, so that a pipeline of large gets does not pile up in memory.
@@ -77,14 +75,8 @@ pub(crate) async fn serve(
         if batch.more {
             continue;
         }
-        buf.reserve(IO_CHUNK);
-        tokio::select! {
-            n = stream.read_buf(&mut buf) => {
-                if n? == 0 {
-                    return Ok(());
-                }
-            }
-            _ = shutdown.changed() => return Ok(()),
+        if !super::read_more(stream, &mut buf, &mut shutdown).await? {
+            return Ok(());
         }
     }
 }

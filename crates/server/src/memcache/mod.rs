@@ -8,7 +8,29 @@ mod udp;
 use std::rc::Rc;
 use std::time::Duration;
 
+use bytes::BytesMut;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
 use crate::worker::Worker;
+
+/// Read size, and the initial size of a connection's buffers.
+const IO_CHUNK: usize = 16 * 1024;
+
+/// Reads more of a connection into `buf`. False when the client hung up or
+/// the worker is draining: the connection then ends.
+async fn read_more(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    shutdown: &mut watch::Receiver<bool>,
+) -> std::io::Result<bool> {
+    buf.reserve(IO_CHUNK);
+    tokio::select! {
+        n = stream.read_buf(buf) => Ok(n? > 0),
+        _ = shutdown.changed() => Ok(false),
+    }
+}
 
 /// Accepts memcached TCP connections until the worker drains (the worker
 /// then aborts this task; each connection watches the drain itself).

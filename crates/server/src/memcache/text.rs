@@ -19,13 +19,11 @@ use proto::memcache::text::{
     write_line, write_stat, write_u64, write_value, Parsed, Parser, Request, StoreMode,
 };
 use store::WorkerCounter;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+use super::IO_CHUNK;
 use crate::worker::Worker;
-
-/// Read size, and the initial size of the reply buffer.
-const IO_CHUNK: usize = 16 * 1024;
 
 /// Replies past this size are written before more requests of the buffer
 /// run, so that a pipeline of large gets does not pile up in memory.
@@ -75,13 +73,8 @@ async fn serve(worker: &Rc<Worker>, stream: &mut TcpStream) -> std::io::Result<(
         if *shutdown.borrow() {
             return Ok(());
         }
-        tokio::select! {
-            n = stream.read_buf(&mut buf) => {
-                if n? == 0 {
-                    return Ok(());
-                }
-            }
-            _ = shutdown.changed() => return Ok(()),
+        if !super::read_more(stream, &mut buf, &mut shutdown).await? {
+            return Ok(());
         }
     }
     if buf[0] == BINARY_MAGIC {
@@ -118,14 +111,8 @@ async fn serve(worker: &Rc<Worker>, stream: &mut TcpStream) -> std::io::Result<(
             // A large value passed through: do not keep its room per client.
             buf = BytesMut::with_capacity(IO_CHUNK);
         }
-        buf.reserve(IO_CHUNK);
-        tokio::select! {
-            n = stream.read_buf(&mut buf) => {
-                if n? == 0 {
-                    return Ok(());
-                }
-            }
-            _ = shutdown.changed() => return Ok(()),
+        if !super::read_more(stream, &mut buf, &mut shutdown).await? {
+            return Ok(());
         }
     }
 }
