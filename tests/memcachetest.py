@@ -14,11 +14,13 @@ from shoaltest import free_port, wait_for
 
 
 class RealMemcached:
-    """memcached 1.6 on a free TCP port (UDP off)."""
+    """memcached 1.6 on a free TCP port; with `udp`, UDP on the same number
+    (else UDP off)."""
 
-    def __init__(self, extra_args=()):
+    def __init__(self, extra_args=(), udp=False):
         self.mc_port = free_port()
-        argv = ["memcached", "-p", str(self.mc_port), "-U", "0", "-l", "127.0.0.1",
+        udp_port = str(self.mc_port) if udp else "0"
+        argv = ["memcached", "-p", str(self.mc_port), "-U", udp_port, "-l", "127.0.0.1",
                 *extra_args]
         if os.geteuid() == 0:
             argv += ["-u", "root"]

@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-from shoaltest import Server, free_port, wait_for
+from memcachetest import RealMemcached
+from shoaltest import Server, wait_for
 
 MC_TARGET = os.environ.get("SHOAL_MC_TARGET", "shoal")
 shoal_only = pytest.mark.skipif(MC_TARGET != "shoal", reason="shoal's own behaviour")
@@ -150,34 +151,10 @@ def assert_error(r, status, op=None):
         assert r.opcode == op
 
 
-class RealMemcached:
-    """memcached 1.6 on free TCP and UDP ports (SHOAL_MC_TARGET=memcached)."""
-
-    def __init__(self):
-        self.mc_port = free_port()
-        argv = ["memcached", "-p", str(self.mc_port), "-U", str(self.mc_port), "-l", "127.0.0.1"]
-        if os.geteuid() == 0:
-            argv += ["-u", "root"]
-        self.proc = subprocess.Popen(argv)
-
-        def up():
-            try:
-                socket.create_connection(("127.0.0.1", self.mc_port)).close()
-                return True
-            except OSError:
-                return False
-
-        wait_for(up, what="memcached to listen")
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(10)
-
-
 @pytest.fixture(scope="module")
 def target():
     if MC_TARGET == "memcached":
-        s = RealMemcached()
+        s = RealMemcached(udp=True)
     else:
         s = Server(workers=1).start()
     yield s
