@@ -219,7 +219,6 @@ impl Engine {
         value: &mut Vec<u8>,
     ) -> Result<Option<McItem>, McError> {
         self.h.count(Stat::McCmdGet, 1);
-        self.mc_flush_if_due();
         if let Some(exptime) = touch {
             self.mc_touch(key, exptime)?;
         }
@@ -240,7 +239,6 @@ impl Engine {
     /// [`Engine::mc_get`].
     pub fn mc_peek(&mut self, key: &[u8], touch: Option<i64>) -> Result<Option<McItem>, McError> {
         self.h.count(Stat::McCmdGet, 1);
-        self.mc_flush_if_due();
         if let Some(exptime) = touch {
             self.mc_touch(key, exptime)?;
         }

@@ -254,6 +254,9 @@ fn flush_all_now_and_later() {
     t.engine.mc_flush_all(2).unwrap();
     assert!(get(&mut t, "b").is_some());
     t.advance_ms(2_001);
+    // The due flush runs before the next batch of requests, on any worker.
+    t.engine.begin_batch(&mut t.session);
+    t.engine.end_batch();
     assert_eq!(get(&mut t, "b"), None);
     // Written after the deadline: stays.
     set(&mut t, McStore::Set, "c", "1", 0);
