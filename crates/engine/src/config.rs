@@ -30,6 +30,12 @@ pub struct Config {
     /// `client-output-buffer-limit` for normal clients: hard limit in bytes
     /// (0 = none), soft limit, soft seconds.
     pub output_limit_normal: (u64, u64, u64),
+    /// `client-output-buffer-limit` for clients with subscriptions.
+    pub output_limit_pubsub: (u64, u64, u64),
+    /// `notify-keyspace-events`, as flag bits (notify.rs).
+    pub notify_keyspace_events: u32,
+    /// `lvc-channels`: globs of the channels whose last message is retained.
+    pub lvc_channels: Vec<Vec<u8>>,
     /// `timeout`: close idle clients after this many seconds (0 = never).
     pub timeout: u64,
     /// `maxclients`.
@@ -53,6 +59,9 @@ impl Default for Config {
             proto_max_bulk_len: proto::resp::DEFAULT_PROTO_MAX_BULK_LEN,
             client_query_buffer_limit: proto::resp::DEFAULT_CLIENT_QUERY_BUFFER_LIMIT as u64,
             output_limit_normal: (0, 0, 0),
+            output_limit_pubsub: (32 << 20, 8 << 20, 60),
+            notify_keyspace_events: 0,
+            lvc_channels: Vec::new(),
             timeout: 0,
             maxclients: 10_000,
             hz: 10,
@@ -74,6 +83,13 @@ pub(crate) mod word {
     pub const OUTPUT_HARD: u64 = 6;
     pub const OUTPUT_SOFT: u64 = 7;
     pub const OUTPUT_SOFT_SECONDS: u64 = 8;
+    pub const NOTIFY_KEYSPACE_EVENTS: u64 = 9;
+    pub const PUBSUB_HARD: u64 = 10;
+    pub const PUBSUB_SOFT: u64 = 11;
+    pub const PUBSUB_SOFT_SECONDS: u64 = 12;
+    /// Set to one when `lvc-channels` was set (the text is the store's
+    /// shared setting text).
+    pub const LVC_SET: u64 = 13;
     /// CONFIG RESETSTAT baselines: counters report their value minus these.
     pub const BASE_HITS: u64 = 16;
     pub const BASE_MISSES: u64 = 17;
@@ -114,6 +130,29 @@ impl Config {
         ) {
             self.output_limit_normal = (h, s, t);
         }
+        if let (Some(h), Some(s), Some(t)) = (
+            get(word::PUBSUB_HARD),
+            get(word::PUBSUB_SOFT),
+            get(word::PUBSUB_SOFT_SECONDS),
+        ) {
+            self.output_limit_pubsub = (h, s, t);
+        }
+        if let Some(v) = get(word::NOTIFY_KEYSPACE_EVENTS) {
+            self.notify_keyspace_events = v as u32;
+        }
+        if get(word::LVC_SET).is_some() {
+            if let Ok(text) = store.config_text() {
+                self.lvc_channels = split_globs(&text);
+            }
+        }
         generation
     }
+}
+
+/// The globs of a space-separated list (`lvc-channels`).
+pub(crate) fn split_globs(text: &[u8]) -> Vec<Vec<u8>> {
+    text.split(|b| b.is_ascii_whitespace())
+        .filter(|g| !g.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
 }

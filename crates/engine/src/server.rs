@@ -433,6 +433,8 @@ const PARAMS: &[&str] = &[
     "maxclients",
     "timeout",
     "hz",
+    "notify-keyspace-events",
+    "lvc-channels",
     "save",
     "appendonly",
     "workers",
@@ -472,8 +474,16 @@ fn param_value(e: &Engine, name: &str) -> String {
         "client-query-buffer-limit" => c.client_query_buffer_limit.to_string(),
         "client-output-buffer-limit" => {
             let (h, s, t) = c.output_limit_normal;
-            format!("normal {h} {s} {t} slave 268435456 67108864 60 pubsub 33554432 8388608 60")
+            let (ph, ps, pt) = c.output_limit_pubsub;
+            format!("normal {h} {s} {t} slave 268435456 67108864 60 pubsub {ph} {ps} {pt}")
         }
+        "notify-keyspace-events" => crate::notify::flags_to_string(c.notify_keyspace_events),
+        "lvc-channels" => c
+            .lvc_channels
+            .iter()
+            .map(|g| String::from_utf8_lossy(g).into_owned())
+            .collect::<Vec<_>>()
+            .join(" "),
         "maxclients" => c.maxclients.to_string(),
         "timeout" => c.timeout.to_string(),
         "hz" => c.hz.to_string(),
@@ -511,7 +521,11 @@ enum Change {
     Samples(u32),
     LfuLogFactor(u32),
     LfuDecayTime(u32),
-    OutputLimit(u64, u64, u64),
+    OutputLimit {
+        normal: Option<(u64, u64, u64)>,
+        pubsub: Option<(u64, u64, u64)>,
+    },
+    LvcChannels(Vec<u8>),
 }
 
 fn set_failed(name: &str, why: &str) -> CmdError {
@@ -563,7 +577,7 @@ fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError> {
             if parts.is_empty() || !parts.len().is_multiple_of(4) {
                 return Err(set_failed(name, "Wrong number of arguments in buffer limit configuration."));
             }
-            let mut normal = None;
+            let (mut normal, mut pubsub) = (None, None);
             for chunk in parts.chunks(4) {
                 let class = chunk[0];
                 if !["normal", "slave", "replica", "pubsub"].contains(&class) {
@@ -574,14 +588,29 @@ fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError> {
                 let secs: u64 = chunk[3]
                     .parse()
                     .map_err(|_| set_failed(name, "Error in soft_seconds setting in buffer limit configuration."))?;
-                if class == "normal" {
-                    normal = Some((hard, soft, secs));
+                match class {
+                    "normal" => normal = Some((hard, soft, secs)),
+                    "pubsub" => pubsub = Some((hard, soft, secs)),
+                    // Replicas arrive with replication; accepted and kept as is.
+                    _ => {}
                 }
             }
-            match normal {
-                Some((h, s, t)) => Change::OutputLimit(h, s, t),
-                None => return Err(set_failed(name, "only the normal class can be changed")),
+            Change::OutputLimit { normal, pubsub }
+        }
+        "notify-keyspace-events" => Change::Word(
+            word::NOTIFY_KEYSPACE_EVENTS,
+            crate::notify::flags_from_str(value).ok_or_else(|| {
+                set_failed(
+                    name,
+                    "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.",
+                )
+            })? as u64,
+        ),
+        "lvc-channels" => {
+            if value.len() as u64 > store::CONFIG_TEXT_MAX {
+                return Err(set_failed(name, "the list of globs is too long"));
             }
+            Change::LvcChannels(value.to_vec())
         }
         "bind" | "port" | "unixsocket" | "memcached-port" | "memcached-udp-port" | "http-port"
         | "item-size-max" | "databases" | "workers" | "save" | "appendonly" => {
@@ -609,7 +638,7 @@ fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         changes.push(check_change(&name, &pair[1])?);
         seen.push(name);
     }
-    let store = &cx.engine.store;
+    let store = cx.engine.store.clone();
     for change in changes {
         match change {
             Change::Word(w, v) => store.set_config_word(w, v + 1)?,
@@ -618,10 +647,21 @@ fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             Change::Samples(n) => store.set_eviction_samples(n)?,
             Change::LfuLogFactor(n) => store.set_lfu_log_factor(n)?,
             Change::LfuDecayTime(n) => store.set_lfu_decay_time(n)?,
-            Change::OutputLimit(h, s, t) => {
-                store.set_config_word(word::OUTPUT_HARD, h + 1)?;
-                store.set_config_word(word::OUTPUT_SOFT, s + 1)?;
-                store.set_config_word(word::OUTPUT_SOFT_SECONDS, t + 1)?;
+            Change::OutputLimit { normal, pubsub } => {
+                if let Some((h, s, t)) = normal {
+                    store.set_config_word(word::OUTPUT_HARD, h + 1)?;
+                    store.set_config_word(word::OUTPUT_SOFT, s + 1)?;
+                    store.set_config_word(word::OUTPUT_SOFT_SECONDS, t + 1)?;
+                }
+                if let Some((h, s, t)) = pubsub {
+                    store.set_config_word(word::PUBSUB_HARD, h + 1)?;
+                    store.set_config_word(word::PUBSUB_SOFT, s + 1)?;
+                    store.set_config_word(word::PUBSUB_SOFT_SECONDS, t + 1)?;
+                }
+            }
+            Change::LvcChannels(text) => {
+                cx.engine.h.set_config_text(&text)?;
+                cx.engine.store.set_config_word(word::LVC_SET, 2)?;
             }
         }
     }

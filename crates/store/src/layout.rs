@@ -4,7 +4,7 @@
 /// "SHOALSEG": the first eight bytes of every segment.
 pub(crate) const MAGIC: [u8; 8] = *b"SHOALSEG";
 /// Bumped whenever any offset or record format below changes.
-pub const LAYOUT_VERSION: u32 = 6;
+pub const LAYOUT_VERSION: u32 = 7;
 
 /// Number of Redis-style logical databases.
 pub const NUM_DBS: usize = 16;
@@ -30,6 +30,9 @@ pub(crate) const H_CREATED_MS: u64 = 80;
 pub(crate) const H_PAGE_SIZE: u64 = 88;
 pub(crate) const H_MBOX_OFF: u64 = 96;
 pub(crate) const H_MBOX_SIZE: u64 = 104;
+pub(crate) const H_PS_OFF: u64 = 112;
+pub(crate) const H_PS_SIZE: u64 = 120;
+pub(crate) const H_PS_CAP: u64 = 128;
 
 // --- header: shared mutable words ---
 /// The allocator lock (owner word + seq word, like every lock).
@@ -90,13 +93,29 @@ const _: () = assert!(H_DB_EXPIRES_BASE + 8 * NUM_DBS as u64 <= A_USED_BYTES);
 pub(crate) const H_NEXT_CLIENT_ID: u64 = 8192;
 /// The supervisor's pid (0 = none), so that a worker can signal it.
 pub(crate) const H_SUPERVISOR_PID: u64 = 8200;
+/// Worker slots with channel, pattern or key subscriptions (bit per slot,
+/// pubsub.rs): a publisher looks only at these slots' tables.
+pub(crate) const H_PUBSUB_SLOTS: u64 = 8256;
+/// Worker slots with MONITOR clients (bit per slot).
+pub(crate) const H_MONITOR_SLOTS: u64 = 8264;
+/// Worker slots with key subscriptions (bit per slot): a write looks at
+/// the tables only while this is non-zero.
+pub(crate) const H_KEYSUB_SLOTS: u64 = 8272;
 /// Shared settings (CONFIG SET on one worker, seen by all): u64 words.
 pub(crate) const H_CONFIG: u64 = 8448;
 /// Number of shared setting words.
 pub const CONFIG_WORDS: u64 = 64;
+/// Shared setting text (`lvc-channels`): lock word pair, seqlock word,
+/// length u32, then the bytes (workers.rs).
+pub(crate) const H_CONFIG_TEXT: u64 = 8960;
+pub(crate) const CT_LOCK: u64 = H_CONFIG_TEXT;
+pub(crate) const CT_SEQ: u64 = H_CONFIG_TEXT + 8;
+pub(crate) const CT_LEN: u64 = H_CONFIG_TEXT + 16;
+pub(crate) const CT_BYTES: u64 = H_CONFIG_TEXT + 24;
+/// Longest shared setting text.
+pub const CONFIG_TEXT_MAX: u64 = 10240 - CT_BYTES;
 /// The waiter table (waiters.rs, I13): one u32 per key hash, bit `s` set
-/// while worker slot `s` has a client blocked on a key of that hash. Bytes
-/// 8960..10240 stay free for more shared words.
+/// while worker slot `s` has a client blocked on a key of that hash.
 pub(crate) const H_WAITERS: u64 = 10240;
 /// Words in the waiter table.
 pub const WAITER_WORDS: u32 = 512;
@@ -135,6 +154,21 @@ pub(crate) const M_WAKE: u64 = 24;
 pub(crate) const M_RING: u64 = 64;
 /// Message header: payload length u32, kind u32, sender slot u32, pad, request id u64.
 pub(crate) const MSG_HEADER: u64 = 24;
+
+// --- subscription table (pubsub.rs): one per worker slot, after the mailboxes ---
+/// Seqlock word: odd while the owner rebuilds its entries or rewrites its
+/// patterns (readers retry).
+pub(crate) const PS_SEQ: u64 = 0;
+/// Entries in use, tombstones included (u32), then set to 1 when the table
+/// overflowed (u32): publishers then send everything to that worker.
+pub(crate) const PS_USED: u64 = 8;
+pub(crate) const PS_OVERFLOW: u64 = 12;
+/// Bytes of pattern records in use (u32), pattern records (u32).
+pub(crate) const PS_PAT_BYTES: u64 = 16;
+pub(crate) const PS_PAT_COUNT: u64 = 20;
+/// Start of the entries: `cap` × 16 bytes {hash u64, count u32, kind u32}.
+pub(crate) const PS_ENTRIES: u64 = 64;
+pub(crate) const PS_ENTRY: u64 = 16;
 
 // --- context record (context.rs) ---
 pub(crate) const CTX_SIZE: u64 = 4096;

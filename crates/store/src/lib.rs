@@ -40,6 +40,7 @@ mod keys;
 mod layout;
 mod lfu;
 mod mailbox;
+mod pubsub;
 mod segment;
 mod shm;
 mod store;
@@ -59,11 +60,12 @@ pub use evict::{EvictionPolicy, Sweep};
 pub use handle::Handle;
 pub use keys::{ExpireCondition, ScanPage, Ttl};
 pub use layout::{
-    CONFIG_WORDS, DEFAULT_CONTEXTS, LAYOUT_VERSION, MAX_VALUE_LEN, MAX_WORKERS, NUM_DBS,
+    CONFIG_TEXT_MAX, CONFIG_WORDS, DEFAULT_CONTEXTS, LAYOUT_VERSION, MAX_VALUE_LEN, MAX_WORKERS, NUM_DBS,
     WAITER_WORDS,
 };
 pub use lfu::{DEFAULT_LFU_DECAY_TIME, DEFAULT_LFU_LOG_FACTOR, LFU_INIT_VAL};
 pub use mailbox::{Message, Sent};
+pub use pubsub::{PatternSub, Receivers, SubKind};
 pub use segment::{parse_size, Clock, Location, OpenOptions, MIN_SEGMENT};
 pub use store::{CheckReport, Store, StoreInfo};
 pub use strings::{

@@ -108,6 +108,11 @@ pub(crate) struct Geometry {
     /// The worker mailboxes: `MAX_WORKERS` rings of `mbox_size` bytes.
     pub mbox_off: u64,
     pub mbox_size: u64,
+    /// The subscription tables: `MAX_WORKERS` tables of `ps_size` bytes,
+    /// each with `ps_cap` entries followed by its pattern records.
+    pub ps_off: u64,
+    pub ps_size: u64,
+    pub ps_cap: u64,
 }
 
 /// Smallest segment accepted.
@@ -135,7 +140,18 @@ impl Geometry {
             s if s >= 16 << 20 => 64 << 10,
             _ => 4 << 10,
         };
-        let index_off = align_up(mbox_off + MAX_WORKERS as u64 * mbox_size, 4096);
+        // Channels a worker's subscribers can hold before its table
+        // overflows (then publishers send it every message), and bytes of
+        // patterns.
+        let (ps_cap, ps_patterns): (u64, u64) = match seg_size {
+            s if s >= 1 << 30 => (32 << 10, 64 << 10),
+            s if s >= 256 << 20 => (8 << 10, 16 << 10),
+            s if s >= 16 << 20 => (1 << 10, 8 << 10),
+            _ => (32, 1 << 10),
+        };
+        let ps_off = align_up(mbox_off + MAX_WORKERS as u64 * mbox_size, 4096);
+        let ps_size = align_up(PS_ENTRIES + ps_cap * PS_ENTRY + ps_patterns, 64);
+        let index_off = align_up(ps_off + MAX_WORKERS as u64 * ps_size, 4096);
         // One sixteenth of the segment for the table: about 8 bytes of index per
         // key when the arena is full of small entries, with chains absorbing more.
         let buckets = (seg_size / 16 / BUCKET_SIZE).max(64);
@@ -155,6 +171,9 @@ impl Geometry {
             arena_size: seg_size - arena_off,
             mbox_off,
             mbox_size,
+            ps_off,
+            ps_size,
+            ps_cap,
         })
     }
 }
@@ -284,6 +303,9 @@ fn init_header(region: &Region, geo: &Geometry, page: u64, created_ms: u64) -> R
     region.store64(H_PAGE_SIZE, page)?;
     region.store64(H_MBOX_OFF, geo.mbox_off)?;
     region.store64(H_MBOX_SIZE, geo.mbox_size)?;
+    region.store64(H_PS_OFF, geo.ps_off)?;
+    region.store64(H_PS_SIZE, geo.ps_size)?;
+    region.store64(H_PS_CAP, geo.ps_cap)?;
     region.store64(H_NEXT_CLIENT_ID, 1)?;
     region.store32(H_SAMPLES, 5)?;
     region.store32(H_LFU_LOG_FACTOR, crate::lfu::DEFAULT_LFU_LOG_FACTOR)?;
@@ -358,6 +380,9 @@ fn attach(path: PathBuf, clock: Clock) -> Result<Shared> {
         arena_size: header.load64(H_ARENA_SIZE)?,
         mbox_off: header.load64(H_MBOX_OFF)?,
         mbox_size: header.load64(H_MBOX_SIZE)?,
+        ps_off: header.load64(H_PS_OFF)?,
+        ps_size: header.load64(H_PS_SIZE)?,
+        ps_cap: header.load64(H_PS_CAP)?,
     };
     if stored != geo
         || header.load32(H_HEADER_SIZE)? as u64 != HEADER_SIZE

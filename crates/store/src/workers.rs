@@ -243,3 +243,51 @@ impl Store {
         Ok(())
     }
 }
+
+impl crate::handle::Handle {
+    /// Sets the shared setting text (`lvc-channels`). Writers take the text
+    /// lock (a dead writer's is recovered like any lock); readers retry on
+    /// the seqlock word.
+    pub fn set_config_text(&mut self, text: &[u8]) -> Result<()> {
+        if text.len() as u64 > CONFIG_TEXT_MAX {
+            return Err(Error::TooLarge);
+        }
+        self.ctx.lock(CT_LOCK)?;
+        let res = (|| {
+            let r = self.ctx.region();
+            let seq = r.a64(CT_SEQ)?;
+            // Odd already if a writer died halfway: it stays odd until done.
+            let odd = seq.load(Ordering::Relaxed) | 1;
+            seq.store(odd, Ordering::Release);
+            std::sync::atomic::fence(Ordering::Release);
+            r.write_bytes(CT_BYTES, text)?;
+            r.store32(CT_LEN, text.len() as u32)?;
+            seq.store(odd + 1, Ordering::Release);
+            Ok(())
+        })();
+        self.ctx.unlock(CT_LOCK)?;
+        res
+    }
+}
+
+impl Store {
+    /// The shared setting text (empty until set).
+    pub fn config_text(&self) -> Result<Vec<u8>> {
+        let r = &self.sh.region;
+        for _ in 0..100_000 {
+            let seq = r.a64(CT_SEQ)?.load(Ordering::Acquire);
+            if seq & 1 == 1 {
+                std::thread::yield_now();
+                continue;
+            }
+            let len = (r.load32(CT_LEN)? as u64).min(CONFIG_TEXT_MAX);
+            let mut out = Vec::new();
+            r.read_bytes(CT_BYTES, len, &mut out)?;
+            std::sync::atomic::fence(Ordering::Acquire);
+            if r.a64(CT_SEQ)?.load(Ordering::Acquire) == seq {
+                return Ok(out);
+            }
+        }
+        Err(Error::Corrupted(CT_SEQ))
+    }
+}
