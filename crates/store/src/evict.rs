@@ -7,6 +7,7 @@ use crate::context::Stat;
 use crate::error::Result;
 use crate::handle::Handle;
 use crate::index;
+use crate::keylog::KeyEvent;
 use crate::keys::Seen;
 use crate::layout::*;
 use crate::lfu;
@@ -221,6 +222,9 @@ impl Handle {
                 Some(f) => {
                     self.remove_locked(bucket, &f)?;
                     self.ctx.stat_add(Stat::Evicted, 1);
+                    if self.key_log.removals {
+                        self.log_entry(&f.raw, KeyEvent::Evicted);
+                    }
                     Ok(Some(true))
                 }
                 None => Ok(Some(false)),

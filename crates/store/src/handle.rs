@@ -9,6 +9,7 @@ use crate::entry::{self, NewEntry, Raw, ValueType};
 use crate::error::{Error, Result};
 use crate::evict::Evicted;
 use crate::index::{self, Found, KeyPos};
+use crate::keylog::{KeyEvent, KeyLog};
 use crate::layout::*;
 use crate::lfu;
 
@@ -24,6 +25,8 @@ pub struct Handle {
     /// A time every operation uses instead of reading the clock, while set
     /// (see [`Handle::freeze_clock`]).
     pub(crate) frozen_ms: Option<u64>,
+    /// Keys created, expired or evicted, while asked for (keylog.rs).
+    pub(crate) key_log: KeyLog,
 }
 
 /// Where a publish puts the new entry.
@@ -276,6 +279,9 @@ impl Handle {
             if f.raw.expired(self.now_ms()) {
                 self.remove_locked(pos.bucket, &f)?;
                 self.ctx.stat_add(Stat::Expired, 1);
+                if self.key_log.removals {
+                    self.log_key(db, key, KeyEvent::Expired);
+                }
                 found = None;
             }
         }
@@ -584,7 +590,13 @@ impl Handle {
         self.publish_in_txn(l, target, blk, pending, drop_old)?;
         also(self)?;
         self.ctx.seq_bump(l.pos.bucket)?;
-        self.ctx.commit()
+        self.ctx.commit()?;
+        if self.key_log.creations && !matches!(target, Target::Replace(..)) {
+            if let Some(f) = l.found {
+                self.log_entry(&f.raw, KeyEvent::Created);
+            }
+        }
+        Ok(())
     }
 
     /// The logged writes that unpublish `f` from the chain of (held) `bucket`,

@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::glob::glob_match;
 use crate::handle::{check_db, Handle};
 use crate::index::{self, Found};
+use crate::keylog::KeyEvent;
 use crate::layout::*;
 
 /// EXPIRE's NX / XX / GT / LT.
@@ -322,6 +323,10 @@ impl Handle {
                 self.ctx.seq_bump(*b)?;
             }
             self.ctx.commit()?;
+            // Redis deletes an existing destination and adds the key anew.
+            if self.key_log.creations {
+                self.log_key(dst_db, dst, KeyEvent::Created);
+            }
             Ok(Some(true))
         })();
         self.finish(&buckets, res)
@@ -464,6 +469,9 @@ impl Handle {
                 self.remove_locked(bucket, &f)?;
                 if let Some(stat) = stat {
                     self.ctx.stat_add(stat, 1);
+                }
+                if stat == Some(Stat::Expired) && self.key_log.removals {
+                    self.log_entry(&f.raw, KeyEvent::Expired);
                 }
                 n += 1;
             }

@@ -36,6 +36,7 @@ mod evict;
 pub mod glob;
 mod handle;
 mod index;
+mod keylog;
 mod keys;
 mod layout;
 mod lfu;
@@ -58,10 +59,11 @@ pub use entry::{Meta, ValueType};
 pub use error::{Error, Result};
 pub use evict::{EvictionPolicy, Sweep};
 pub use handle::Handle;
+pub use keylog::{KeyEvent, KeyLogEntry};
 pub use keys::{ExpireCondition, ScanPage, Ttl};
 pub use layout::{
-    CONFIG_TEXT_MAX, CONFIG_WORDS, DEFAULT_CONTEXTS, LAYOUT_VERSION, MAX_VALUE_LEN, MAX_WORKERS, NUM_DBS,
-    WAITER_WORDS,
+    CONFIG_TEXT_MAX, CONFIG_WORDS, DEFAULT_CONTEXTS, LAYOUT_VERSION, MAX_VALUE_LEN, MAX_WORKERS,
+    NUM_DBS, WAITER_WORDS,
 };
 pub use lfu::{DEFAULT_LFU_DECAY_TIME, DEFAULT_LFU_LOG_FACTOR, LFU_INIT_VAL};
 pub use mailbox::{Message, Sent};

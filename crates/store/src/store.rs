@@ -74,6 +74,7 @@ impl Store {
         Ok(Handle {
             ctx: Ctx::register(self.sh.clone())?,
             frozen_ms: None,
+            key_log: Default::default(),
         })
     }
 
