@@ -357,3 +357,110 @@ class Raw:
                 self.reply()
             return self.reply()
         raise AssertionError(f"bad reply line {line!r}")
+
+
+# ---------------------------------------------------------------------------
+# Placing clients on a chosen worker process.
+
+
+def worker_slot(conn):
+    """The worker slot serving a `Raw` connection, from CLIENT INFO's
+    `worker=N` (shoal only; Redis has no such field)."""
+    info = conn.cmd("CLIENT", "INFO")
+    if isinstance(info, bytes):
+        info = info.decode()
+    for field in str(info).split():
+        if field.startswith("worker="):
+            return int(field[len("worker="):])
+    raise AssertionError(f"no worker= in CLIENT INFO: {info!r}")
+
+
+def raw_on_worker(server, slot, tries=400, **kw):
+    """A `Raw` connection that SO_REUSEPORT handed to worker `slot`: connects
+    until CLIENT INFO says `worker=<slot>`, closing the others."""
+    for _ in range(tries):
+        c = server.raw(**kw)
+        try:
+            if worker_slot(c) == slot:
+                return c
+        except BaseException:
+            c.close()
+            raise
+        c.close()
+    raise AssertionError(f"no connection reached worker {slot} in {tries} tries")
+
+
+def worker_slot_pids(server):
+    """{slot: pid} of the supervisor's worker children, from their argv
+    (`--slot N`)."""
+    out = {}
+    for pid in server.worker_pids():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--slot" in argv:
+            out[int(argv[argv.index(b"--slot") + 1])] = pid
+    return out
+
+
+class FrameReader:
+    """Reads a stream of flat RESP arrays or pushes (pub/sub messages: bulk
+    strings, integers, nils) from a `Raw` connection much faster than
+    `Raw.reply`, for tests that receive tens of thousands of messages. Takes
+    over the connection's socket and unparsed bytes."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.sock = conn.sock
+        self.buf = bytearray(conn.buf)
+        conn.buf = b""
+        self.pos = 0
+
+    def release(self):
+        """Hands the bytes not parsed yet back to the `Raw` connection."""
+        self.conn.buf = bytes(self.buf[self.pos:]) + self.conn.buf
+        self.buf, self.pos = bytearray(), 0
+
+    def _more(self):
+        del self.buf[:self.pos]
+        self.pos = 0
+        data = self.sock.recv(1 << 20)
+        if not data:
+            raise ConnectionError("connection closed by server")
+        self.buf += data
+
+    def _line(self):
+        while True:
+            i = self.buf.find(b"\r\n", self.pos)
+            if i >= 0:
+                line = bytes(self.buf[self.pos:i])
+                self.pos = i + 2
+                return line
+            self._more()
+
+    def frame(self):
+        """The next array or push as a list: bytes, int or None items."""
+        head = self._line()
+        if head[:1] not in (b"*", b">"):
+            raise AssertionError(f"not an array or push: {head!r}")
+        out = []
+        for _ in range(int(head[1:])):
+            line = self._line()
+            t = line[:1]
+            if t == b"$":
+                n = int(line[1:])
+                if n < 0:
+                    out.append(None)
+                    continue
+                while len(self.buf) < self.pos + n + 2:
+                    self._more()
+                out.append(bytes(self.buf[self.pos:self.pos + n]))
+                self.pos += n + 2
+            elif t == b":":
+                out.append(int(line[1:]))
+            elif t == b"_":
+                out.append(None)
+            else:
+                raise AssertionError(f"unexpected item {line!r}")
+        return out
