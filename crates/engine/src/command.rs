@@ -207,6 +207,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::connection::COMMANDS,
         crate::server::COMMANDS,
         crate::transaction::COMMANDS,
+        crate::pubsub::COMMANDS,
     ]
 }
 

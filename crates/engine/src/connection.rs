@@ -156,6 +156,16 @@ pub(crate) const COMMANDS: &[Command] = &[
 ];
 
 fn ping(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    // A RESP2 client in subscribed mode gets a pub/sub shaped pong.
+    if cx.session.protocol == Protocol::Resp2 && cx.session.subs.total() > 0 {
+        if args.len() > 2 {
+            return Err(CmdError::arity("ping"));
+        }
+        cx.out.array_len(2);
+        cx.out.bulk(b"pong");
+        cx.out.bulk(args.get(1).map_or(&b""[..], |a| a));
+        return Ok(());
+    }
     match args.len() {
         1 => cx.out.simple(b"PONG"),
         2 => cx.out.bulk(&args[1]),
@@ -236,6 +246,7 @@ fn hello(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         cx.session.name = name;
     }
     cx.session.protocol = protocol;
+    cx.engine.pubsub.set_protocol(cx.session.id, protocol);
     cx.out.set_protocol(protocol);
     cx.out.map_len(7);
     cx.out.bulk(b"server");
@@ -256,6 +267,9 @@ fn hello(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 }
 
 fn reset(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    // Subscriptions and MONITOR end too, as in Redis.
+    let mut subs = std::mem::take(&mut cx.session.subs);
+    cx.engine.pubsub.forget(cx.session.id, &mut subs);
     cx.session.reset();
     cx.out.set_protocol(cx.session.protocol);
     cx.out.simple(b"RESET");

@@ -51,4 +51,5 @@ pub use engine::{
     BlockRequest, Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest,
     TimeoutReply,
 };
+pub use pubsub::{ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};
 pub use session::{ReplyMode, Session};

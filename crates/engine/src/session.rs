@@ -4,6 +4,7 @@
 
 use proto::resp::Protocol;
 
+use crate::pubsub::ClientSubs;
 use crate::transaction::Transaction;
 
 /// CLIENT REPLY's modes.
@@ -62,6 +63,8 @@ pub struct Session {
     pub worker: u32,
     /// MULTI's queue and WATCH's keys.
     pub(crate) tx: Transaction,
+    /// Channels, patterns and keys subscribed; MONITOR.
+    pub(crate) subs: ClientSubs,
 }
 
 impl Session {
@@ -87,7 +90,13 @@ impl Session {
             omem: 0,
             worker: 0,
             tx: Transaction::default(),
+            subs: ClientSubs::default(),
         }
+    }
+
+    /// The client's subscriptions.
+    pub fn subs(&self) -> &ClientSubs {
+        &self.subs
     }
 
     /// Whether MULTI is open: commands are queued, not run.
@@ -116,8 +125,15 @@ impl Session {
     /// The line CLIENT LIST and CLIENT INFO print for this client, in Redis
     /// 7.0's field order (without the trailing newline).
     pub fn client_line(&self, now_ms: u64) -> String {
-        // Redis's order: x (MULTI), b (blocked), e (no-evict); N for none.
+        // Redis's order: O (monitor), P (pub/sub), x (MULTI), b (blocked),
+        // e (no-evict); N for none.
         let mut flags = String::new();
+        if self.subs.monitoring() {
+            flags.push('O');
+        }
+        if self.subs.total() > 0 {
+            flags.push('P');
+        }
         if self.in_multi() {
             flags.push('x');
         }
@@ -132,7 +148,7 @@ impl Session {
         }
         let multi = self.tx.queued().map_or(-1, |n| n as i64);
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub=0 psub=0 ssub=0 multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub={} multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}",
             self.id,
             self.addr,
             self.laddr,
@@ -141,6 +157,9 @@ impl Session {
             now_ms.saturating_sub(self.created_ms) / 1000,
             now_ms.saturating_sub(self.last_ms) / 1000,
             self.db,
+            self.subs.channel_count(),
+            self.subs.pattern_count(),
+            self.subs.shard_count(),
             self.qbuf,
             16384usize.saturating_sub(self.qbuf),
             self.omem,

@@ -39,6 +39,13 @@ pub(crate) const UNBLOCK_REQUEST: u32 = 8;
 /// Reply: 1 if the client was blocked there and is unblocked, else 0 (u64 LE).
 pub(crate) const UNBLOCK_REPLY: u32 = 9;
 
+/// Request: the receiver's channel names with subscribers (payload: 1 for
+/// shard channels, then the glob, if any).
+pub(crate) const CHANNELS_REQUEST: u32 = 10;
+/// Reply: the last piece of channel names, each as u32 LE length then
+/// bytes (earlier pieces come as LIST_PART).
+pub(crate) const CHANNELS_REPLY: u32 = 11;
+
 /// How long a request waits for the other workers.
 const GATHER_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -88,6 +95,16 @@ impl Bus {
         tokio::net::UnixDatagram::from_std(sock).map_err(io(what))
     }
 
+    /// Wakes worker `to` to drain its mailbox (a message arrived that it
+    /// had not been told about).
+    pub fn wake(&self, to: u32) {
+        if let Ok(addr) = self.addr(to) {
+            // A worker that is not there yet drains its mailbox when it
+            // starts.
+            let _ = self.sender.send_to_addr(&[1], &addr);
+        }
+    }
+
     /// Puts a message in `to`'s mailbox and wakes it if needed. Retries a
     /// full mailbox for a while (the receiver drains it as it runs).
     pub async fn send(
@@ -105,11 +122,7 @@ impl Bus {
             match sent {
                 Ok(Sent::Delivered { wake }) => {
                     if wake {
-                        if let Ok(addr) = self.addr(to) {
-                            // A worker that is not there yet drains its
-                            // mailbox when it starts.
-                            let _ = self.sender.send_to_addr(&[1], &addr);
-                        }
+                        self.wake(to);
                     }
                     return true;
                 }
@@ -273,6 +286,39 @@ pub(crate) fn decode_filter(payload: &[u8]) -> KillFilter {
     f
 }
 
+/// Encodes channel names for CHANNELS_REPLY pieces of at most `max` bytes
+/// each (a name too long for one piece is left out). Always one piece at
+/// least.
+pub(crate) fn encode_names(names: &[Vec<u8>], max: usize) -> Vec<Vec<u8>> {
+    let mut pieces = vec![Vec::new()];
+    for n in names {
+        if 4 + n.len() > max {
+            continue;
+        }
+        if pieces.last().is_some_and(|p| p.len() + 4 + n.len() > max) {
+            pieces.push(Vec::new());
+        }
+        let piece = pieces.last_mut().expect("at least one piece");
+        piece.extend_from_slice(&(n.len() as u32).to_le_bytes());
+        piece.extend_from_slice(n);
+    }
+    pieces
+}
+
+/// Decodes a CHANNELS_REPLY, stopping at anything malformed.
+pub(crate) fn decode_names(mut p: &[u8]) -> Vec<Vec<u8>> {
+    let mut names = Vec::new();
+    while p.len() >= 4 {
+        let len = u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as usize;
+        let Some(name) = p.get(4..4 + len) else {
+            break;
+        };
+        names.push(name.to_vec());
+        p = &p[4 + len..];
+    }
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,6 +337,18 @@ mod tests {
         assert_eq!(decode_filter(&encode_filter(&f)), f);
         assert_eq!(decode_ids(&encode_ids(&[1, 2, u64::MAX])), [1, 2, u64::MAX]);
         assert_eq!(decode_ids(b"short"), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn channel_names_round_trip_in_bounded_pieces() {
+        let names: Vec<Vec<u8>> = (0..100).map(|i| format!("ch{i}").into_bytes()).collect();
+        let pieces = encode_names(&names, 64);
+        assert!(pieces.len() > 1 && pieces.iter().all(|p| p.len() <= 64));
+        let back: Vec<Vec<u8>> = pieces.iter().flat_map(|p| decode_names(p)).collect();
+        assert_eq!(back, names);
+        assert_eq!(encode_names(&[], 64), vec![Vec::<u8>::new()]);
+        assert_eq!(encode_names(&[vec![0; 100]], 64), vec![Vec::<u8>::new()]);
+        assert_eq!(decode_names(&[9, 0, 0, 0, 1]), Vec::<Vec<u8>>::new());
     }
 
     #[test]

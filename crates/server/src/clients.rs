@@ -10,12 +10,15 @@ use engine::{KillFilter, Session};
 use store::WorkerCounter;
 use tokio::sync::Notify;
 
+use crate::pubsub::{Limit, Push};
 use crate::worker::Worker;
 
 /// One connection as the worker sees it.
 pub(crate) struct Client {
     pub session: Rc<RefCell<Session>>,
     pub kill: Rc<Notify>,
+    /// Pub/sub frames and MONITOR lines waiting to be written.
+    pub push: Rc<Push>,
 }
 
 /// Clients by id (so CLIENT LIST comes out in id order, as in Redis).
@@ -38,6 +41,7 @@ impl Worker {
             Client {
                 session: session.clone(),
                 kill: kill.clone(),
+                push: Rc::new(Push::default()),
             },
         );
         let _ = self
@@ -49,9 +53,14 @@ impl Worker {
         (session, kill)
     }
 
-    /// Unregisters the client `id` that [`Worker::admit`] registered.
+    /// Unregisters the client `id` that [`Worker::admit`] registered; its
+    /// subscriptions end with it.
     pub(crate) fn release(&self, id: u64) {
-        self.clients.remove(id);
+        if let Some(c) = self.clients.remove(id) {
+            if let Ok(mut session) = c.session.try_borrow_mut() {
+                self.engine.borrow_mut().client_closed(&mut session);
+            }
+        }
         let _ = self
             .store
             .add_worker_counter(self.slot, WorkerCounter::Connections, -1);
@@ -76,8 +85,33 @@ impl Clients {
         self.map.borrow_mut().insert(id, client);
     }
 
-    pub fn remove(&self, id: u64) {
-        self.map.borrow_mut().remove(&id);
+    pub fn remove(&self, id: u64) -> Option<Client> {
+        self.map.borrow_mut().remove(&id)
+    }
+
+    /// The push queue of client `id`.
+    pub fn push_of(&self, id: u64) -> Option<Rc<Push>> {
+        self.map.borrow().get(&id).map(|c| c.push.clone())
+    }
+
+    /// Where frames for client `id` go: its queue, the output limit of its
+    /// class (`pubsub` while it has subscriptions) and its closer.
+    pub fn push_target(
+        &self,
+        id: u64,
+        normal: Limit,
+        pubsub: Limit,
+    ) -> Option<(Rc<Push>, Limit, Rc<Notify>)> {
+        let map = self.map.borrow();
+        let c = map.get(&id)?;
+        // A connection running a command holds its session: it is a
+        // subscriber if it gets frames at all.
+        let subscribed = c
+            .session
+            .try_borrow()
+            .map_or(true, |s| s.subs().total() > 0);
+        let limit = if subscribed { pubsub } else { normal };
+        Some((c.push.clone(), limit, c.kill.clone()))
     }
 
     pub fn len(&self) -> usize {

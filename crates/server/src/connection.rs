@@ -20,6 +20,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::blocking::Outcome;
 use crate::bus;
+use crate::pubsub::Push;
 use crate::worker::Worker;
 
 /// What the connection does after working through its buffer.
@@ -67,7 +68,8 @@ where
     (s.addr, s.laddr, s.fd) = (peer.0, peer.1, peer.2 as i64);
     s.worker = worker.slot;
     let (session, kill) = worker.admit(s);
-    let _ = serve(&worker, &mut stream, &session, &kill).await;
+    let push = worker.clients.push_of(id).unwrap_or_default();
+    let _ = serve(&worker, &mut stream, &session, &kill, &push).await;
     let _ = stream.shutdown().await;
     // However the connection ended, it waits on no key any more.
     worker.blocking.unblock(id);
@@ -80,6 +82,7 @@ async fn serve<S>(
     stream: &mut S,
     session: &Rc<RefCell<Session>>,
     kill: &Notify,
+    push: &Push,
 ) -> std::io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -90,18 +93,30 @@ where
     let mut shutdown = worker.shutdown.subscribe();
     loop {
         // Limits are read each round: CONFIG SET on any worker changes them.
+        let subscribed = session.borrow().subs().total() > 0;
         let (max_bulk, query_limit, output_limit, idle_timeout) = {
             let e = worker.engine.borrow();
             let c = e.config();
+            let limit = if subscribed {
+                c.output_limit_pubsub.0
+            } else {
+                c.output_limit_normal.0
+            };
+            // Redis never closes an idle subscriber.
+            let timeout = if subscribed { 0 } else { c.timeout };
             (
                 c.proto_max_bulk_len,
                 c.client_query_buffer_limit,
-                c.output_limit_normal.0,
-                c.timeout,
+                limit,
+                timeout,
             )
         };
         parser.set_max_bulk_len(max_bulk);
+        // Frames that arrived since the last write go before the replies of
+        // the requests read after them.
+        push.take_into(&mut out);
         let mut step = process(worker, session, &mut parser, &mut buf, &mut out);
+        worker.flush_pubsub();
         if output_limit != 0 && out.len() as u64 > output_limit {
             // client-output-buffer-limit: the client is closed, its replies
             // dropped, as Redis does.
@@ -109,7 +124,7 @@ where
         }
         if let Step::Blocked(req) = step {
             if !out.is_empty() {
-                stream.write_all(&out).await?;
+                write_out(stream, &out, kill, push).await?;
                 out.clear();
             }
             let parked = Parked {
@@ -134,11 +149,12 @@ where
             Step::Close => true,
             Step::Server(req) => {
                 let close = server_request(worker, session, req, &mut out).await;
+                worker.flush_pubsub();
                 if !close {
                     // More requests may wait in the buffer: go round again
                     // before reading.
                     if !out.is_empty() && buf.is_empty() {
-                        stream.write_all(&out).await?;
+                        write_out(stream, &out, kill, push).await?;
                         out.clear();
                     }
                     continue;
@@ -147,7 +163,7 @@ where
             }
         };
         if !out.is_empty() {
-            stream.write_all(&out).await?;
+            write_out(stream, &out, kill, push).await?;
             out.clear();
             if out.capacity() > 1 << 20 {
                 out.shrink_to(PROTO_IOBUF_LEN);
@@ -160,6 +176,9 @@ where
             // As Redis: the client is closed without a reply.
             return Ok(());
         }
+        if !push.is_empty() {
+            continue;
+        }
         buf.reserve(PROTO_IOBUF_LEN);
         tokio::select! {
             n = stream.read_buf(&mut buf) => {
@@ -167,12 +186,28 @@ where
                     return Ok(());
                 }
             }
+            _ = push.ready.notified() => {}
             _ = kill.notified() => return Ok(()),
             _ = shutdown.changed() => return Ok(()),
             // `timeout`: an idle client is closed, as Redis does.
             _ = idle(idle_timeout) => return Ok(()),
         }
     }
+}
+
+/// Writes `out`, unless the client is closed meanwhile (a subscriber that
+/// does not read is cut off by the output limit while its write waits).
+async fn write_out<S>(stream: &mut S, out: &[u8], kill: &Notify, push: &Push) -> std::io::Result<()>
+where
+    S: AsyncWrite + Unpin,
+{
+    push.set_writing(out.len());
+    let res = tokio::select! {
+        r = stream.write_all(out) => r,
+        _ = kill.notified() => Err(std::io::ErrorKind::ConnectionAborted.into()),
+    };
+    push.set_writing(0);
+    res
 }
 
 /// What a parked connection watches besides its wake-up.
@@ -454,6 +489,26 @@ pub(crate) async fn server_request(
                     .any(|p| p.first().is_some_and(|&n| n != 0));
             }
             ReplyWriter::new(out, protocol).integer(unblocked as i64);
+            false
+        }
+        ServerRequest::PubsubChannels { shard, pattern } => {
+            let mut names = worker
+                .engine
+                .borrow_mut()
+                .pubsub()
+                .channel_names(shard, pattern.as_deref());
+            let mut payload = vec![shard as u8];
+            payload.extend_from_slice(pattern.as_deref().unwrap_or_default());
+            for p in ask_peers(worker, bus::CHANNELS_REQUEST, &payload).await {
+                names.extend(bus::decode_names(&p));
+            }
+            names.sort();
+            names.dedup();
+            let mut w = ReplyWriter::new(out, protocol);
+            w.array_len(names.len());
+            for n in &names {
+                w.bulk(n);
+            }
             false
         }
         ServerRequest::Shutdown => {

@@ -45,6 +45,7 @@ struct Supervisor {
     pids: RefCell<Vec<Option<u32>>>,
     failure: RefCell<Option<String>>,
     stop: tokio::sync::Notify,
+    store: Store,
 }
 
 /// Runs the supervisor until SIGTERM/SIGINT (or SHUTDOWN from a client).
@@ -94,6 +95,7 @@ pub fn serve(opts: ServeOptions) -> Result<(), Error> {
         pids: RefCell::new(vec![None; opts.workers as usize]),
         failure: RefCell::new(None),
         stop: tokio::sync::Notify::new(),
+        store: store.clone(),
     });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -217,6 +219,9 @@ async fn keep_worker(sup: Rc<Supervisor>, slot: u32) {
             Ok(status) => status.to_string(),
             Err(e) => e.to_string(),
         };
+        // Publishers stop routing to the dead worker's subscribers now, not
+        // when its successor starts.
+        let _ = sup.store.pubsub_reset(slot);
         if sup.stopping.get() {
             break;
         }

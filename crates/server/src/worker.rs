@@ -4,6 +4,7 @@
 //! accepting, lets every connection finish the replies in flight, and exits.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -20,7 +21,7 @@ use crate::bus::{self, Bus};
 use crate::clients::Clients;
 use crate::connection;
 use crate::error::{io, Error};
-use crate::{http, listener, memcache};
+use crate::{http, listener, memcache, pubsub};
 
 /// How a worker is started (the supervisor passes these on its command line).
 #[derive(Clone, Debug)]
@@ -47,6 +48,10 @@ pub(crate) struct Worker {
     /// Clients waiting in BLPOP & co.
     pub blocking: Blocking,
     pub shutdown: watch::Sender<bool>,
+    /// Signalled when pub/sub messages wait for a full ring to drain.
+    pub backlog_pending: tokio::sync::Notify,
+    /// Signalled by the engine when pub/sub output appears.
+    pub pubsub_output: Rc<tokio::sync::Notify>,
 }
 
 impl Worker {
@@ -93,7 +98,15 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
         clients: Clients::default(),
         blocking,
         shutdown,
+        backlog_pending: tokio::sync::Notify::new(),
+        pubsub_output: Rc::new(tokio::sync::Notify::new()),
     });
+    let output = worker.pubsub_output.clone();
+    worker
+        .engine
+        .borrow_mut()
+        .pubsub()
+        .set_on_output(Box::new(move || output.notify_one()));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -162,6 +175,10 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     }
     let wake = worker.bus.bind()?;
     worker.bus_handle.borrow_mut().mailbox_reset(worker.slot)?;
+    // A predecessor in this slot may have died with subscribers.
+    worker.store.pubsub_reset(worker.slot)?;
+    tokio::task::spawn_local(pubsub::flush_backlog(worker.clone()));
+    tokio::task::spawn_local(pubsub::pump(worker.clone()));
     tokio::task::spawn_local(mailbox_loop(worker.clone(), wake));
     tokio::task::spawn_local(send_ready(worker.clone()));
     tokio::task::spawn_local(sweeper(worker.clone()));
@@ -196,6 +213,7 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     // Every blocked client left with its connection; a straggler's bits
     // would only cost other workers needless messages.
     let _ = worker.store.clear_waiters(worker.slot);
+    let _ = worker.store.pubsub_reset(worker.slot);
     worker
         .store
         .set_worker_state(worker.slot, WorkerState::Free)?;
@@ -252,6 +270,7 @@ async fn sweeper(worker: Rc<Worker>) {
         let hz = worker.engine.borrow().config().hz.clamp(1, 500);
         tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
         worker.engine.borrow_mut().tick();
+        worker.flush_pubsub();
     }
 }
 
@@ -295,6 +314,8 @@ async fn send_ready(worker: Rc<Worker>) {
 async fn mailbox_loop(worker: Rc<Worker>, wake: tokio::net::UnixDatagram) {
     let mut buf = [0u8; 64];
     let mut messages = Vec::new();
+    // Fragments of large pub/sub messages, per sending worker.
+    let mut partial = HashMap::new();
     loop {
         // Drain first: messages may have arrived before the socket was bound.
         messages.clear();
@@ -304,8 +325,18 @@ async fn mailbox_loop(worker: Rc<Worker>, wake: tokio::net::UnixDatagram) {
             .mailbox_take(worker.slot, &mut messages);
         if taken.is_ok() {
             for m in messages.drain(..) {
-                handle_message(&worker, m).await;
+                if m.kind == engine::MAILBOX_MESSAGE || m.kind == engine::MAILBOX_FRAGMENT {
+                    worker.engine.borrow_mut().pubsub().receive(
+                        m.kind,
+                        m.from,
+                        m.payload,
+                        &mut partial,
+                    );
+                } else {
+                    handle_message(&worker, m).await;
+                }
             }
+            worker.flush_pubsub();
         }
         if wake.recv(&mut buf).await.is_err() {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -393,10 +424,37 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
                 )
                 .await;
         }
+        bus::CHANNELS_REQUEST => {
+            let shard = m.payload.first() == Some(&1);
+            let pattern = m.payload.get(1..).filter(|_| m.payload.len() > 1);
+            let names = worker
+                .engine
+                .borrow_mut()
+                .pubsub()
+                .channel_names(shard, pattern);
+            let max = worker
+                .bus_handle
+                .borrow()
+                .mailbox_max_payload()
+                .min(32 << 10);
+            let pieces = bus::encode_names(&names, max);
+            let last = pieces.len() - 1;
+            for (i, piece) in pieces.iter().enumerate() {
+                let kind = if i == last {
+                    bus::CHANNELS_REPLY
+                } else {
+                    bus::LIST_PART
+                };
+                worker
+                    .bus
+                    .send(&worker.bus_handle, m.from, kind, m.request, piece)
+                    .await;
+            }
+        }
         bus::LIST_PART => worker
             .bus
             .reply_arrived(m.request, m.from, m.payload, false),
-        bus::LIST_REPLY | bus::KILL_REPLY | bus::UNBLOCK_REPLY => {
+        bus::LIST_REPLY | bus::KILL_REPLY | bus::UNBLOCK_REPLY | bus::CHANNELS_REPLY => {
             worker.bus.reply_arrived(m.request, m.from, m.payload, true)
         }
         _ => {}

@@ -18,7 +18,7 @@ use crate::layout::*;
 impl Handle {
     /// A version no other write of this segment has stamped or will stamp.
     /// Not logged: a crash after taking one only leaves a gap.
-    pub(crate) fn next_version(&self) -> Result<u64> {
+    pub fn next_version(&self) -> Result<u64> {
         let counter = self.ctx.region().a64(H_WRITE_VERSION)?;
         Ok(counter.fetch_add(1, Ordering::Relaxed).wrapping_add(1))
     }

@@ -174,6 +174,12 @@ impl<'a> ReplyWriter<'a> {
         self.header(prefix, n as u128);
     }
 
+    /// Bytes that already are one RESP value (a value rendered earlier, e.g.
+    /// inside a pub/sub frame).
+    pub fn raw(&mut self, resp: &[u8]) {
+        self.out.extend_from_slice(resp);
+    }
+
     /// An out-of-band push of `n` elements (pub/sub messages, invalidations):
     /// RESP3 `><n>\r\n`, RESP2 `*<n>\r\n`.
     pub fn push_len(&mut self, n: usize) {
