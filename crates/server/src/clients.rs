@@ -10,7 +10,7 @@ use engine::{KillFilter, Session};
 use store::WorkerCounter;
 use tokio::sync::Notify;
 
-use crate::pubsub::{Limit, Push};
+use crate::pubsub::{Limit, Push, Target};
 use crate::worker::Worker;
 
 /// One connection as the worker sees it.
@@ -96,12 +96,7 @@ impl Clients {
 
     /// Where frames for client `id` go: its queue, the output limit of its
     /// class (`pubsub` while it has subscriptions) and its closer.
-    pub fn push_target(
-        &self,
-        id: u64,
-        normal: Limit,
-        pubsub: Limit,
-    ) -> Option<(Rc<Push>, Limit, Rc<Notify>)> {
+    pub fn push_target(&self, id: u64, normal: Limit, pubsub: Limit) -> Option<Target> {
         let map = self.map.borrow();
         let c = map.get(&id)?;
         // A connection running a command holds its session: it is a
@@ -111,7 +106,11 @@ impl Clients {
             .try_borrow()
             .map_or(true, |s| s.subs().total() > 0);
         let limit = if subscribed { pubsub } else { normal };
-        Some((c.push.clone(), limit, c.kill.clone()))
+        Some(Target {
+            push: c.push.clone(),
+            limit,
+            kill: c.kill.clone(),
+        })
     }
 
     pub fn len(&self) -> usize {

@@ -29,6 +29,15 @@ pub(crate) struct Push {
     cut: Cell<bool>,
 }
 
+/// Where a client's frames go.
+pub(crate) struct Target {
+    pub push: Rc<Push>,
+    /// The output limit of its class.
+    pub limit: Limit,
+    /// Closes it.
+    pub kill: Rc<Notify>,
+}
+
 /// `client-output-buffer-limit` for one class: hard bytes, soft bytes, soft
 /// seconds (0 = no limit).
 pub(crate) type Limit = (u64, u64, u64);
@@ -110,18 +119,18 @@ impl Worker {
         };
         if !outbox.is_empty() {
             let now = Instant::now();
-            let mut last: Option<(u64, Option<(Rc<Push>, Limit, Rc<Notify>)>)> = None;
+            let mut last: Option<(u64, Option<Target>)> = None;
             for (id, frame) in outbox {
                 if last.as_ref().is_none_or(|(l, _)| *l != id) {
                     last = Some((id, self.clients.push_target(id, normal, pubsub)));
                 }
-                let Some((_, Some((push, limit, kill)))) = &last else {
+                let Some((_, Some(t))) = &last else {
                     continue;
                 };
-                if push.queue(&frame, *limit, now) {
-                    push.ready.notify_one();
+                if t.push.queue(&frame, t.limit, now) {
+                    t.push.ready.notify_one();
                 } else {
-                    kill.notify_one();
+                    t.kill.notify_one();
                 }
             }
         }

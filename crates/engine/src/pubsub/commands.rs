@@ -16,7 +16,16 @@ const fn cmd(
     summary: &'static str,
     handler: crate::command::Handler,
 ) -> Command {
-    crate::command::spec(name, arity, flags, (0, 0, 0), "pubsub", "2.0.0", summary, handler)
+    crate::command::spec(
+        name,
+        arity,
+        flags,
+        (0, 0, 0),
+        "pubsub",
+        "2.0.0",
+        summary,
+        handler,
+    )
 }
 
 const SUB: u32 = PUBSUB | NOSCRIPT | LOADING | STALE;
@@ -515,7 +524,12 @@ fn kpunsubscribe(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         confirm(cx, b"kpunsubscribe", None, count);
     }
     for (pdb, pattern) in names {
-        if cx.session.subs.key_patterns.shift_remove(&(pdb, pattern.clone())) {
+        if cx
+            .session
+            .subs
+            .key_patterns
+            .shift_remove(&(pdb, pattern.clone()))
+        {
             cx.engine.pubsub.remove_key_pattern(id, pdb, &pattern);
         }
         let count = cx.session.subs.count();

@@ -144,7 +144,9 @@ impl PubSub {
             .entry((db, key.to_vec()))
             .or_default()
             .push(Since { client, last: 0 });
-        let _ = self.store.subscription_add(self.slot, SubKind::Key(db), key, 1);
+        let _ = self
+            .store
+            .subscription_add(self.slot, SubKind::Key(db), key, 1);
     }
 
     /// Records the version a client's snapshot of `key` had.
@@ -164,11 +166,19 @@ impl PubSub {
                 self.keys.remove(&id);
             }
         }
-        let _ = self.store.subscription_add(self.slot, SubKind::Key(db), key, -1);
+        let _ = self
+            .store
+            .subscription_add(self.slot, SubKind::Key(db), key, -1);
     }
 
     /// KPSUBSCRIBE of one pattern: the table entry first (I14).
-    pub(crate) fn add_key_pattern(&mut self, client: u64, protocol: Protocol, db: u8, pattern: &[u8]) {
+    pub(crate) fn add_key_pattern(
+        &mut self,
+        client: u64,
+        protocol: Protocol,
+        db: u8,
+        pattern: &[u8],
+    ) {
         self.track(client, protocol);
         let id = (db, pattern.to_vec());
         let count = match self.key_patterns.iter_mut().find(|(p, _)| *p == id) {
@@ -187,7 +197,14 @@ impl PubSub {
     }
 
     /// Records the version a pattern subscriber's snapshot of `key` had.
-    pub(crate) fn key_pattern_seen(&mut self, client: u64, db: u8, pattern: &[u8], key: &[u8], version: u64) {
+    pub(crate) fn key_pattern_seen(
+        &mut self,
+        client: u64,
+        db: u8,
+        pattern: &[u8],
+        key: &[u8],
+        version: u64,
+    ) {
         let id = (db, pattern.to_vec());
         if let Some((_, list)) = self.key_patterns.iter_mut().find(|(p, _)| *p == id) {
             for (_, seen) in list.iter_mut().filter(|(c, _)| *c == client) {

@@ -174,6 +174,13 @@ struct Since {
     last: u64,
 }
 
+/// A key pattern's subscriber: its client and the last version it got of
+/// each key.
+type PatternSubscriber = (u64, HashMap<Vec<u8>, u64>);
+
+/// A key (or key pattern) and its db.
+type DbKey = (u8, Vec<u8>);
+
 /// This worker's side of pub/sub: who subscribes to what here, and the
 /// router that sends messages to the other workers.
 pub struct PubSub {
@@ -186,8 +193,8 @@ pub struct PubSub {
     shard: HashMap<Vec<u8>, Vec<u64>>,
     retained: HashMap<Vec<u8>, Vec<Since>>,
     patterns: Vec<(Vec<u8>, Vec<u64>)>,
-    keys: HashMap<(u8, Vec<u8>), Vec<Since>>,
-    key_patterns: Vec<((u8, Vec<u8>), Vec<(u64, HashMap<Vec<u8>, u64>)>)>,
+    keys: HashMap<DbKey, Vec<Since>>,
+    key_patterns: Vec<(DbKey, Vec<PatternSubscriber>)>,
     monitors: Vec<u64>,
     protocols: HashMap<u64, Protocol>,
     /// Other slots' patterns as last read, with their generation.
@@ -501,7 +508,11 @@ impl PubSub {
         match msg.tag {
             Tag::Channel => self.deliver_channel(msg),
             Tag::Shard => {
-                let parts = [Part::Bulk(b"smessage"), Part::Bulk(msg.name), Part::Bulk(msg.data)];
+                let parts = [
+                    Part::Bulk(b"smessage"),
+                    Part::Bulk(msg.name),
+                    Part::Bulk(msg.data),
+                ];
                 let mut frames = Frames::new(&parts);
                 let clients = self.shard.get(msg.name).cloned().unwrap_or_default();
                 for &c in &clients {
@@ -530,7 +541,11 @@ impl PubSub {
     fn deliver_channel(&mut self, msg: &Routed<'_>) -> u64 {
         let mut n = 0;
         if let Some(clients) = self.channels.get(msg.name).cloned() {
-            let parts = [Part::Bulk(b"message"), Part::Bulk(msg.name), Part::Bulk(msg.data)];
+            let parts = [
+                Part::Bulk(b"message"),
+                Part::Bulk(msg.name),
+                Part::Bulk(msg.data),
+            ];
             let mut frames = Frames::new(&parts);
             for &c in &clients {
                 self.emit(c, &mut frames);
@@ -580,7 +595,13 @@ impl PubSub {
 
     /// Takes one ring message (or fragment) from another worker. `partial`
     /// holds the fragments so far per sending slot.
-    pub fn receive(&mut self, kind: u32, from: u32, payload: Vec<u8>, partial: &mut HashMap<u32, Vec<u8>>) {
+    pub fn receive(
+        &mut self,
+        kind: u32,
+        from: u32,
+        payload: Vec<u8>,
+        partial: &mut HashMap<u32, Vec<u8>>,
+    ) {
         if kind == MAILBOX_FRAGMENT {
             partial.entry(from).or_default().extend_from_slice(&payload);
             return;

@@ -90,7 +90,11 @@ impl Engine {
 
     /// LSUBSCRIBE of one channel: subscribes under the retained key's lock
     /// and returns the snapshot (sequence, message), if any.
-    pub(crate) fn subscribe_retained(&mut self, client: u64, channel: &[u8]) -> Option<(u64, Vec<u8>)> {
+    pub(crate) fn subscribe_retained(
+        &mut self,
+        client: u64,
+        channel: &[u8],
+    ) -> Option<(u64, Vec<u8>)> {
         let ps = &mut self.pubsub;
         let mut added = false;
         let res = self.h.update(0, &lvc_key(channel), true, |old| {
