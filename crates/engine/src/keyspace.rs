@@ -7,6 +7,7 @@ use store::{ExpireCondition, Ttl, ValueType};
 use crate::command::{dispatch_sub, flags::*, Arg, CmdResult, Command};
 use crate::engine::Cx;
 use crate::error::{CmdError, BAD_DB, SYNTAX};
+use crate::notify::class;
 use crate::parse;
 use crate::scan;
 
@@ -376,7 +377,10 @@ fn del(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     let mut n = 0;
     for key in &args[1..] {
-        n += cx.h().delete(db, key)? as i64;
+        if cx.h().delete(db, key)? {
+            cx.notify(class::GENERIC, "del", key);
+            n += 1;
+        }
     }
     cx.out.integer(n);
     Ok(())
@@ -386,7 +390,11 @@ fn exists(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     let mut n = 0;
     for key in &args[1..] {
-        n += cx.h().exists(db, key)? as i64;
+        if cx.h().exists(db, key)? {
+            n += 1;
+        } else {
+            cx.miss(key);
+        }
     }
     cx.out.integer(n);
     Ok(())
@@ -401,7 +409,10 @@ fn type_(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     let name = match cx.h().key_type(db, &args[1])? {
         Some(t) => t.name(),
-        None => "none",
+        None => {
+            cx.miss(&args[1]);
+            "none"
+        }
     };
     cx.out.simple(name.as_bytes());
     Ok(())
@@ -459,6 +470,7 @@ fn rename(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     cx.h().rename(db, &args[1], &args[2], false)?;
     cx.signal_ready(&args[2]);
+    notify_rename(cx, &args[1], &args[2]);
     cx.out.simple(b"OK");
     Ok(())
 }
@@ -468,9 +480,18 @@ fn renamenx(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let done = cx.h().rename(db, &args[1], &args[2], true)?;
     if done {
         cx.signal_ready(&args[2]);
+        notify_rename(cx, &args[1], &args[2]);
     }
     cx.out.integer(done as i64);
     Ok(())
+}
+
+/// RENAME's events; renaming a key to itself changes nothing and says so.
+fn notify_rename(cx: &mut Cx<'_>, src: &[u8], dst: &[u8]) {
+    if src != dst {
+        cx.notify(class::GENERIC, "rename_from", src);
+        cx.notify(class::GENERIC, "rename_to", dst);
+    }
 }
 
 /// A db index argument of COPY and MOVE (Redis's `getIntFromObject`, then
@@ -505,6 +526,8 @@ fn copy(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let done = cx.h().copy(src_db, &args[1], dst_db, &args[2], replace)?;
     if done {
         cx.signal_ready_in(dst_db, &args[2]);
+        cx.engine
+            .notify_in(dst_db, class::GENERIC, "copy_to", &args[2]);
     }
     cx.out.integer(done as i64);
     Ok(())
@@ -516,6 +539,9 @@ fn move_(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let done = cx.h().move_key(db, &args[1], dst)?;
     if done {
         cx.signal_ready_in(dst, &args[1]);
+        cx.notify(class::GENERIC, "move_from", &args[1]);
+        cx.engine
+            .notify_in(dst, class::GENERIC, "move_to", &args[1]);
     }
     cx.out.integer(done as i64);
     Ok(())
@@ -580,6 +606,15 @@ fn expire_generic(
     let at = ms.checked_add(base).ok_or_else(bad)?;
     let db = cx.db();
     let done = cx.h().expire_at(db, &args[1], at, cond)?;
+    if done {
+        // A time not in the future deleted the key.
+        let event = if at <= cx.engine.now_ms() as i64 {
+            "del"
+        } else {
+            "expire"
+        };
+        cx.notify(class::GENERIC, event, &args[1]);
+    }
     cx.out.integer(done as i64);
     Ok(())
 }
@@ -604,7 +639,10 @@ fn expiretime_generic(cx: &mut Cx<'_>, args: &[Arg<'_>], ms: bool) -> CmdResult 
     let db = cx.db();
     let mut scratch = Vec::new();
     let reply = match cx.h().peek(db, &args[1], 0, &mut scratch)? {
-        None => -2,
+        None => {
+            cx.miss(&args[1]);
+            -2
+        }
         Some(m) => match m.expire_at_ms {
             None => -1,
             Some(at) if ms => at as i64,
@@ -626,7 +664,10 @@ fn pexpiretime(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 fn ttl_generic(cx: &mut Cx<'_>, args: &[Arg<'_>], ms: bool) -> CmdResult {
     let db = cx.db();
     let reply = match cx.h().ttl(db, &args[1])? {
-        Ttl::Missing => -2,
+        Ttl::Missing => {
+            cx.miss(&args[1]);
+            -2
+        }
         Ttl::Persistent => -1,
         // Redis rounds TTL to the nearest second.
         Ttl::Ms(left) if ms => left as i64,
@@ -647,6 +688,9 @@ fn pttl(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 fn persist(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     let done = cx.h().persist(db, &args[1])?;
+    if done {
+        cx.notify(class::GENERIC, "persist", &args[1]);
+    }
     cx.out.integer(done as i64);
     Ok(())
 }

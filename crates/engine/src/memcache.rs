@@ -10,9 +10,10 @@
 
 use std::borrow::Cow;
 
-use store::{Expiry, Meta, SetCondition, SetOptions, Stat, Update, ValueType};
+use store::{Expiry, Meta, SetCondition, SetOptions, SetResult, Stat, Update, ValueType};
 
 use crate::engine::Engine;
+use crate::notify::class;
 
 /// The version `version` and `stats` report: the memcached release whose
 /// behaviour shoal follows.
@@ -224,7 +225,10 @@ impl Engine {
         }
         let item = match self.h.get_into(DB, key, value)? {
             Some(m) if m.vtype == ValueType::String => Some(McItem::from_meta(&m)),
-            _ => {
+            found => {
+                if found.is_none() {
+                    self.notify_in(DB, class::KEY_MISS, "keymiss", key);
+                }
                 value.clear();
                 None
             }
@@ -232,6 +236,7 @@ impl Engine {
         if item.is_some() {
             self.h.count(Stat::McGetHits, 1);
         }
+        self.drain_key_log();
         Ok(item)
     }
 
@@ -244,11 +249,16 @@ impl Engine {
         }
         let item = match self.h.meta(DB, key)? {
             Some(m) if m.vtype == ValueType::String => Some(McItem::from_meta(&m)),
-            _ => None,
+            Some(_) => None,
+            None => {
+                self.notify_in(DB, class::KEY_MISS, "keymiss", key);
+                None
+            }
         };
         if item.is_some() {
             self.h.count(Stat::McGetHits, 1);
         }
+        self.drain_key_log();
         Ok(item)
     }
 
@@ -284,6 +294,7 @@ impl Engine {
                     mc_flags: flags,
                 };
                 let r = self.h.set(DB, key, value, &opts)?;
+                self.notify_set(DB, key, &opts, &r);
                 if r.written {
                     McStored::Stored { cas: r.version }
                 } else {
@@ -306,6 +317,21 @@ impl Engine {
                         ),
                     })
                 })?;
+                if let McStored::Stored { .. } = outcome {
+                    // A cas replaces a live item, as SET XX does.
+                    let opts = SetOptions {
+                        condition: SetCondition::IfPresent,
+                        expiry,
+                        get: false,
+                        mc_flags: flags,
+                    };
+                    let done = SetResult {
+                        written: true,
+                        existed: true,
+                        ..SetResult::default()
+                    };
+                    self.notify_set(DB, key, &opts, &done);
+                }
                 self.h.count(
                     match outcome {
                         McStored::Stored { .. } => Stat::McCasHits,
@@ -348,12 +374,18 @@ impl Engine {
                         McStored::Stored { cas: 0 },
                     ))
                 })?;
+                if let McStored::Stored { .. } = outcome {
+                    // Redis has no prepend: both concatenations are its
+                    // APPEND's event.
+                    self.notify_in(DB, class::STRING, "append", key);
+                }
                 with_cas(outcome, version)
             }
         };
         if let McStored::Stored { .. } = stored {
             self.h.count(Stat::McTotalItems, 1);
         }
+        self.drain_key_log();
         Ok(stored)
     }
 
@@ -364,10 +396,13 @@ impl Engine {
     pub fn mc_refused(&mut self, mode: McStore, key: &[u8]) -> McError {
         self.h.count(Stat::McCmdSet, 1);
         if mode == McStore::Set {
-            if let Err(e) = self.h.delete(DB, key) {
-                return e.into();
+            match self.h.delete(DB, key) {
+                Ok(true) => self.notify_in(DB, class::GENERIC, "del", key),
+                Ok(false) => {}
+                Err(e) => return e.into(),
             }
         }
+        self.drain_key_log();
         McError::TooLarge
     }
 
@@ -394,10 +429,14 @@ impl Engine {
             }
         };
         match outcome {
-            McDeleted::Deleted => self.h.count(Stat::McDeleteHits, 1),
+            McDeleted::Deleted => {
+                self.h.count(Stat::McDeleteHits, 1);
+                self.notify_in(DB, class::GENERIC, "del", key);
+            }
             McDeleted::NotFound => self.h.count(Stat::McDeleteMisses, 1),
             McDeleted::Exists => {}
         }
+        self.drain_key_log();
         Ok(outcome)
     }
 
@@ -414,8 +453,13 @@ impl Engine {
         exptime: Option<i64>,
     ) -> Result<McArith, McError> {
         let now = self.h.now_ms();
+        // The expiry the write set, for its events.
+        let mut set_expiry = Expiry::Keep;
         let (outcome, version) = self.h.update(DB, key, true, |old| {
             let Some((old, m)) = old else {
+                if let Some((_, exptime)) = vivify {
+                    set_expiry = expiry_of(exptime, now);
+                }
                 return Ok(match vivify {
                     Some((initial, exptime)) => (
                         Update::Write {
@@ -445,6 +489,7 @@ impl Engine {
                 current.saturating_sub(delta)
             };
             let expiry = exptime.map_or(Expiry::Keep, |e| expiry_of(e, now));
+            set_expiry = expiry;
             Ok((
                 Update::Write {
                     value: Cow::Owned(value.to_string().into_bytes()),
@@ -458,6 +503,12 @@ impl Engine {
                 }),
             ))
         })?;
+        if let Ok(McArith::Value { .. }) = outcome {
+            // decr too: Redis names DECR and DECRBY "incrby" as well.
+            self.notify_in(DB, class::STRING, "incrby", key);
+            self.notify_expiry(key, set_expiry, now);
+        }
+        self.drain_key_log();
         let outcome = outcome?;
         let hit = matches!(outcome, McArith::Value { .. } | McArith::Exists);
         self.h.count(
@@ -487,10 +538,13 @@ impl Engine {
     /// CAS value stays, as memcached's does (a touch is not a new value).
     pub fn mc_touch(&mut self, key: &[u8], exptime: i64) -> Result<Option<McItem>, McError> {
         self.h.count(Stat::McCmdTouch, 1);
-        let expiry = expiry_of(exptime, self.h.now_ms());
+        let now = self.h.now_ms();
+        let expiry = expiry_of(exptime, now);
+        let mut had_expiry = false;
         let (item, _) = self.h.update(DB, key, false, |old| {
             Ok(match old {
                 Some((_, m)) if m.vtype == ValueType::String => {
+                    had_expiry = m.expire_at_ms.is_some();
                     let mut item = McItem::from_meta(&m);
                     item.expire_at_ms = match expiry {
                         Expiry::At(at) => Some(at),
@@ -503,8 +557,28 @@ impl Engine {
         })?;
         if item.is_some() {
             self.h.count(Stat::McTouchHits, 1);
+            match expiry {
+                // EXPIRE's events: a time past deletes the key.
+                Expiry::At(at) if at <= now => self.notify_in(DB, class::GENERIC, "del", key),
+                Expiry::At(_) => self.notify_in(DB, class::GENERIC, "expire", key),
+                _ if had_expiry => self.notify_in(DB, class::GENERIC, "persist", key),
+                _ => {}
+            }
         }
+        self.drain_key_log();
         Ok(item)
+    }
+
+    /// The events of an expiry an incr or decr set on `key` (ma's `T` and
+    /// `N` flags): as EXPIRE's, or as a key expiring at once when the time
+    /// has passed (the store removed it).
+    fn notify_expiry(&mut self, key: &[u8], expiry: Expiry, now: u64) {
+        if let Expiry::At(at) = expiry {
+            self.notify_in(DB, class::GENERIC, "expire", key);
+            if at <= now {
+                self.notify_in(DB, class::EXPIRED, "expired", key);
+            }
+        }
     }
 
     /// flush_all: every item goes now, or once `delay_s` (an exptime) has

@@ -5,6 +5,8 @@
 //! key), across every worker. The same call feeds key subscriptions
 //! ([`Engine::key_changed`]), so a key written by any protocol reaches them.
 
+use store::{Expiry, KeyEvent, KeyLogEntry, SetCondition, SetOptions, SetResult};
+
 use crate::engine::{Cx, Engine};
 
 /// Event classes, with Redis's bit values.
@@ -112,12 +114,58 @@ impl Cx<'_> {
         let db = self.session.db;
         self.engine.notify_in(db, class, event, key);
     }
+
+    /// A command took elements out of `key` (`event`); when it left the
+    /// collection empty the key is gone, and Redis follows with "del".
+    pub(crate) fn notify_removed(&mut self, class: u32, event: &str, key: &[u8], emptied: bool) {
+        self.notify(class, event, key);
+        if emptied {
+            self.notify(class::GENERIC, "del", key);
+        }
+    }
+
+    /// [`Engine::notify_set`] in the selected db.
+    pub(crate) fn notify_set(&mut self, key: &[u8], opts: &SetOptions, res: &SetResult) {
+        let db = self.session.db;
+        self.engine.notify_set(db, key, opts, res);
+    }
+
+    /// A read found no `key` (Redis's "keymiss", from `lookupKeyRead`).
+    pub(crate) fn miss(&mut self, key: &[u8]) {
+        self.notify(class::KEY_MISS, "keymiss", key);
+    }
+
+    /// Whether "keymiss" events are published: a read that cannot tell a
+    /// missing key from an empty string looks again only then.
+    pub(crate) fn wants_misses(&self) -> bool {
+        let flags = self.engine.config.notify_keyspace_events;
+        flags & class::KEY_MISS != 0 && flags & (class::KEYSPACE | class::KEYEVENT) != 0
+    }
+
+    /// [`Cx::miss`] when `found` is None; passes `found` on.
+    pub(crate) fn miss_if_none<T>(&mut self, key: &[u8], found: Option<T>) -> Option<T> {
+        if found.is_none() {
+            self.miss(key);
+        }
+        found
+    }
 }
 
 impl Engine {
-    /// [`Cx::notify`] for a key of db `db` (MOVE, COPY, expiry, eviction).
+    /// [`Cx::notify`] for a key of db `db` (MOVE, COPY, memcached). What the
+    /// store did on its own first (a key the command found expired, keys
+    /// evicted to make room, the key the write created), so events come in
+    /// Redis's order: "expired", "new", then the command's own.
     pub(crate) fn notify_in(&mut self, db: u8, class: u32, event: &str, key: &[u8]) {
-        if class != class::KEY_MISS {
+        self.drain_key_log();
+        self.emit(db, class, event, key);
+    }
+
+    /// Publishes one event and tells key subscribers. A key's "new" is
+    /// always followed by the creating command's own event, which tells
+    /// them.
+    fn emit(&mut self, db: u8, class: u32, event: &str, key: &[u8]) {
+        if class & (class::KEY_MISS | class::NEW) == 0 {
             self.key_changed(db, key);
         }
         let flags = self.config.notify_keyspace_events;
@@ -134,6 +182,92 @@ impl Engine {
             self.publish(&channel, key);
         }
     }
+
+    /// Sends the events of the store's key log (keys created, expired or
+    /// evicted by this engine's handle). The dispatcher calls it after every
+    /// command and the sweeper after every pass.
+    pub(crate) fn drain_key_log(&mut self) {
+        if !self.h.key_log_pending() {
+            return;
+        }
+        let mut events = Vec::new();
+        self.h.take_key_log(&mut events);
+        for event in events {
+            self.emit_logged(event);
+        }
+    }
+
+    /// A write that reads first (GETSET, SET … GET) found no `key`: Redis's
+    /// "keymiss" comes after what the lookup expired and before the "new"
+    /// of the key the write then created.
+    fn miss_before_write(&mut self, db: u8, key: &[u8]) {
+        let mut events = Vec::new();
+        self.h.take_key_log(&mut events);
+        let (created, removed): (Vec<_>, Vec<_>) = events
+            .into_iter()
+            .partition(|(_, _, e)| *e == KeyEvent::Created);
+        for event in removed {
+            self.emit_logged(event);
+        }
+        self.emit(db, class::KEY_MISS, "keymiss", key);
+        for event in created {
+            self.emit_logged(event);
+        }
+    }
+
+    /// The events of a string write with SET's options that did `res`
+    /// (SET and its kin, memcached's set, add, replace and cas): a
+    /// "keymiss" when GET found nothing, then "set", and "expire" when it
+    /// set an expiry. A time already past makes the write a delete, where
+    /// Redis keeps the key until it is next looked at or swept: its "new"
+    /// and "expired" are sent at once.
+    pub(crate) fn notify_set(&mut self, db: u8, key: &[u8], opts: &SetOptions, res: &SetResult) {
+        if opts.get && !res.existed {
+            self.miss_before_write(db, key);
+        }
+        if !res.written {
+            return;
+        }
+        let past = match opts.expiry {
+            Expiry::At(at) => at <= self.h.now_ms(),
+            _ => false,
+        };
+        // The store deleted without writing (see `Handle::write_value`).
+        let deleted_at_once = past && !opts.get && opts.condition == SetCondition::Always;
+        if deleted_at_once && !res.existed {
+            self.notify_in(db, class::NEW, "new", key);
+        }
+        self.notify_in(db, class::STRING, "set", key);
+        if matches!(opts.expiry, Expiry::At(_)) {
+            self.notify_in(db, class::GENERIC, "expire", key);
+        }
+        if past {
+            self.notify_in(db, class::EXPIRED, "expired", key);
+        }
+    }
+
+    /// The event of one key log entry.
+    fn emit_logged(&mut self, (db, key, event): KeyLogEntry) {
+        match event {
+            KeyEvent::Created => self.emit(db, class::NEW, "new", &key),
+            KeyEvent::Expired => self.emit(db, class::EXPIRED, "expired", &key),
+            KeyEvent::Evicted => self.emit(db, class::EVICTED, "evicted", &key),
+        }
+    }
+
+    /// Asks the store to log what the settings and subscribers need: expired
+    /// and evicted keys while `x` or `e` is on or any key subscription
+    /// exists (a key subscriber hears of expiry too), created keys while `n`
+    /// is on. Called before each batch and each sweep, so a command pays
+    /// nothing for it.
+    pub(crate) fn sync_key_log(&mut self) {
+        let flags = self.config.notify_keyspace_events;
+        let publishing = flags & (class::KEYSPACE | class::KEYEVENT) != 0;
+        let removals = (publishing && flags & (class::EXPIRED | class::EVICTED) != 0)
+            || self.store.key_subscriber_slots().unwrap_or(0) != 0;
+        let creations = publishing && flags & class::NEW != 0;
+        self.h.set_key_log(removals, creations);
+    }
 }
 
 #[cfg(test)]
@@ -149,6 +283,9 @@ mod tests {
         assert_eq!(flags_to_string(flags_from_str(b"Elg$").unwrap()), "g$lE");
         assert_eq!(flags_from_str(b"KE A"), None);
         assert_eq!(flags_to_string(flags_from_str(b"Kxmn").unwrap()), "xnKm");
-        assert_eq!(flags_to_string(flags_from_str(b"Ag$lshzxetd").unwrap()), "A");
+        assert_eq!(
+            flags_to_string(flags_from_str(b"Ag$lshzxetd").unwrap()),
+            "A"
+        );
     }
 }

@@ -12,6 +12,7 @@ use store::{Modify, SetOptions, ValueType};
 use crate::command::{flags::*, Arg, CmdResult, Command};
 use crate::engine::Cx;
 use crate::error::{CmdError, SYNTAX};
+use crate::notify::class;
 use crate::parse;
 
 /// A bit offset that is not a number, negative, or past proto-max-bulk-len.
@@ -88,8 +89,12 @@ fn setbit(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         } else {
             Modify::Keep
         };
-        Ok((action, old_bit))
+        Ok((action, (old_bit, dirty)))
     })?;
+    let (old_bit, dirty) = old_bit;
+    if dirty {
+        cx.notify(class::STRING, "setbit", &args[1]);
+    }
     cx.out.integer(i64::from(old_bit));
     Ok(())
 }
@@ -114,6 +119,9 @@ fn getbit(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let byte = i64::try_from(offset >> 3).map_err(|_| CmdError::msg(BIT_OFFSET))?;
     let db = cx.db();
     let b = cx.engine.h.get_range(db, &args[1], byte, byte)?;
+    if b.is_empty() && cx.wants_misses() && cx.h().meta(db, &args[1])?.is_none() {
+        cx.miss(&args[1]);
+    }
     let bit = b.first().map_or(0, |b| (b >> (7 - (offset & 7))) & 1);
     cx.out.integer(i64::from(bit));
     Ok(())
@@ -201,6 +209,7 @@ fn bitcount(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     // other arguments are.
     let db = cx.db();
     let Some(v) = cx.engine.h.get(db, &args[1])? else {
+        cx.miss(&args[1]);
         cx.out.integer(0);
         return Ok(());
     };
@@ -235,6 +244,7 @@ fn bitpos(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     // A missing key is an endless run of 0 bits.
     let db = cx.db();
     let Some(v) = cx.engine.h.get(db, &args[1])? else {
+        cx.miss(&args[1]);
         cx.out.integer(if bit { -1 } else { 0 });
         return Ok(());
     };
@@ -297,12 +307,15 @@ fn bitop(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     // Missing keys are empty strings; shorter strings are padded with zeros.
     let mut sources = Vec::with_capacity(args.len() - 3);
     for key in &args[3..] {
-        sources.push(cx.engine.h.get(db, key)?.unwrap_or_default());
+        let value = cx.engine.h.get(db, key)?;
+        sources.push(cx.miss_if_none(key, value).unwrap_or_default());
     }
     let max_len = sources.iter().map(Vec::len).max().unwrap_or(0);
     let dest = &args[2];
     if max_len == 0 {
-        cx.engine.h.delete(db, dest)?;
+        if cx.engine.h.delete(db, dest)? {
+            cx.notify(class::GENERIC, "del", dest);
+        }
         cx.out.integer(0);
         return Ok(());
     }
@@ -325,6 +338,7 @@ fn bitop(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     }
     // A plain SET: the destination loses any TTL, as Redis's setKey does.
     cx.engine.h.set(db, dest, &res, &SetOptions::default())?;
+    cx.notify(class::STRING, "set", dest);
     cx.out.integer(max_len as i64);
     Ok(())
 }

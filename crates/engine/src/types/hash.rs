@@ -14,6 +14,7 @@ use crate::command::{flags::*, Arg, CmdResult, Command};
 use crate::decimal::Decimal;
 use crate::engine::Cx;
 use crate::error::{CmdError, NOT_FLOAT, OVERFLOW};
+use crate::notify::class;
 use crate::parse;
 use crate::random;
 use crate::scan;
@@ -68,14 +69,16 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd("hscan", -3, READONLY, "2.8.0", "Incrementally iterate hash fields and associated values", hscan),
 ];
 
-/// Reads the hash at `key` through `f`; None when the key is missing.
+/// Reads the hash at `key` through `f`; None when the key is missing (a
+/// "keymiss").
 fn read<T>(
     cx: &mut Cx<'_>,
     key: &[u8],
     f: impl FnOnce(&Hash) -> store::Result<T>,
 ) -> Result<Option<T>, CmdError> {
     let db = cx.db();
-    Ok(cx.h().read_collection(db, key, f)?)
+    let found = cx.h().read_collection(db, key, f)?;
+    Ok(cx.miss_if_none(key, found))
 }
 
 /// Changes the hash at `key` through `f` in one atomic step; a missing key
@@ -103,6 +106,7 @@ fn set_pairs(cx: &mut Cx<'_>, args: &[Arg<'_>], name: &str) -> Result<u64, CmdEr
         }
         Ok(added)
     })?;
+    cx.notify(class::HASH, "hset", &args[1]);
     Ok(added.unwrap_or(0))
 }
 
@@ -126,6 +130,9 @@ fn hsetnx(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         }
         h.insert(field, value)
     })?;
+    if set == Some(true) {
+        cx.notify(class::HASH, "hset", &args[1]);
+    }
     cx.out.integer(i64::from(set == Some(true)));
     Ok(())
 }
@@ -159,8 +166,14 @@ fn hmget(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 fn hdel(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let fields: Vec<&[u8]> = args[2..].iter().map(|a| &a[..]).collect();
-    let removed = write(cx, &args[1], false, |h| h.remove_all(&fields))?;
-    cx.out.integer(removed.unwrap_or(0) as i64);
+    let removed = write(cx, &args[1], false, |h| {
+        Ok((h.remove_all(&fields)?, h.is_empty()))
+    })?;
+    let (removed, emptied) = removed.unwrap_or((0, false));
+    if removed > 0 {
+        cx.notify_removed(class::HASH, "hdel", &args[1], emptied);
+    }
+    cx.out.integer(removed as i64);
     Ok(())
 }
 
@@ -245,6 +258,7 @@ fn hincrby(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     // `create` is set, so the closure ran; were the key missing the sum
     // would be the increment.
     let sum = res.unwrap_or(Ok(incr))?;
+    cx.notify(class::HASH, "hincrby", &args[1]);
     cx.out.integer(sum);
     Ok(())
 }
@@ -273,6 +287,7 @@ fn hincrbyfloat(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         Ok(Ok(text))
     })?;
     let text = res.unwrap_or_else(|| Ok(incr.to_string().into_bytes()))?;
+    cx.notify(class::HASH, "hincrbyfloat", &args[1]);
     cx.out.bulk(&text);
     Ok(())
 }

@@ -17,6 +17,7 @@ use store::{Collection, List, ValueType};
 use crate::command::{flags::*, Arg, CmdResult, Command};
 use crate::engine::{Cx, TimeoutReply};
 use crate::error::{CmdError, NO_SUCH_KEY, WRONG_TYPE};
+use crate::notify::class;
 use crate::parse;
 
 /// A negative count for LPOP/RPOP.
@@ -50,6 +51,22 @@ impl End {
             Ok(End::Right)
         } else {
             Err(CmdError::syntax())
+        }
+    }
+
+    /// The keyspace event of a push at this end.
+    fn push_event(self) -> &'static str {
+        match self {
+            End::Left => "lpush",
+            End::Right => "rpush",
+        }
+    }
+
+    /// The keyspace event of a pop at this end.
+    fn pop_event(self) -> &'static str {
+        match self {
+            End::Left => "lpop",
+            End::Right => "rpop",
         }
     }
 }
@@ -183,6 +200,7 @@ fn push_cmd(cx: &mut Cx<'_>, args: &[Arg<'_>], end: End, create: bool) -> CmdRes
     match len {
         Some(n) => {
             cx.signal_ready(&args[1]);
+            cx.notify(class::LIST, end.push_event(), &args[1]);
             cx.out.integer(n as i64);
         }
         None => cx.out.integer(0),
@@ -233,8 +251,14 @@ fn pop_cmd(cx: &mut Cx<'_>, args: &[Arg<'_>], end: End) -> CmdResult {
     let popped = cx
         .h()
         .write_collection(db, &args[1], false, |l: &mut List| {
-            pop_many(l, end, count.unwrap_or(1))
+            Ok((pop_many(l, end, count.unwrap_or(1))?, l.is_empty()))
         })?;
+    let popped = popped.map(|(items, emptied)| {
+        if !items.is_empty() {
+            cx.notify_removed(class::LIST, end.pop_event(), &args[1], emptied);
+        }
+        items
+    });
     match (popped, count) {
         (None, None) => cx.out.null(),
         (None, Some(_)) => cx.out.null_array(),
@@ -259,8 +283,8 @@ fn llen(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     let len = cx
         .h()
-        .read_collection(db, &args[1], |l: &List| Ok(l.len()))?
-        .unwrap_or(0);
+        .read_collection(db, &args[1], |l: &List| Ok(l.len()))?;
+    let len = cx.miss_if_none(&args[1], len).unwrap_or(0);
     cx.out.integer(len as i64);
     Ok(())
 }
@@ -286,7 +310,10 @@ fn lrange(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     });
     match found {
         Ok(Some(())) => {}
-        Ok(None) => cx.out.array_len(0),
+        Ok(None) => {
+            cx.miss(&args[1]);
+            cx.out.array_len(0);
+        }
         Err(e) => {
             cx.out.truncate(mark);
             return Err(e.into());
@@ -307,6 +334,7 @@ fn lindex(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             Err(e) => Err(e),
         })
     })?;
+    let found = cx.miss_if_none(&args[1], found);
     match found.transpose()?.flatten() {
         Some(item) => cx.out.bulk(&item),
         None => cx.out.null(),
@@ -331,6 +359,7 @@ fn lset(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             }
         })?;
     done.ok_or(CmdError::msg(NO_SUCH_KEY))??;
+    cx.notify(class::LIST, "lset", &args[1]);
     cx.out.simple(b"OK");
     Ok(())
 }
@@ -367,6 +396,7 @@ fn linsert(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         Some(n) => {
             if n > 0 {
                 cx.signal_ready(&args[1]);
+                cx.notify(class::LIST, "linsert", &args[1]);
             }
             cx.out.integer(n);
         }
@@ -381,9 +411,16 @@ fn lrem(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let removed = cx
         .h()
         .write_collection(db, &args[1], false, |l: &mut List| {
-            l.remove_equal(&args[3], count.unsigned_abs(), count < 0)
+            Ok((
+                l.remove_equal(&args[3], count.unsigned_abs(), count < 0)?,
+                l.is_empty(),
+            ))
         })?;
-    cx.out.integer(removed.unwrap_or(0) as i64);
+    let (removed, emptied) = removed.unwrap_or((0, false));
+    if removed > 0 {
+        cx.notify_removed(class::LIST, "lrem", &args[1], emptied);
+    }
+    cx.out.integer(removed as i64);
     Ok(())
 }
 
@@ -391,12 +428,18 @@ fn ltrim(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let start = parse::int(&args[2])?;
     let stop = parse::int(&args[3])?;
     let db = cx.db();
-    cx.h()
+    let trimmed = cx
+        .h()
         .write_collection(db, &args[1], false, |l: &mut List| {
             // An empty range empties the list, which removes the key.
             let (from, to) = resolve_range(start, stop, l.len()).unwrap_or((0, 0));
-            l.retain_range(from, to)
+            l.retain_range(from, to)?;
+            Ok(l.is_empty())
         })?;
+    // Redis reports a trim even when it removed nothing.
+    if let Some(emptied) = trimmed {
+        cx.notify_removed(class::LIST, "ltrim", &args[1], emptied);
+    }
     cx.out.simple(b"OK");
     Ok(())
 }
@@ -490,6 +533,7 @@ fn lpos(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         })?;
         Ok(positions)
     })?;
+    let found = cx.miss_if_none(&args[1], found);
     match (found, opts.count) {
         (None, None) => cx.out.null(),
         (None, Some(_)) => cx.out.array_len(0),
@@ -531,6 +575,8 @@ fn move_one(
         let moved = moved.flatten();
         if moved.is_some() {
             cx.signal_ready(dst);
+            cx.notify(class::LIST, to.push_event(), dst);
+            cx.notify(class::LIST, from.pop_event(), src);
         }
         return Ok(moved);
     }
@@ -538,10 +584,10 @@ fn move_one(
         return Ok(None);
     }
     is_list(cx, dst)?;
-    let popped = cx
-        .h()
-        .write_collection(db, src, false, |l: &mut List| pop(l, from))?;
-    let Some(item) = popped.flatten() else {
+    let popped = cx.h().write_collection(db, src, false, |l: &mut List| {
+        Ok((pop(l, from)?, l.is_empty()))
+    })?;
+    let Some((Some(item), emptied)) = popped else {
         return Ok(None);
     };
     let pushed = cx
@@ -556,6 +602,9 @@ fn move_one(
         return Err(e.into());
     }
     cx.signal_ready(dst);
+    // Redis pushes before it pops.
+    cx.notify(class::LIST, to.push_event(), dst);
+    cx.notify_removed(class::LIST, from.pop_event(), src, emptied);
     Ok(Some(item))
 }
 
@@ -631,9 +680,10 @@ impl<'a, 'b> Mpop<'a, 'b> {
         let db = cx.db();
         for key in self.keys {
             let popped = cx.h().write_collection(db, key, false, |l: &mut List| {
-                pop_many(l, self.end, self.count)
+                Ok((pop_many(l, self.end, self.count)?, l.is_empty()))
             })?;
-            if let Some(items) = popped {
+            if let Some((items, emptied)) = popped {
+                cx.notify_removed(class::LIST, self.end.pop_event(), key, emptied);
                 cx.out.array_len(2);
                 cx.out.bulk(key);
                 write_items(cx, &items);
@@ -658,10 +708,11 @@ fn bpop(cx: &mut Cx<'_>, args: &[Arg<'_>], end: End) -> CmdResult {
     let keys = &args[1..args.len() - 1];
     let db = cx.db();
     for key in keys {
-        let popped = cx
-            .h()
-            .write_collection(db, key, false, |l: &mut List| pop(l, end))?;
-        if let Some(item) = popped.flatten() {
+        let popped = cx.h().write_collection(db, key, false, |l: &mut List| {
+            Ok((pop(l, end)?, l.is_empty()))
+        })?;
+        if let Some((Some(item), emptied)) = popped {
+            cx.notify_removed(class::LIST, end.pop_event(), key, emptied);
             cx.out.array_len(2);
             cx.out.bulk(key);
             cx.out.bulk(&item);

@@ -18,6 +18,7 @@ use store::{Collection, Set, ValueType};
 use crate::command::{flags::*, Arg, CmdResult, Command};
 use crate::engine::Cx;
 use crate::error::{CmdError, WRONG_TYPE};
+use crate::notify::class;
 use crate::parse;
 use crate::random;
 use crate::scan;
@@ -67,14 +68,16 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd("sscan", -3, READONLY, (1, 1, 1), "2.8.0", "Incrementally iterate Set elements", sscan),
 ];
 
-/// Reads the set at `key` through `f`; None when the key is missing.
+/// Reads the set at `key` through `f`; None when the key is missing (a
+/// "keymiss").
 fn read<T>(
     cx: &mut Cx<'_>,
     key: &[u8],
     f: impl FnOnce(&Set) -> store::Result<T>,
 ) -> Result<Option<T>, CmdError> {
     let db = cx.db();
-    Ok(cx.h().read_collection(db, key, f)?)
+    let found = cx.h().read_collection(db, key, f)?;
+    Ok(cx.miss_if_none(key, found))
 }
 
 /// Changes the set at `key` through `f` in one atomic step; a missing key
@@ -106,14 +109,24 @@ fn sadd(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         }
         Ok(added)
     })?;
-    cx.out.integer(added.unwrap_or(0) as i64);
+    let added = added.unwrap_or(0);
+    if added > 0 {
+        cx.notify(class::SET, "sadd", &args[1]);
+    }
+    cx.out.integer(added as i64);
     Ok(())
 }
 
 fn srem(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let members: Vec<&[u8]> = args[2..].iter().map(|a| &a[..]).collect();
-    let removed = write(cx, &args[1], false, |s| s.remove_all(&members))?;
-    cx.out.integer(removed.unwrap_or(0) as i64);
+    let removed = write(cx, &args[1], false, |s| {
+        Ok((s.remove_all(&members)?, s.is_empty()))
+    })?;
+    let (removed, emptied) = removed.unwrap_or((0, false));
+    if removed > 0 {
+        cx.notify_removed(class::SET, "srem", &args[1], emptied);
+    }
+    cx.out.integer(removed as i64);
     Ok(())
 }
 
@@ -160,10 +173,13 @@ fn spop(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                     return Ok(None);
                 };
                 s.remove(&m)?;
-                Ok(Some(m))
+                Ok(Some((m, s.is_empty())))
             })?;
             match popped.flatten() {
-                Some(m) => cx.out.bulk(&m),
+                Some((m, emptied)) => {
+                    cx.notify_removed(class::SET, "spop", &args[1], emptied);
+                    cx.out.bulk(&m);
+                }
                 None => cx.out.null(),
             }
             Ok(())
@@ -173,8 +189,14 @@ fn spop(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 .ok()
                 .and_then(|n| u64::try_from(n).ok())
                 .ok_or(CmdError::msg(MUST_BE_POSITIVE))?;
-            let popped = write(cx, &args[1], false, |s| pop_members(s, count))?;
-            reply_set(cx, &popped.unwrap_or_default());
+            let popped = write(cx, &args[1], false, |s| {
+                Ok((pop_members(s, count)?, s.is_empty()))
+            })?;
+            let (popped, emptied) = popped.unwrap_or_default();
+            if !popped.is_empty() {
+                cx.notify_removed(class::SET, "spop", &args[1], emptied);
+            }
+            reply_set(cx, &popped);
             Ok(())
         }
         _ => Err(CmdError::syntax()),
@@ -273,12 +295,15 @@ fn smove(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         cx.out.integer(i64::from(found == Some(true)));
         return Ok(());
     }
-    let removed = write(cx, src, false, |s| s.remove(member))?;
-    if removed != Some(true) {
+    let removed = write(cx, src, false, |s| Ok((s.remove(member)?, s.is_empty())))?;
+    let Some((true, emptied)) = removed else {
         cx.out.integer(0);
         return Ok(());
+    };
+    cx.notify_removed(class::SET, "srem", src, emptied);
+    if write(cx, dst, true, |s| s.insert(member))? == Some(true) {
+        cx.notify(class::SET, "sadd", dst);
     }
-    write(cx, dst, true, |s| s.insert(member))?;
     cx.out.integer(1);
     Ok(())
 }
@@ -375,11 +400,19 @@ fn set_of(members: &[Vec<u8>]) -> Result<Set, CmdError> {
 }
 
 /// Stores `set` at `dst`, replacing whatever it held (its expiry too), or
-/// deleting it when `set` is empty; replies the size.
-fn store_result(cx: &mut Cx<'_>, dst: &[u8], set: Set) -> CmdResult {
+/// deleting it when `set` is empty; replies the size. `event` names the
+/// command for keyspace notifications.
+fn store_result(cx: &mut Cx<'_>, dst: &[u8], set: Set, event: &str) -> CmdResult {
     let db = cx.db();
     let len = set.len();
-    cx.h().store_collection(db, dst, set)?;
+    if len == 0 {
+        if cx.h().delete(db, dst)? {
+            cx.notify(class::GENERIC, "del", dst);
+        }
+    } else {
+        cx.h().store_collection(db, dst, set)?;
+        cx.notify(class::SET, event, dst);
+    }
     cx.out.integer(len as i64);
     Ok(())
 }
@@ -421,7 +454,7 @@ fn sintercard(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 fn sinterstore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let members = intersect(cx, &args[2..], 0)?;
-    store_result(cx, &args[1], set_of(&members)?)
+    store_result(cx, &args[1], set_of(&members)?, "sinterstore")
 }
 
 fn sunion(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
@@ -432,7 +465,7 @@ fn sunion(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 fn sunionstore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let set = union_or_diff(cx, &args[2..], SetOp::Union)?;
-    store_result(cx, &args[1], set)
+    store_result(cx, &args[1], set, "sunionstore")
 }
 
 fn sdiff(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
@@ -443,7 +476,7 @@ fn sdiff(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 fn sdiffstore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let set = union_or_diff(cx, &args[2..], SetOp::Diff)?;
-    store_result(cx, &args[1], set)
+    store_result(cx, &args[1], set, "sdiffstore")
 }
 
 fn sscan(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {

@@ -15,6 +15,7 @@ use crate::command::{flags::*, Arg, CmdResult, Command};
 use crate::decimal::Decimal;
 use crate::engine::Cx;
 use crate::error::{CmdError, NOT_FLOAT, SYNTAX, WRONG_TYPE};
+use crate::notify::class;
 use crate::parse;
 
 /// SETRANGE with a negative offset.
@@ -84,10 +85,13 @@ fn get(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             return Err(CmdError::msg(crate::error::WRONG_TYPE))
         }
         Some(_) => cx.out.bulk(&engine.scratch),
-        None => cx.out.null(),
+        None => {
+            cx.out.null();
+            cx.miss(&args[1]);
+        }
     }
-    if engine.scratch.capacity() > 1 << 20 {
-        engine.scratch = Vec::new();
+    if cx.engine.scratch.capacity() > 1 << 20 {
+        cx.engine.scratch = Vec::new();
     }
     Ok(())
 }
@@ -161,6 +165,7 @@ fn set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     }
     let db = cx.db();
     let res = cx.engine.h.set(db, &args[1], &args[2], &opts)?;
+    cx.notify_set(&args[1], &opts, &res);
     if opts.get {
         match res.old {
             Some(v) => cx.out.bulk(&v),
@@ -189,6 +194,7 @@ fn setnx(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     };
     let db = cx.db();
     let res = cx.engine.h.set(db, &args[1], &args[2], &opts)?;
+    cx.notify_set(&args[1], &opts, &res);
     cx.out.integer(i64::from(res.written));
     Ok(())
 }
@@ -201,7 +207,8 @@ fn set_with_expiry(cx: &mut Cx<'_>, args: &[Arg<'_>], unit: &str, name: &str) ->
         ..SetOptions::default()
     };
     let db = cx.db();
-    cx.engine.h.set(db, &args[1], &args[3], &opts)?;
+    let res = cx.engine.h.set(db, &args[1], &args[3], &opts)?;
+    cx.notify_set(&args[1], &opts, &res);
     cx.out.simple(b"OK");
     Ok(())
 }
@@ -221,6 +228,7 @@ fn getset(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     };
     let db = cx.db();
     let res = cx.engine.h.set(db, &args[1], &args[2], &opts)?;
+    cx.notify_set(&args[1], &opts, &res);
     bulk_or_null(cx, res.old.as_deref());
     Ok(())
 }
@@ -228,6 +236,10 @@ fn getset(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 fn getdel(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     let v = cx.engine.h.get_del(db, &args[1])?;
+    match v {
+        Some(_) => cx.notify(class::GENERIC, "del", &args[1]),
+        None => cx.miss(&args[1]),
+    }
     bulk_or_null(cx, v.as_deref());
     Ok(())
 }
@@ -260,14 +272,15 @@ fn getex(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     // Redis's order: a missing key replies nil and a wrong type errs before
     // the time is validated.
     let db = cx.db();
-    match cx.engine.h.meta(db, &args[1])? {
+    let had_expiry = match cx.engine.h.meta(db, &args[1])? {
         None => {
+            cx.miss(&args[1]);
             cx.out.null();
             return Ok(());
         }
         Some(m) if m.vtype != ValueType::String => return Err(CmdError::msg(WRONG_TYPE)),
-        Some(_) => {}
-    }
+        Some(m) => m.expire_at_ms.is_some(),
+    };
     let expiry = match expire {
         Some((unit, value)) => parse_expiry(unit, value, cx.engine.now_ms(), "getex")?,
         None if persist => Expiry::Persist,
@@ -275,6 +288,16 @@ fn getex(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     };
     // A past EXAT/PXAT deletes the key after reading it (the store does it).
     let v = cx.engine.h.get_ex(db, &args[1], expiry)?;
+    if v.is_some() {
+        match expiry {
+            Expiry::At(at) if at <= cx.engine.now_ms() => {
+                cx.notify(class::GENERIC, "del", &args[1]);
+            }
+            Expiry::At(_) => cx.notify(class::GENERIC, "expire", &args[1]),
+            Expiry::Persist if had_expiry => cx.notify(class::GENERIC, "persist", &args[1]),
+            _ => {}
+        }
+    }
     bulk_or_null(cx, v.as_deref());
     Ok(())
 }
@@ -288,7 +311,11 @@ fn mget(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         // A value of another type reads as nil, as in Redis.
         match cx.engine.h.get_into(db, key, &mut buf)? {
             Some(m) if m.vtype == ValueType::String => cx.out.bulk(&buf),
-            _ => cx.out.null(),
+            Some(_) => cx.out.null(),
+            None => {
+                cx.miss(key);
+                cx.out.null();
+            }
         }
     }
     Ok(())
@@ -312,6 +339,7 @@ fn mset(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         cx.engine
             .h
             .set(db, &kv[0], &kv[1], &SetOptions::default())?;
+        cx.notify(class::STRING, "set", &kv[0]);
     }
     cx.out.simple(b"OK");
     Ok(())
@@ -328,6 +356,9 @@ fn msetnx(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             ..SetOptions::default()
         };
         let written = cx.engine.h.set(db, key, value, &opts)?.written;
+        if written {
+            cx.notify(class::STRING, "set", key);
+        }
         cx.out.integer(written as i64);
         return Ok(());
     }
@@ -343,6 +374,7 @@ fn msetnx(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         cx.engine
             .h
             .set(db, &kv[0], &kv[1], &SetOptions::default())?;
+        cx.notify(class::STRING, "set", &kv[0]);
     }
     cx.out.integer(1);
     Ok(())
@@ -351,6 +383,7 @@ fn msetnx(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 fn append(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     let len = cx.engine.h.append(db, &args[1], &args[2])?;
+    cx.notify(class::STRING, "append", &args[1]);
     cx.out.integer(len as i64);
     Ok(())
 }
@@ -358,7 +391,10 @@ fn append(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 fn strlen(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     let len = match cx.engine.h.meta(db, &args[1])? {
-        None => 0,
+        None => {
+            cx.miss(&args[1]);
+            0
+        }
         Some(m) if m.vtype != ValueType::String => return Err(CmdError::msg(WRONG_TYPE)),
         Some(m) => m.len,
     };
@@ -370,6 +406,8 @@ fn strlen(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 fn incr_by(cx: &mut Cx<'_>, key: &[u8], delta: i64) -> CmdResult {
     let db = cx.db();
     let v = cx.engine.h.incr_by(db, key, delta)?;
+    // DECR and DECRBY too: Redis names them all "incrby".
+    cx.notify(class::STRING, "incrby", key);
     cx.out.integer(v);
     Ok(())
 }
@@ -419,7 +457,9 @@ fn incrbyfloat(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             Err(e) => (Modify::Keep, Err(CmdError::msg(e))),
         })
     })?;
-    cx.out.bulk(&res?);
+    let text = res?;
+    cx.notify(class::STRING, "incrbyfloat", &args[1]);
+    cx.out.bulk(&text);
     Ok(())
 }
 
@@ -431,15 +471,18 @@ fn getrange(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     if start < 0 && end < 0 && start > end {
         // Redis replies empty here before clamping (both would clamp to 0
         // and select the first byte), after checking the type.
-        if let Some(m) = cx.engine.h.meta(db, &args[1])? {
-            if m.vtype != ValueType::String {
-                return Err(CmdError::msg(WRONG_TYPE));
-            }
+        match cx.engine.h.meta(db, &args[1])? {
+            Some(m) if m.vtype != ValueType::String => return Err(CmdError::msg(WRONG_TYPE)),
+            Some(_) => {}
+            None => cx.miss(&args[1]),
         }
         cx.out.bulk(b"");
         return Ok(());
     }
     let v = cx.engine.h.get_range(db, &args[1], start, end)?;
+    if v.is_empty() && cx.wants_misses() && cx.engine.h.meta(db, &args[1])?.is_none() {
+        cx.miss(&args[1]);
+    }
     cx.out.bulk(&v);
     Ok(())
 }
@@ -449,6 +492,9 @@ fn setrange(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let offset = u64::try_from(offset).map_err(|_| CmdError::msg(OFFSET_RANGE))?;
     let db = cx.db();
     let len = cx.engine.h.set_range(db, &args[1], offset, &args[3])?;
+    if !args[3].is_empty() {
+        cx.notify(class::STRING, "setrange", &args[1]);
+    }
     cx.out.integer(len as i64);
     Ok(())
 }
@@ -469,7 +515,9 @@ fn lcs(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let mut a = Vec::new();
     let mut b = Vec::new();
     let ma = cx.engine.h.get_into(db, &args[1], &mut a)?;
+    let ma = cx.miss_if_none(&args[1], ma);
     let mb = cx.engine.h.get_into(db, &args[2], &mut b)?;
+    let mb = cx.miss_if_none(&args[2], mb);
     if [ma, mb]
         .iter()
         .any(|m| m.is_some_and(|m| m.vtype != ValueType::String))

@@ -31,6 +31,7 @@ use store::{Collection, Scored, ZSet};
 use crate::command::{flags::*, Arg, CmdResult, Command};
 use crate::engine::Cx;
 use crate::error::{CmdError, NOT_FLOAT, SYNTAX};
+use crate::notify::class;
 use crate::{parse, random, scan};
 
 use score::{format_score, parse_score};
@@ -223,14 +224,18 @@ fn settle_negative_zeros(items: &mut [Scored]) {
 }
 
 /// Replaces `dst` with `items` (deleting it when there are none) and
-/// replies with their number: the end of every STORE command.
-fn store_result(cx: &mut Cx<'_>, dst: &[u8], items: Vec<Scored>) -> CmdResult {
+/// replies with their number: the end of every STORE command. `event`
+/// names the command for keyspace notifications.
+fn store_result(cx: &mut Cx<'_>, dst: &[u8], items: Vec<Scored>, event: &str) -> CmdResult {
     let count = items.len();
     let z = build_zset(items)?;
     let db = cx.db();
-    cx.h().store_collection(db, dst, z)?;
     if count > 0 {
+        cx.h().store_collection(db, dst, z)?;
         cx.signal_ready(dst);
+        cx.notify(class::ZSET, event, dst);
+    } else if cx.h().delete(db, dst)? {
+        cx.notify(class::GENERIC, "del", dst);
     }
     cx.out.integer(count as i64);
     Ok(())
@@ -320,7 +325,7 @@ fn add(cx: &mut Cx<'_>, key: &[u8], pairs: &[(f64, &[u8])], f: AddFlags) -> CmdR
                     let new = if f.incr { cur + score } else { score };
                     if new.is_nan() {
                         // Pairs before this one stay added, as in Redis.
-                        return Ok(Err(CmdError::msg(NAN_SCORE)));
+                        return Ok((out, Some(CmdError::msg(NAN_SCORE))));
                     }
                     if (f.lt && new >= cur) || (f.gt && new <= cur) {
                         continue;
@@ -343,12 +348,18 @@ fn add(cx: &mut Cx<'_>, key: &[u8], pairs: &[(f64, &[u8])], f: AddFlags) -> CmdR
             out.processed += 1;
             out.score = new;
         }
-        Ok(Ok(out))
+        Ok((out, None))
     })?;
     // XX on a missing key: nothing to do.
-    let out = res.transpose()?.unwrap_or_default();
+    let (out, error) = res.unwrap_or_default();
     if out.added > 0 {
         cx.signal_ready(key);
+    }
+    if out.added + out.updated > 0 {
+        cx.notify(class::ZSET, if f.incr { "zincr" } else { "zadd" }, key);
+    }
+    if let Some(e) = error {
+        return Err(e);
     }
     if f.incr {
         if out.processed > 0 {
@@ -379,9 +390,13 @@ fn zrem(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             for m in &args[2..] {
                 n += i64::from(z.remove(m)?);
             }
-            Ok(n)
+            Ok((n, z.is_empty()))
         })?;
-    cx.out.integer(removed.unwrap_or(0));
+    let (removed, emptied) = removed.unwrap_or((0, false));
+    if removed > 0 {
+        cx.notify_removed(class::ZSET, "zrem", &args[1], emptied);
+    }
+    cx.out.integer(removed);
     Ok(())
 }
 
@@ -390,6 +405,7 @@ fn zcard(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let len = cx
         .h()
         .read_collection::<ZSet, _>(db, &args[1], |z| Ok(z.len()))?;
+    let len = cx.miss_if_none(&args[1], len);
     cx.out.integer(len.unwrap_or(0) as i64);
     Ok(())
 }
@@ -399,6 +415,7 @@ fn zscore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let score = cx
         .h()
         .read_collection::<ZSet, _>(db, &args[1], |z| z.score(&args[2]))?;
+    let score = cx.miss_if_none(&args[1], score);
     match score.flatten() {
         Some(s) => reply_score(cx, s),
         None => cx.out.null(),
@@ -416,6 +433,7 @@ fn zmscore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             .collect::<store::Result<Vec<_>>>()
     })?;
     // A missing key is an empty set: every score is nil.
+    let scores = cx.miss_if_none(&args[1], scores);
     let scores = scores.unwrap_or_else(|| vec![None; members.len()]);
     cx.out.array_len(scores.len());
     for s in scores {
@@ -434,6 +452,7 @@ fn rank(cx: &mut Cx<'_>, args: &[Arg<'_>], reverse: bool) -> CmdResult {
         Ok(z.rank(&args[2])?
             .map(|r| if reverse { z.len() - 1 - r } else { r }))
     })?;
+    let rank = cx.miss_if_none(&args[1], rank);
     match rank.flatten() {
         Some(r) => cx.out.integer(r as i64),
         None => cx.out.null(),
@@ -457,6 +476,7 @@ fn zrandmember(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         let member = cx.h().read_collection::<ZSet, _>(db, &args[1], |z| {
             Ok(z.nth(random::below(z.len()))?.map(|(m, _)| m))
         })?;
+        let member = cx.miss_if_none(&args[1], member);
         match member.flatten() {
             Some(m) => cx.out.bulk(&m),
             None => cx.out.null(),
@@ -504,6 +524,7 @@ fn zrandmember(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         }
         Ok(out)
     })?;
+    let picked = cx.miss_if_none(&args[1], picked);
     reply_members(cx, &picked.unwrap_or_default(), withscores);
     Ok(())
 }
@@ -532,7 +553,7 @@ fn zscan(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         let (next, items) = z.scan(cursor, 10)?;
         Ok((next, items, listpack))
     })?;
-    let Some((next, items, listpack)) = page else {
+    let Some((next, items, listpack)) = cx.miss_if_none(&args[1], page) else {
         // Redis replies before it looks at the options.
         cx.out.array_len(2);
         cx.out.bulk(b"0");

@@ -13,6 +13,7 @@ use super::{reply_score, resp3};
 use crate::command::{Arg, CmdResult};
 use crate::engine::{Cx, TimeoutReply};
 use crate::error::{CmdError, SYNTAX};
+use crate::notify::class;
 use crate::parse;
 
 /// ZPOPMIN's count is negative or not a number.
@@ -31,7 +32,7 @@ enum End {
 
 /// Pops up to `count` members from `end` of the sorted set at `key`, lowest
 /// (or highest) first; None when the key is missing. A key emptied is
-/// removed by the store.
+/// removed by the store. Sends the keyspace events.
 fn pop_from(
     cx: &mut Cx<'_>,
     key: &[u8],
@@ -39,7 +40,7 @@ fn pop_from(
     count: u64,
 ) -> Result<Option<Vec<Scored>>, CmdError> {
     let db = cx.db();
-    Ok(cx.h().write_collection::<ZSet, _>(db, key, false, |z| {
+    let popped = cx.h().write_collection::<ZSet, _>(db, key, false, |z| {
         let len = z.len();
         let n = count.min(len);
         let (start, stop) = match end {
@@ -51,8 +52,18 @@ fn pop_from(
             items.reverse();
         }
         z.remove_range(start, stop)?;
-        Ok(items)
-    })?)
+        Ok((items, z.is_empty()))
+    })?;
+    Ok(popped.map(|(items, emptied)| {
+        if !items.is_empty() {
+            let event = match end {
+                End::Min => "zpopmin",
+                End::Max => "zpopmax",
+            };
+            cx.notify_removed(class::ZSET, event, key, emptied);
+        }
+        items
+    }))
 }
 
 /// Writes `[member, score]` pairs: nested when `nested`, else flat.

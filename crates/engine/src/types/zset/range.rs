@@ -13,6 +13,7 @@ use super::{reply_members, store_result, Listpack, LISTPACK_ENTRIES};
 use crate::command::{Arg, CmdResult};
 use crate::engine::Cx;
 use crate::error::{CmdError, SYNTAX};
+use crate::notify::class;
 use crate::parse;
 
 /// A score bound that is not a number.
@@ -274,6 +275,7 @@ fn range_reply(
     let items = cx
         .h()
         .read_collection::<ZSet, _>(db, &args[1], |z| select(z, &req))?;
+    let items = cx.miss_if_none(&args[1], items);
     reply_members(cx, &items.unwrap_or_default(), req.withscores);
     Ok(())
 }
@@ -308,10 +310,10 @@ pub(super) fn zrevrangebylex(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 pub(super) fn zrangestore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let req = parse_request(args, 2, true, None, None)?;
     let db = cx.db();
-    let mut items = cx
+    let items = cx
         .h()
-        .read_collection::<ZSet, _>(db, &args[2], |z| select(z, &req))?
-        .unwrap_or_default();
+        .read_collection::<ZSet, _>(db, &args[2], |z| select(z, &req))?;
+    let mut items = cx.miss_if_none(&args[2], items).unwrap_or_default();
     // Redis adds the members one by one to a set it starts as a listpack,
     // unless a range by rank knows it will be too long for one.
     let by_rank = matches!(req.span, Span::Rank(..));
@@ -320,7 +322,7 @@ pub(super) fn zrangestore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         lp.admit(len as u64, member);
         *score = lp.store(*score);
     }
-    store_result(cx, &args[1], items)
+    store_result(cx, &args[1], items, "zrangestore")
 }
 
 /// ZCOUNT and ZLEXCOUNT after parsing.
@@ -330,6 +332,7 @@ fn count(cx: &mut Cx<'_>, key: &[u8], span: Span<'_>) -> CmdResult {
         let (lo, hi) = span.ranks(z)?;
         Ok(hi - lo)
     })?;
+    let n = cx.miss_if_none(key, n);
     cx.out.integer(n.unwrap_or(0) as i64);
     Ok(())
 }
@@ -344,30 +347,35 @@ pub(super) fn zlexcount(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     count(cx, &args[1], span)
 }
 
-/// The ZREMRANGEBY… commands after parsing: one write.
-fn remove(cx: &mut Cx<'_>, key: &[u8], span: Span<'_>) -> CmdResult {
+/// The ZREMRANGEBY… commands after parsing: one write. `event` is the
+/// command's name.
+fn remove(cx: &mut Cx<'_>, key: &[u8], span: Span<'_>, event: &str) -> CmdResult {
     let db = cx.db();
     let n = cx.h().write_collection::<ZSet, _>(db, key, false, |z| {
         let (lo, hi) = span.ranks(z)?;
-        z.remove_range(lo, hi)
+        Ok((z.remove_range(lo, hi)?, z.is_empty()))
     })?;
-    cx.out.integer(n.unwrap_or(0) as i64);
+    let (n, emptied) = n.unwrap_or((0, false));
+    if n > 0 {
+        cx.notify_removed(class::ZSET, event, key, emptied);
+    }
+    cx.out.integer(n as i64);
     Ok(())
 }
 
 pub(super) fn zremrangebyrank(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let span = Span::Rank(parse::int(&args[2])?, parse::int(&args[3])?);
-    remove(cx, &args[1], span)
+    remove(cx, &args[1], span, "zremrangebyrank")
 }
 
 pub(super) fn zremrangebyscore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let span = score_span(&args[2], &args[3])?;
-    remove(cx, &args[1], span)
+    remove(cx, &args[1], span, "zremrangebyscore")
 }
 
 pub(super) fn zremrangebylex(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let span = lex_span(&args[2], &args[3])?;
-    remove(cx, &args[1], span)
+    remove(cx, &args[1], span, "zremrangebylex")
 }
 
 #[cfg(test)]

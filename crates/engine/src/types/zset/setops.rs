@@ -79,13 +79,20 @@ impl Source {
         let db = cx.db();
         match cx.h().read_collection::<ZSet, _>(db, key, |z| z.detached()) {
             Ok(Some(z)) => return Ok(Source::Sorted(z)),
-            Ok(None) => return Ok(Source::Missing),
+            Ok(None) => {
+                cx.miss(key);
+                return Ok(Source::Missing);
+            }
             Err(store::Error::WrongType) => {}
             Err(e) => return Err(e.into()),
         }
         let set = cx
             .h()
             .read_collection::<Set, _>(db, key, |s| s.detached())?;
+        if set.is_none() {
+            // Gone between the two reads.
+            cx.miss(key);
+        }
         Ok(set.map_or(Source::Missing, Source::Plain))
     }
 
@@ -128,7 +135,8 @@ enum Output<'a> {
 }
 
 /// The shared implementation: `args[numkeys_at]` is the key count, the keys
-/// follow, then the options. `name` is the command for the numkeys error.
+/// follow, then the options. `name` is the command for the numkeys error
+/// and the STORE forms' keyspace event.
 fn setop(
     cx: &mut Cx<'_>,
     args: &[Arg<'_>],
@@ -202,7 +210,7 @@ fn setop(
         Output::Cardinality => cx.out.integer(items.len() as i64),
         Output::Store(dst) => {
             settle_negative_zeros(&mut items);
-            return store_result(cx, dst, items);
+            return store_result(cx, dst, items, name);
         }
         Output::Reply => {
             items.sort_by(by_score);
