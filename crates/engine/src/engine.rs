@@ -10,6 +10,7 @@ use store::{Handle, Store, ValueType};
 use crate::command::{self, Arg, CmdResult, Command};
 use crate::config::Config;
 use crate::error::CmdError;
+use crate::pubsub::PubSub;
 use crate::session::{ReplyMode, Session};
 use crate::transaction;
 
@@ -100,6 +101,14 @@ pub enum ServerRequest {
     },
     /// SHUTDOWN (NOSAVE/SAVE are accepted; there is nothing to save yet).
     Shutdown,
+    /// PUBSUB CHANNELS / SHARDCHANNELS: the names live with each worker's
+    /// subscribers, so every worker is asked.
+    PubsubChannels {
+        /// SHARDCHANNELS.
+        shard: bool,
+        /// Only names matching this glob.
+        pattern: Option<Vec<u8>>,
+    },
 }
 
 /// CLIENT KILL's filters; every given one must match.
@@ -147,6 +156,8 @@ pub struct Engine {
     pub(crate) ready_keys: Vec<(u8, Vec<u8>)>,
     /// The shared-settings generation this engine has applied.
     config_generation: u64,
+    /// Subscribers on this worker and the router to the others.
+    pub(crate) pubsub: PubSub,
 }
 
 /// What a handler works with: the engine, the client's session and the reply
@@ -228,6 +239,7 @@ impl Engine {
     /// An engine for the calling thread (registers a store context).
     pub fn new(store: Store, config: Config, info: ServerInfo) -> Result<Engine, store::Error> {
         let h = store.handle()?;
+        let pubsub = PubSub::new(store.clone(), info.worker)?;
         Ok(Engine {
             store,
             h,
@@ -238,6 +250,7 @@ impl Engine {
             scratch: Vec::new(),
             ready_keys: Vec::new(),
             config_generation: 0,
+            pubsub,
         })
     }
 
@@ -368,6 +381,12 @@ impl Engine {
             session.reply = ReplyMode::Skipping;
         }
         let protocol = session.protocol;
+        self.pubsub.set_current(session.id);
+        if let Some(cmd) = cmd {
+            if cmd.flags & command::flags::ADMIN == 0 && self.pubsub.monitored() {
+                self.feed_monitors(session, args);
+            }
+        }
         let mut cx = Cx {
             engine: self,
             session,
@@ -381,6 +400,16 @@ impl Engine {
                 Err(transaction::exec_abort(cx.session, e))
             }
             Some(cmd) if !cmd.arity_ok(args.len()) => Err(cx.reject(CmdError::arity(cmd.name))),
+            Some(cmd)
+                if cx.session.protocol == proto::resp::Protocol::Resp2
+                    && cx.session.subs.total() > 0
+                    && !crate::pubsub::allowed_when_subscribed(cmd.name) =>
+            {
+                Err(cx.reject(CmdError::owned(format!(
+                    "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                    cmd.name
+                ))))
+            }
             Some(cmd) if transaction::queues(cx.session, cmd) => {
                 transaction::queue(&mut cx, cmd, args)
             }
@@ -400,7 +429,15 @@ impl Engine {
             }
             _ => {}
         }
-        cx.flow
+        let flow = cx.flow;
+        // Messages this command published to its own client go before its
+        // reply (pushes are sent whatever CLIENT REPLY says), as in Redis.
+        let frames = self.pubsub.take_current_frames();
+        if !frames.is_empty() {
+            out.splice(mark..mark, frames);
+        }
+        self.pubsub.set_current(0);
+        flow
     }
 }
 
