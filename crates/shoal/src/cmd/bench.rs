@@ -1,6 +1,8 @@
 //! `shoal bench store`: the embedded store against `std::collections::HashMap`
 //! in the same run (one thread), then two processes on the same segment, and
-//! the memory each key costs. Prints figures; asserts nothing.
+//! the memory each key costs; `shoal bench pubsub` (its own module,
+//! `bench_pubsub`): a pub/sub load generator for any RESP server. Both print
+//! figures and assert nothing.
 
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -24,6 +26,9 @@ pub struct BenchArgs {
 enum What {
     /// GET and SET through the embedded API, with HashMap as the yardstick.
     Store(StoreBench),
+    /// One publisher and N subscribers on a RESP server: delivered
+    /// messages/s, then publish-to-receive latency.
+    Pubsub(super::bench_pubsub::PubsubBench),
 }
 
 #[derive(Args)]
@@ -58,6 +63,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             Some(role) => store_child(&b, &role),
             None => store_bench(&b),
         },
+        What::Pubsub(b) => super::bench_pubsub::run(&b),
     }
 }
 

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bench_pubsub;
 pub mod serve;
 pub mod store;
 
