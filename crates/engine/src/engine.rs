@@ -405,9 +405,14 @@ impl Engine {
                     && cx.session.subs.total() > 0
                     && !crate::pubsub::allowed_when_subscribed(cmd.name) =>
             {
-                Err(cx.reject(CmdError::owned(format!(
-                    "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+                // Redis names a container's subcommand in full (client|id).
+                let name = if cmd.subcommands.is_empty() || args.len() < 2 {
                     cmd.name
+                } else {
+                    command::find_sub(cmd, args).map_or(cmd.name, |c| c.name)
+                };
+                Err(cx.reject(CmdError::owned(format!(
+                    "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
                 ))))
             }
             Some(cmd) if transaction::queues(cx.session, cmd) => {

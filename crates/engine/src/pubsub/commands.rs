@@ -301,7 +301,8 @@ fn pubsub_shardchannels(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 fn numsub(cx: &mut Cx<'_>, args: &[Arg<'_>], kind: SubKind) -> CmdResult {
     let names = &args[2..];
-    cx.out.map_len(names.len());
+    // A flat array, not a map, in RESP3 too (Redis 7.0).
+    cx.out.array_len(2 * names.len());
     for ch in names {
         let n = cx.engine.pubsub.count_everywhere(kind, ch);
         cx.out.bulk(ch);
