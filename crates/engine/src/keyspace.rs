@@ -528,6 +528,10 @@ fn copy(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         cx.signal_ready_in(dst_db, &args[2]);
         cx.engine
             .notify_in(dst_db, class::GENERIC, "copy_to", &args[2]);
+    } else if cx.wants_misses() && !cx.h().exists(src_db, &args[1])? {
+        // Redis reads the source first ("keymiss"); the store answers
+        // false for a missing source and for a destination in the way.
+        cx.miss(&args[1]);
     }
     cx.out.integer(done as i64);
     Ok(())
