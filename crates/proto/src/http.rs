@@ -1,7 +1,8 @@
 //! HTTP/1.1 requests, sans-IO: the head (request line and headers) with the
 //! limits nginx applies, request bodies (`Content-Length` or chunked), the
 //! command URIs (`/?get+key`, `/js?lrange+l+0+-1`), raw-value paths with their
-//! MIME types, and the response head. The server owns the buffers and the I/O.
+//! MIME types, the response head, and Server-Sent Events
+//! ([`write_sse_event`]). The server owns the buffers and the I/O.
 //!
 //! ```
 //! use proto::http::{command_args, route, HeadParser, Route, MAX_BODY};
@@ -690,8 +691,10 @@ pub struct Response<'a> {
     pub date: &'a [u8],
     /// `Content-Type`, if any.
     pub content_type: Option<&'a str>,
-    /// `Content-Length` (left out for 1xx, 101 and 204 responses).
-    pub content_length: u64,
+    /// `Content-Length` (left out for 1xx, 101 and 204 responses). None
+    /// leaves it out: the body runs until the connection closes (an event
+    /// stream), so the connection must be [`Connection::Close`].
+    pub content_length: Option<u64>,
     /// The connection's fate.
     pub connection: Connection,
     /// Further fields, written as given.
@@ -711,9 +714,12 @@ impl Response<'_> {
             out.extend_from_slice(b"\r\nContent-Type: ");
             out.extend_from_slice(ct.as_bytes());
         }
-        if self.status >= 200 && self.status != 204 {
+        if let Some(length) = self
+            .content_length
+            .filter(|_| self.status >= 200 && self.status != 204)
+        {
             out.extend_from_slice(b"\r\nContent-Length: ");
-            crate::resp::number::push_u64(out, self.content_length);
+            crate::resp::number::push_u64(out, length);
         }
         match self.connection {
             Connection::Default => {}
@@ -728,6 +734,32 @@ impl Response<'_> {
         }
         out.extend_from_slice(b"\r\n\r\n");
     }
+}
+
+/// Appends one Server-Sent Event (the HTML standard's `text/event-stream`):
+/// `event: <event>`, `data` as `data:` lines, and the blank line that ends
+/// the event. A stream carries lines of UTF-8, so every line break in
+/// `data` (CRLF, CR or LF) starts another `data:` line (a browser's
+/// `EventSource` joins them with LF) and bytes that are not UTF-8 become
+/// U+FFFD, as a browser would decode them.
+pub fn write_sse_event(out: &mut Vec<u8>, event: &str, data: &[u8]) {
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(event.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    let text = String::from_utf8_lossy(data);
+    let mut bytes = text.as_bytes().iter().copied().peekable();
+    while let Some(b) = bytes.next() {
+        match b {
+            b'\r' | b'\n' => {
+                if b == b'\r' && bytes.peek() == Some(&b'\n') {
+                    bytes.next();
+                }
+                out.extend_from_slice(b"\ndata: ");
+            }
+            _ => out.push(b),
+        }
+    }
+    out.extend_from_slice(b"\n\n");
 }
 
 /// Where a chunked body's decoding stands.
@@ -1029,7 +1061,7 @@ pub mod fuzzing {
                 status: 200,
                 date: &http_date(body.len() as u64 * 86_399_999),
                 content_type: Some(mime_type(&rest[head.target.clone()])),
-                content_length: body.len() as u64,
+                content_length: Some(body.len() as u64),
                 connection: Connection::KeepAlive,
                 extra: &[("X", body)],
             }
@@ -1241,13 +1273,54 @@ mod tests {
     }
 
     #[test]
+    fn sse_events() {
+        let event = |data: &[u8]| {
+            let mut out = Vec::new();
+            write_sse_event(&mut out, "message", data);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(event(b"hello"), "event: message\ndata: hello\n\n");
+        assert_eq!(event(b""), "event: message\ndata: \n\n");
+        assert_eq!(
+            event(b"a\nb\r\nc\rd\n"),
+            "event: message\ndata: a\ndata: b\ndata: c\ndata: d\ndata: \n\n"
+        );
+        assert_eq!(
+            event(b"\r\r\n"),
+            "event: message\ndata: \ndata: \ndata: \n\n"
+        );
+        assert_eq!(
+            event(b" x:\xff\xfe"),
+            "event: message\ndata:  x:\u{fffd}\u{fffd}\n\n"
+        );
+    }
+
+    #[test]
+    fn an_event_stream_head_has_no_length() {
+        let mut out = Vec::new();
+        Response {
+            status: 200,
+            date: b"D",
+            content_type: Some("text/event-stream"),
+            content_length: None,
+            connection: Connection::Close,
+            extra: &[],
+        }
+        .write(&mut out);
+        assert_eq!(
+            out,
+            b"HTTP/1.1 200 OK\r\nServer: shoal\r\nDate: D\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+        );
+    }
+
+    #[test]
     fn response_heads() {
         let mut out = Vec::new();
         Response {
             status: 200,
             date: b"D",
             content_type: Some("text/html"),
-            content_length: 42,
+            content_length: Some(42),
             connection: Connection::Default,
             extra: &[],
         }
@@ -1261,7 +1334,7 @@ mod tests {
             status: 204,
             date: b"D",
             content_type: None,
-            content_length: 0,
+            content_length: Some(0),
             connection: Connection::Close,
             extra: &[("Allow", b"GET")],
         }

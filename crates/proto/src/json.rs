@@ -18,6 +18,11 @@
 //!
 //! Bytes that are not UTF-8 become U+FFFD, as JSON strings hold text.
 //!
+//! A frame that answers no command (a pub/sub message pushed to a
+//! subscriber, RESP2 array or RESP3 push alike) is written by
+//! [`write_push`] as `{"push": [...]}`, so that a WebSocket client tells it
+//! from a reply as it tells an error by `{"error": …}`.
+//!
 //! ```
 //! use proto::json::{command_from_json, parse_reply, write_json};
 //!
@@ -399,6 +404,14 @@ pub fn write_json(reply: &Reply<'_>, out: &mut Vec<u8>) {
     }
 }
 
+/// Appends a pushed frame (one that answers no command, such as a pub/sub
+/// message) as `{"push": …}`, its value mapped as [`write_json`] maps it.
+pub fn write_push(frame: &Reply<'_>, out: &mut Vec<u8>) {
+    out.extend_from_slice(br#"{"push":"#);
+    write_json(frame, out);
+    out.push(b'}');
+}
+
 /// Whether `s` is a number by JSON's grammar
 /// (`-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`).
 fn is_json_number(s: &[u8]) -> bool {
@@ -585,6 +598,23 @@ mod tests {
             r#"{"a":[1],"2":"b"}"#
         );
         assert_eq!(json(b"|1\r\n+k\r\n+v\r\n:7\r\n"), "7");
+        assert_eq!(
+            json(b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n"),
+            r#"["message","ch","hi"]"#
+        );
+    }
+
+    #[test]
+    fn pushes_are_marked() {
+        for frame in [
+            &b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n"[..],
+            b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n",
+        ] {
+            let (r, _) = parse_reply(frame).unwrap().unwrap();
+            let mut out = Vec::new();
+            write_push(&r, &mut out);
+            assert_eq!(out, br#"{"push":["message","ch","hi"]}"#);
+        }
     }
 
     #[test]

@@ -30,6 +30,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use super::metrics;
+use super::sse;
 use super::websocket::{self, Sub};
 use crate::connection;
 use crate::worker::Worker;
@@ -50,6 +51,18 @@ const READ_CHUNK: usize = 16 * 1024;
 /// pile up.
 const FLUSH_AT: usize = 256 * 1024;
 
+/// Commands after which messages come at any time: refused over HTTP
+/// requests (whose session would keep subscriptions nobody reads).
+const PUSHING: &[&str] = &[
+    "subscribe",
+    "psubscribe",
+    "ssubscribe",
+    "lsubscribe",
+    "ksubscribe",
+    "kpsubscribe",
+    "monitor",
+];
+
 /// What `Allow` lists for a key.
 const KEY_METHODS: &[u8] = b"GET, HEAD, PUT, POST, DELETE";
 
@@ -62,7 +75,7 @@ thread_local! {
     static DATE: RefCell<(u64, [u8; 29])> = const { RefCell::new((u64::MAX, [0; 29])) };
 }
 
-fn date_now() -> [u8; 29] {
+pub(super) fn date_now() -> [u8; 29] {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -75,8 +88,17 @@ fn date_now() -> [u8; 29] {
     })
 }
 
+/// What a connection turns into after its HTTP requests.
+enum Handoff {
+    /// A WebSocket, with the bytes the client sent after its handshake.
+    Upgrade(Sub, BytesMut),
+    /// An event stream (`/sub/…`, `/psub/…`).
+    Events(sse::Kind, Vec<u8>),
+}
+
 /// Serves one accepted connection: HTTP until it closes, or until it
-/// upgrades to WebSocket (then the WebSocket side takes the socket).
+/// upgrades to WebSocket or becomes an event stream (then that side takes
+/// the socket).
 pub(crate) async fn serve(worker: Rc<Worker>, mut stream: TcpStream, peer: SocketAddr) {
     let local = stream
         .local_addr()
@@ -119,14 +141,17 @@ pub(crate) async fn serve(worker: Rc<Worker>, mut stream: TcpStream, peer: Socke
         scratch: Vec::new(),
         commands: RawCommands::new(),
     };
-    let upgrade = conn.run(&mut stream, &kill).await;
+    let handoff = conn.run(&mut stream, &kill).await;
     drop(conn);
-    // The WebSocket side registers its own client: this one ends here.
+    // The WebSocket or event-stream side registers its own client: this
+    // one ends here.
     worker.release(id);
-    match upgrade {
-        Some((sub, leftover)) => {
-            websocket::serve(worker, stream, sub, leftover, (peer.to_string(), local, fd)).await
+    let peer = (peer.to_string(), local, fd);
+    match handoff {
+        Some(Handoff::Upgrade(sub, leftover)) => {
+            websocket::serve(worker, stream, sub, leftover, peer).await
         }
+        Some(Handoff::Events(kind, name)) => sse::serve(worker, stream, kind, name, peer).await,
         None => {
             let _ = stream.shutdown().await;
         }
@@ -195,6 +220,8 @@ enum Step {
     Close,
     /// Write the responses (the 101 last), then speak WebSocket.
     Upgrade(Sub),
+    /// Write the responses, then serve an event stream.
+    Events(sse::Kind, Vec<u8>),
     /// A command the server finishes (CLIENT LIST, SHUTDOWN…): await it,
     /// answer it, go on.
     Server {
@@ -212,6 +239,8 @@ enum Answered {
     Close,
     /// Switch to WebSocket.
     Upgrade(Sub),
+    /// Serve an event stream.
+    Events(sse::Kind, Vec<u8>),
     /// The server must finish the command.
     Server(ServerRequest, bool),
 }
@@ -234,9 +263,9 @@ struct Conn {
 }
 
 impl Conn {
-    /// The keep-alive loop. Returns the sub-protocol and the bytes after the
-    /// handshake when the connection upgrades to WebSocket.
-    async fn run(&mut self, stream: &mut TcpStream, kill: &Notify) -> Option<(Sub, BytesMut)> {
+    /// The keep-alive loop. Returns what the connection becomes when it is
+    /// not HTTP any more (a WebSocket, an event stream).
+    async fn run(&mut self, stream: &mut TcpStream, kill: &Notify) -> Option<Handoff> {
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
         let mut shutdown = self.worker.shutdown.subscribe();
@@ -266,7 +295,13 @@ impl Conn {
                     if stream.write_all(&out).await.is_err() {
                         return None;
                     }
-                    return Some((sub, buf));
+                    return Some(Handoff::Upgrade(sub, buf));
+                }
+                Step::Events(kind, name) => {
+                    if stream.write_all(&out).await.is_err() {
+                        return None;
+                    }
+                    return Some(Handoff::Events(kind, name));
                 }
                 Step::Server {
                     req,
@@ -401,6 +436,7 @@ impl Conn {
                 Answered::Done => {}
                 Answered::Close => break Step::Close,
                 Answered::Upgrade(sub) => break Step::Upgrade(sub),
+                Answered::Events(kind, name) => break Step::Events(kind, name),
                 Answered::Server(req, json) => {
                     break Step::Server {
                         req,
@@ -563,6 +599,15 @@ impl Conn {
     ) -> Answered {
         self.scratch.clear();
         let cmd = engine.resolve(session, args, false);
+        if let Some(name) = cmd.map(|c| c.name).filter(|n| PUSHING.contains(n)) {
+            let text = format!(
+                "ERR '{name}' pushes messages, which an HTTP request cannot carry: \
+                 use a WebSocket (or GET /sub/<channel>, /psub/<pattern>)"
+            );
+            ReplyWriter::new(&mut self.scratch, session.protocol).error(text.as_bytes());
+            command_response(out, &self.date, json, &self.scratch, connection);
+            return Answered::Done;
+        }
         let flow = engine.execute_resolved(session, cmd, args, &mut self.scratch);
         self.worker.blocking.serve_ready(engine, Vec::new());
         let connection = match flow {
@@ -606,6 +651,19 @@ impl Conn {
             )),
             _ => None,
         };
+        if let Some((kind, name)) = sse::route(key) {
+            return match head.method {
+                Method::Get => Answered::Events(kind, name.to_vec()),
+                Method::Head => {
+                    sse::write_head(out, &self.date, connection);
+                    Answered::Done
+                }
+                _ => {
+                    self.status(out, 405, connection, &[("Allow", b"GET, HEAD")]);
+                    Answered::Done
+                }
+            };
+        }
         if let Some((content_type, text)) = own {
             if !matches!(head.method, Method::Get | Method::Head) {
                 self.status(out, 405, connection, &[("Allow", b"GET, HEAD")]);
@@ -615,7 +673,7 @@ impl Conn {
                 status: 200,
                 date: &self.date,
                 content_type: Some(content_type),
-                content_length: text.len() as u64,
+                content_length: Some(text.len() as u64),
                 connection,
                 extra: &[],
             }
@@ -682,7 +740,7 @@ impl Conn {
                     status: 200,
                     date: &self.date,
                     content_type: Some(mime_type(key)),
-                    content_length: value.len() as u64,
+                    content_length: Some(value.len() as u64),
                     connection,
                     extra: &[],
                 }
@@ -735,7 +793,7 @@ impl Conn {
                 status,
                 date: &self.date,
                 content_type: None,
-                content_length: 0,
+                content_length: Some(0),
                 connection,
                 extra: &[],
             }
@@ -885,7 +943,7 @@ fn plain(
         status,
         date,
         content_type: (status != 204).then_some("text/plain"),
-        content_length: text.len() as u64,
+        content_length: Some(text.len() as u64),
         connection,
         extra,
     }
@@ -908,7 +966,7 @@ fn command_response(
             status: 200,
             date,
             content_type: Some("text/plain"),
-            content_length: reply.len() as u64,
+            content_length: Some(reply.len() as u64),
             connection,
             extra: &[],
         }
@@ -939,7 +997,7 @@ fn command_response(
         status: 200,
         date,
         content_type: Some("application/json"),
-        content_length: text.len() as u64,
+        content_length: Some(text.len() as u64),
         connection,
         extra: &[],
     }

@@ -10,9 +10,15 @@
 //!   reply comes back as one JSON text message (see `proto::json` for the
 //!   mapping). A message that is not such an array is answered with
 //!   `{"error": …}` in its turn, after the replies of the commands before it.
+//!   Pub/sub messages pushed between replies come as `{"push": [...]}`.
 //! * `term`: messages are keystrokes; the server echoes and edits the line
 //!   (see `term`), runs it on Enter and prints the reply as redis-cli does,
-//!   then the prompt.
+//!   then the prompt. Pushed messages print as they come, above the prompt
+//!   and the line being typed.
+//!
+//! `json` and `term` count replies against the commands they sent (to place
+//! refusals and prompts); [`PushTracker`] keeps pushed frames out of that
+//! count.
 //!
 //! Messages are limited to [`MAX_MESSAGE`] bytes (close 1009 past it).
 //! Closing: a client's close frame is echoed; when the RESP side ends (QUIT,
@@ -25,7 +31,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use proto::json::{command_from_json, parse_reply, write_json, ReplyScanner};
+use proto::json::{command_from_json, parse_reply, write_json, write_push, ReplyScanner};
 use proto::resp::{Protocol, ReplyWriter, RequestParser};
 use proto::websocket::{write_close, write_frame, Message, MessageDecoder, Opcode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, ReadHalf, WriteHalf};
@@ -33,6 +39,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::Notify;
 
+use super::push::PushTracker;
 use super::term::{self, LineEditor};
 use crate::connection;
 use crate::worker::Worker;
@@ -81,9 +88,13 @@ enum Out {
 /// `.await`).
 struct Shared {
     sub: Sub,
-    /// Commands sent to the RESP side, and replies that came back.
+    /// Commands sent to the RESP side, and replies that came back (never
+    /// more than were sent: a command may have several, as SUBSCRIBE with
+    /// several channels has).
     sent: u64,
     answered: u64,
+    /// Which frames are pushed rather than replies.
+    pushes: PushTracker,
     /// `json` answers of our own (refused messages) waiting for the replies
     /// to the commands sent before them: (commands sent then, frame).
     deferred: VecDeque<(u64, Vec<u8>)>,
@@ -106,6 +117,7 @@ pub(crate) async fn serve(
         sub,
         sent: 0,
         answered: 0,
+        pushes: PushTracker::default(),
         deferred: VecDeque::new(),
         editor: LineEditor::new(),
     });
@@ -220,7 +232,11 @@ async fn deliver(
         Sub::Json => match command_from_json(&data) {
             Ok(args) => {
                 let request = multibulk(&args);
-                shared.borrow_mut().sent += 1;
+                {
+                    let mut s = shared.borrow_mut();
+                    s.sent += 1;
+                    s.pushes.sent(&args[0]);
+                }
                 pipe.write_all(&request).await
             }
             Err(why) => {
@@ -260,6 +276,7 @@ async fn deliver(
                     Some(args) => {
                         requests.extend_from_slice(&multibulk(&args));
                         s.sent += 1;
+                        s.pushes.sent(&args[0]);
                     }
                     None => {
                         screen.push_str("Invalid argument(s)\r\n");
@@ -371,10 +388,17 @@ fn translate(
     let mut screen = String::new();
     while let Some(end) = scanner.scan(replies)? {
         let (reply, _) = parse_reply(&replies[..end])?.ok_or(proto::json::ReplyError("cut"))?;
-        s.answered += 1;
+        let pushed = s.pushes.is_push(&reply);
+        if !pushed {
+            s.answered = (s.answered + 1).min(s.sent);
+        }
         if s.sub == Sub::Json {
             let mut json = Vec::new();
-            write_json(&reply, &mut json);
+            if pushed {
+                write_push(&reply, &mut json);
+            } else {
+                write_json(&reply, &mut json);
+            }
             write_frame(frames, true, Opcode::Text, &json, None);
             while s
                 .deferred
