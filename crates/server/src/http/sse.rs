@@ -93,7 +93,7 @@ pub(crate) async fn serve(
     peer: (String, String, i32),
 ) {
     let (mut pipe, theirs) = tokio::io::duplex(PIPE_BYTES);
-    tokio::task::spawn_local(connection::run(worker, theirs, peer));
+    let mut resp_side = tokio::task::spawn_local(connection::run(worker, theirs, peer));
     let command: &[u8] = match kind {
         Kind::Channel => b"SUBSCRIBE",
         Kind::Pattern => b"PSUBSCRIBE",
@@ -115,11 +115,10 @@ pub(crate) async fn serve(
         match scanner.scan(&replies) {
             Ok(Some(end)) => {
                 match parse_reply(&replies[..end]) {
-                    Ok(Some((Reply::Array(items), _))) if matches!(items.first(), Some(Reply::Bulk(k)) if k.eq_ignore_ascii_case(command)) =>
-                    {
+                    Ok(Some((Reply::Error(text), _))) => refuse(&mut out, &date, text),
+                    Ok(Some((Reply::Array(items), _))) if confirms(&items, command) => {
                         write_head(&mut out, &date, Connection::Close);
                     }
-                    Ok(Some((Reply::Error(text), _))) => refuse(&mut out, &date, text),
                     _ => refuse(&mut out, &date, b"ERR unexpected reply"),
                 }
                 replies.advance(end);
@@ -155,6 +154,9 @@ pub(crate) async fn serve(
     let resp_ended = loop {
         replies.reserve(16 * 1024);
         tokio::select! {
+            // Ended (killed, cut off by the output limit, drained) even
+            // while its pipe is not read because the client is slow.
+            _ = &mut resp_side => break true,
             // The client sends nothing more; what it does send is dropped.
             n = sock_r.read(&mut scratch) => {
                 if !matches!(n, Ok(n) if n > 0) {
@@ -189,11 +191,22 @@ pub(crate) async fn serve(
             }
         }
     };
-    if resp_ended && !pending.is_empty() {
+    if resp_ended {
+        // What the RESP side wrote before it ended still goes out (its end
+        // of the pipe is closed, so this reads at most the pipe's buffer).
+        while matches!(pipe.read_buf(&mut replies).await, Ok(n) if n > 0) {
+            replies.reserve(16 * 1024);
+        }
+        let _ = events(kind, &mut replies, &mut scanner, &mut pending);
         let _ = tokio::time::timeout(FINAL_FLUSH, sock_w.write_all(&pending)).await;
     }
     drop(pipe);
     let _ = stream.shutdown().await;
+}
+
+/// Whether a reply confirms the subscription `command` asked for.
+fn confirms(items: &[Reply<'_>], command: &[u8]) -> bool {
+    matches!(items.first(), Some(Reply::Bulk(kind)) if kind.eq_ignore_ascii_case(command))
 }
 
 /// Turns the whole frames in `replies` into events (and drops their
