@@ -404,6 +404,29 @@ def test_a_stream_that_is_not_read_is_cut_off_by_the_pubsub_limit(two):
             c.config_set("client-output-buffer-limit", old)
 
 
+def test_an_idle_stream_gets_a_heartbeat_comment(two):
+    # The server sends it after 15 s without an event; the read waits for it
+    # (bounded), it does not time it.
+    es = Events(two, f"/sub/{uniq()}")
+    es.sock.settimeout(60)
+    try:
+        assert es._line() == ": heartbeat"
+        assert es._line() == ""
+    finally:
+        es.close()
+
+
+def test_the_stream_ends_when_the_worker_drains(make_server):
+    s = make_server(workers=1)
+    es = Events(s, f"/sub/{uniq()}")
+    try:
+        assert es.status == 200
+        s.stop()
+        assert es.ended()
+    finally:
+        es.close()
+
+
 def test_head_and_other_methods(two):
     ch = uniq()
     base = f"http://127.0.0.1:{two.http_port}"
