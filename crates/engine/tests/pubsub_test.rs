@@ -47,7 +47,10 @@ fn publish_reaches_channel_and_pattern_subscribers_in_order() {
         frames_for(&mut t, 7),
         "*3\r\n$7\r\nmessage\r\n$4\r\nnews\r\n$3\r\none\r\n*4\r\n$8\r\npmessage\r\n$2\r\nn*\r\n$4\r\nnews\r\n$3\r\none\r\n"
     );
-    assert_eq!(t.run(&["PUBSUB", "NUMSUB", "news", "none"]), "*4\r\n$4\r\nnews\r\n:1\r\n$4\r\nnone\r\n:0\r\n");
+    assert_eq!(
+        t.run(&["PUBSUB", "NUMSUB", "news", "none"]),
+        "*4\r\n$4\r\nnews\r\n:1\r\n$4\r\nnone\r\n:0\r\n"
+    );
     assert_eq!(t.run(&["PUBSUB", "NUMPAT"]), ":1\r\n");
     // Closing the client removes it everywhere.
     t.engine.client_closed(&mut sub);
@@ -103,8 +106,14 @@ fn shard_channels_are_their_own_namespace() {
     );
     assert_eq!(t.run(&["PUBLISH", "s", "x"]), ":0\r\n");
     assert_eq!(t.run(&["SPUBLISH", "s", "y"]), ":1\r\n");
-    assert_eq!(frames_for(&mut t, 9), "*3\r\n$8\r\nsmessage\r\n$1\r\ns\r\n$1\r\ny\r\n");
-    assert_eq!(t.run(&["PUBSUB", "SHARDNUMSUB", "s"]), "*2\r\n$1\r\ns\r\n:1\r\n");
+    assert_eq!(
+        frames_for(&mut t, 9),
+        "*3\r\n$8\r\nsmessage\r\n$1\r\ns\r\n$1\r\ny\r\n"
+    );
+    assert_eq!(
+        t.run(&["PUBSUB", "SHARDNUMSUB", "s"]),
+        "*2\r\n$1\r\ns\r\n:1\r\n"
+    );
 }
 
 #[test]

@@ -115,8 +115,14 @@ where
         // Frames that arrived since the last write go before the replies of
         // the requests read after them.
         push.take_into(&mut out);
-        let mut step = process(worker, session, &mut parser, &mut buf, &mut out);
-        worker.flush_pubsub();
+        // Woken only to write pushed frames: nothing to parse.
+        let mut step = if buf.is_empty() {
+            Step::NeedInput
+        } else {
+            let step = process(worker, session, &mut parser, &mut buf, &mut out);
+            worker.flush_pubsub();
+            step
+        };
         if output_limit != 0 && out.len() as u64 > output_limit {
             // client-output-buffer-limit: the client is closed, its replies
             // dropped, as Redis does.

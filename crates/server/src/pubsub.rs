@@ -66,12 +66,16 @@ impl Push {
 
     /// Queues a frame; returns false when that makes the client's output
     /// break `limit` (the caller closes the client).
-    fn queue(&self, frame: &[u8], limit: Limit, now: Instant) -> bool {
+    fn queue(&self, frames: Vec<u8>, limit: Limit, now: Instant) -> bool {
         if self.cut.get() {
             return true;
         }
         let mut buf = self.buf.borrow_mut();
-        buf.extend_from_slice(frame);
+        if buf.is_empty() {
+            *buf = frames;
+        } else {
+            buf.extend_from_slice(&frames);
+        }
         let pending = (buf.len() + self.writing.get()) as u64;
         let (hard, soft, soft_seconds) = limit;
         let over_hard = hard != 0 && pending > hard;
@@ -119,15 +123,11 @@ impl Worker {
         };
         if !outbox.is_empty() {
             let now = Instant::now();
-            let mut last: Option<(u64, Option<Target>)> = None;
-            for (id, frame) in outbox {
-                if last.as_ref().is_none_or(|(l, _)| *l != id) {
-                    last = Some((id, self.clients.push_target(id, normal, pubsub)));
-                }
-                let Some((_, Some(t))) = &last else {
+            for (id, frames) in outbox {
+                let Some(t) = self.clients.push_target(id, normal, pubsub) else {
                     continue;
                 };
-                if t.push.queue(&frame, t.limit, now) {
+                if t.push.queue(frames, t.limit, now) {
                     t.push.ready.notify_one();
                 } else {
                     t.kill.notify_one();
