@@ -1029,6 +1029,26 @@ pub mod fuzzing {
         events
     }
 
+    /// Writes `data` as an event and reads it back as a browser does.
+    fn check_sse(data: &[u8]) {
+        let mut out = Vec::new();
+        write_sse_event(&mut out, "message", data);
+        let text = std::str::from_utf8(&out).expect("an event stream is UTF-8");
+        assert!(!text.contains('\r'), "a line break other than LF");
+        let body = text
+            .strip_suffix("\n\n")
+            .expect("the blank line ending the event");
+        let mut lines = body.split('\n');
+        assert_eq!(lines.next(), Some("event: message"));
+        let data_lines: Vec<&str> = lines
+            .map(|l| l.strip_prefix("data: ").expect("only data lines"))
+            .collect();
+        let expected = String::from_utf8_lossy(data)
+            .replace("\r\n", "\n")
+            .replace('\r', "\n");
+        assert_eq!(data_lines.join("\n"), expected);
+    }
+
     /// Feeds `data` as a stream of requests and checks:
     ///
     /// * nothing panics, and every range a head gives lies inside it;
@@ -1038,7 +1058,9 @@ pub mod fuzzing {
     /// * a command URI's arguments, percent-encoded again and joined with
     ///   `+`, parse to the same arguments;
     /// * percent-encoding then decoding any bytes gives them back;
-    /// * routing, MIME types, dates and response heads never panic.
+    /// * routing, MIME types, dates and response heads never panic;
+    /// * the bytes as a Server-Sent Event, read back by the HTML standard's
+    ///   rules, give the bytes as UTF-8 with every line break as LF.
     pub fn fuzz_request(data: &[u8]) {
         let whole = drive(data, &[data.len()]);
         let bytewise: Vec<usize> = (0..=data.len()).collect();
@@ -1068,6 +1090,8 @@ pub mod fuzzing {
             .write(&mut Vec::new());
             rest = &rest[head.len..];
         }
+
+        check_sse(data);
 
         let mut encoded = Vec::new();
         percent_encode(data, &mut encoded);

@@ -534,7 +534,8 @@ pub mod fuzzing {
     /// * scanning the bytes whole or one at a time finds the same replies;
     /// * every reply the scanner found whole parses, consuming exactly its
     ///   bytes, or is refused by the parser (a number or boolean the
-    ///   scanner does not read), and its JSON is valid JSON;
+    ///   scanner does not read), and its JSON (as a reply and as a push) is
+    ///   valid JSON;
     /// * a JSON command from any bytes is refused or has arguments.
     pub fn fuzz_reply(data: &[u8]) {
         let whole = ends(data, &[data.len()]);
@@ -551,6 +552,9 @@ pub mod fuzzing {
                     "invalid JSON {}",
                     String::from_utf8_lossy(&json)
                 );
+                json.clear();
+                write_push(&reply, &mut json);
+                assert!(serde_json::from_slice::<serde_json::Value>(&json).is_ok());
             }
             start = end;
         }
