@@ -4,6 +4,14 @@
 //! (message: the event) and/or `__keyevent@<db>__:<event>` (message: the
 //! key), across every worker. The same call feeds key subscriptions
 //! ([`Engine::key_changed`]), so a key written by any protocol reaches them.
+//!
+//! Three events have no command behind them: "expired" (a lookup or the
+//! sweeper found the key past its time), "evicted" and "new" (whether a
+//! write created its key only the store knows). The store's key log
+//! ([`store::KeyEvent`]) reports them, switched on only while something
+//! wants them ([`Engine::sync_key_log`]); they are sent before the next
+//! event of a command and after every command and sweep, which keeps
+//! Redis's order: "expired", "keymiss", "new", then the command's own.
 
 use store::{Expiry, KeyEvent, KeyLogEntry, SetCondition, SetOptions, SetResult};
 
