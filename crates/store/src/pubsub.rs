@@ -125,7 +125,13 @@ impl Store {
     /// Adds `delta` to `slot`'s count of clients subscribed to `name` (call
     /// it from the slot's worker only). A key subscription is visible to
     /// writers when this returns (I14): read the key after it.
-    pub fn subscription_add(&self, slot: u32, kind: SubKind, name: &[u8], delta: i64) -> Result<()> {
+    pub fn subscription_add(
+        &self,
+        slot: u32,
+        kind: SubKind,
+        name: &[u8],
+        delta: i64,
+    ) -> Result<()> {
         let t = self.table(slot)?;
         let r = &self.sh.region;
         let cap = self.sh.geo.ps_cap;
@@ -168,7 +174,8 @@ impl Store {
                     r.a32(e + 8)?.store(0, Ordering::Release);
                     r.a32(e + 12)?.store(code, Ordering::Release);
                     r.a64(e)?.store(hash, Ordering::Release);
-                    r.a32(e + 8)?.store(delta.min(u32::MAX as i64) as u32, Ordering::SeqCst);
+                    r.a32(e + 8)?
+                        .store(delta.min(u32::MAX as i64) as u32, Ordering::SeqCst);
                 }
                 None => r.a32(t + PS_OVERFLOW)?.store(1, Ordering::SeqCst),
             }
@@ -243,6 +250,25 @@ impl Store {
         Ok(Receivers::Exactly(0))
     }
 
+    /// Appends the name hashes `slot`'s clients subscribe to with `kind` (for
+    /// INFO's channel counts: distinct hashes over every slot).
+    pub fn subscribed_hashes(&self, slot: u32, kind: SubKind, out: &mut Vec<u64>) -> Result<()> {
+        let t = self.table(slot)?;
+        let r = &self.sh.region;
+        let code = kind.code();
+        for pos in 0..self.sh.geo.ps_cap {
+            let e = t + PS_ENTRIES + pos * PS_ENTRY;
+            let h = r.a64(e)?.load(Ordering::Acquire);
+            if h != 0
+                && r.a32(e + 8)?.load(Ordering::Acquire) > 0
+                && r.a32(e + 12)?.load(Ordering::Acquire) == code
+            {
+                out.push(h);
+            }
+        }
+        Ok(())
+    }
+
     /// The generation of `slot`'s pattern records (even; it moves with
     /// every change), so that a publisher can cache what it parsed.
     pub fn patterns_generation(&self, slot: u32) -> Result<u64> {
@@ -279,7 +305,13 @@ impl Store {
     /// Sets `slot`'s count for a pattern (0 removes it); call it from the
     /// slot's worker only. Returns false when the pattern area is full (the
     /// table is then marked overflowed: publishers send it everything).
-    pub fn set_pattern(&self, slot: u32, kind: SubKind, pattern: &[u8], count: u32) -> Result<bool> {
+    pub fn set_pattern(
+        &self,
+        slot: u32,
+        kind: SubKind,
+        pattern: &[u8],
+        count: u32,
+    ) -> Result<bool> {
         let t = self.table(slot)?;
         let r = &self.sh.region;
         let mut list = Vec::new();
@@ -437,10 +469,18 @@ mod tests {
         s.subscription_add(2, SubKind::Key(3), b"k", 1).unwrap();
         assert_eq!(n(2, SubKind::Key(3), b"k"), Receivers::Exactly(1));
         assert_eq!(n(2, SubKind::Key(0), b"k"), Receivers::Exactly(0));
+        let mut hashes = Vec::new();
+        s.subscribed_hashes(2, SubKind::Channel, &mut hashes)
+            .unwrap();
+        s.subscribed_hashes(5, SubKind::Channel, &mut hashes)
+            .unwrap();
+        hashes.dedup();
+        assert_eq!(hashes.len(), 1);
         assert_eq!(s.key_subscriber_slots().unwrap(), 1 << 2);
         s.subscription_add(2, SubKind::Key(3), b"k", -1).unwrap();
         assert_eq!(s.key_subscriber_slots().unwrap(), 0);
-        s.subscription_add(2, SubKind::Channel, b"news", -2).unwrap();
+        s.subscription_add(2, SubKind::Channel, b"news", -2)
+            .unwrap();
         assert_eq!(n(2, SubKind::Channel, b"news"), Receivers::Exactly(0));
         assert_eq!(s.pubsub_slots().unwrap(), 1 << 5);
         s.pubsub_reset(5).unwrap();
@@ -483,6 +523,17 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Pattern records are read from shared memory (I1): any bytes parse
+        /// without a panic, into records that lie within them.
+        #[test]
+        fn any_pattern_bytes_parse_without_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..128)) {
+            let mut out = Vec::new();
+            parse_patterns(&bytes, &mut out);
+            proptest::prop_assert!(out.iter().map(|p| p.pattern.len()).sum::<usize>() <= bytes.len());
+        }
+    }
+
     #[test]
     fn patterns_round_trip() {
         let s = store("patterns");
@@ -504,7 +555,10 @@ mod tests {
         assert!(list.is_empty());
         assert_eq!(s.pubsub_slots().unwrap(), 0);
         let mut garbage = Vec::new();
-        parse_patterns(&[255, 255, 255, 255, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0], &mut garbage);
+        parse_patterns(
+            &[255, 255, 255, 255, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0],
+            &mut garbage,
+        );
         assert!(garbage.is_empty());
     }
 }

@@ -778,6 +778,39 @@ impl PubSub {
         all.len() as u64
     }
 
+    /// INFO's pubsub_channels, pubsub_patterns and pubsubshard_channels:
+    /// distinct channels, patterns and shard channels over every worker.
+    pub(crate) fn info_counts(&self) -> (u64, u64, u64) {
+        let mask = self.store.pubsub_slots().unwrap_or(0);
+        let (mut channels, mut shard, mut patterns) = (Vec::new(), Vec::new(), Vec::new());
+        let mut list = Vec::new();
+        for slot in bits(mask) {
+            let _ = self
+                .store
+                .subscribed_hashes(slot, SubKind::Channel, &mut channels);
+            let _ = self
+                .store
+                .subscribed_hashes(slot, SubKind::Shard, &mut shard);
+            if self.store.patterns(slot, &mut list).is_ok() {
+                patterns.extend(
+                    list.drain(..)
+                        .filter(|p| p.kind == SubKind::Channel)
+                        .map(|p| p.pattern),
+                );
+            }
+        }
+        fn distinct<T: Ord>(v: &mut Vec<T>) -> u64 {
+            v.sort();
+            v.dedup();
+            v.len() as u64
+        }
+        (
+            distinct(&mut channels),
+            distinct(&mut patterns),
+            distinct(&mut shard),
+        )
+    }
+
     /// Subscribers of `channel` on every worker (PUBSUB NUMSUB).
     fn count_everywhere(&self, kind: SubKind, channel: &[u8]) -> u64 {
         let mask = self.store.pubsub_slots().unwrap_or(0);
@@ -910,6 +943,19 @@ mod tests {
         long[12] = 200;
         assert_eq!(Routed::decode(&long), None);
         assert_eq!(Routed::decode(&[]), None);
+    }
+
+    proptest::proptest! {
+        /// Ring messages are bytes another process wrote (I1): any bytes
+        /// decode to a message or to nothing, never a panic, and a decoded
+        /// message encodes back to the same bytes.
+        #[test]
+        fn any_ring_bytes_decode_without_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..96)) {
+            if let Some(m) = Routed::decode(&bytes) {
+                let again = m.encode();
+                proptest::prop_assert_eq!(Routed::decode(&again), Some(m));
+            }
+        }
     }
 
     #[test]
