@@ -360,20 +360,22 @@ def test_flushing_the_db_sends_nil(two, conns, p, how):
 
 def test_kpsubscribe_lists_matching_keys_then_follows_new_ones(two, conns, p):
     w = conns(two, 1)
-    existing = {f"{p}a:{i}": f"v{i}".encode() for i in range(30)}
-    for k, v in existing.items():
-        w.cmd("SET", k, v)
+    # more keys than one page of the snapshot's scan
+    existing = {f"{p}a:{i}": f"v{i}".encode() for i in range(2500)}
+    w.pipeline(*[("SET", k, v) for k, v in existing.items()])
     w.cmd("SET", p + "b:other", "no")
     sub = conns(two, 0)
     pattern = p + "a:*"
     assert confirm(sub, "KPSUBSCRIBE", pattern) == [1]
     seen = {}
+    reader = FrameReader(sub)
     for _ in existing:
-        f = sub.reply()
+        f = reader.frame()
         assert f[:2] == [b"kpmessage", pattern.encode()] and isinstance(f[3], int), f
         key = f[2].decode()
         assert key not in seen, f"{key} twice in the snapshot"
         seen[key] = f[4]
+    reader.release()
     assert seen == existing
     nothing_more(sub)
     w.cmd("SET", p + "b:other", "still no")
