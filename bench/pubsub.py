@@ -117,7 +117,7 @@ def main():
         print(f"{', '.join(started)}; client on CPU {args.client_cpu or 'any'}; "
               f"{args.size}-byte messages, pipeline {args.pipeline}, window {args.window}, "
               f"{args.seconds:g} s throughput, {args.rate} msg/s for {args.latency_seconds:g} s latency; "
-              f"{args.rounds} alternating rounds", flush=True)
+              f"{args.rounds} alternating rounds; load average {os.getloadavg()[0]:.2f}", flush=True)
         for n in counts:
             for _ in range(args.rounds):
                 for who in run:
@@ -159,7 +159,7 @@ def main():
             print(f"{n:>4} {who:<6} {','.join(splits) or '-':>7} {fmt(m['delivered_per_s'], ',.0f'):>12} "
                   f"{fmt(ratio, '.2f'):>11} {fmt(m['p50_us'], '.1f'):>8} {fmt(m['p99_us'], '.1f'):>8} "
                   f"{fmt(p99_ratio, '.2f'):>7} {fmt(m['client_cpu'], '.0%'):>10}  {check}")
-    print("medians over the rounds; delivered/s summed over subscribers; split = subscribers per shoal "
+    print(f"load average at the end {os.getloadavg()[0]:.2f}; medians over the rounds; delivered/s summed over subscribers; split = subscribers per shoal "
           "worker; p99 s/r = shoal's p99 over redis's (below 1 is better); client cpu = the client's "
           "share of its core in the throughput window; check: every message received once, in order, "
           "and counted by PUBLISH")

@@ -53,8 +53,8 @@ pub struct PubsubBench {
     /// Publisher batch: PUBLISH commands written at once.
     #[arg(long, default_value_t = 64)]
     pipeline: usize,
-    /// Most messages the publisher may be ahead of the slowest subscriber,
-    /// so that the server's output buffers stay bounded.
+    /// Most messages the publisher may be ahead of its PUBLISH replies and
+    /// of the slowest subscriber, so that the server's buffers stay bounded.
     #[arg(long, default_value_t = 1024)]
     window: u64,
     /// Latency phase: messages per second (0 = as fast as possible).
@@ -584,16 +584,15 @@ impl Publisher<'_> {
     }
 
     /// Waits until `want` more messages keep the publisher within its
-    /// window: at most two batches of PUBLISH replies outstanding and at
-    /// most `window` messages ahead of the slowest subscriber.
+    /// window: at most `window` messages ahead of the PUBLISH replies and of
+    /// the slowest subscriber.
     async fn wait_window(&self, want: u64) -> Result<()> {
         let after = self.sent + want;
-        let replies = 2 * self.pipeline.max(want);
         let window = self.window.max(want);
         let ready = self
             .shared
             .wait_for(|s| {
-                after - s.replied.load(Relaxed).min(after) <= replies
+                after - s.replied.load(Relaxed).min(after) <= window
                     && after - s.min_received().min(after) <= window
             })
             .await?;
