@@ -11,8 +11,11 @@ INFO's `worker=`), one publisher of 64-byte messages at full speed for
 --seconds after a warm-up (delivered messages/s, summed over subscribers), then
 at --rate messages/s for --latency-seconds (publish-to-receive latency). Prints
 one table of medians over the rounds: delivered msg/s, ratio shoal/redis,
-p50 and p99 latency in microseconds, the p99 ratio, the client's CPU share, and
-whether every subscriber got every message once and in order.
+messages delivered per second of server CPU time (the whole run, from /proc:
+the figure per core, which holds when other work on the machine takes CPU
+from a server), p50 and p99 latency in microseconds, the p99 ratio, the
+client's CPU share, and whether every subscriber got every message once and
+in order.
 
 Needs redis-server and taskset; only the standard library.
 Usage: python3 bench/pubsub.py [--subscribers 1,10,100] [--rounds R] [--seconds S]
@@ -24,6 +27,7 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
 import servers
 
@@ -39,6 +43,40 @@ def start_shoal(port, name, workers, cpus):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     servers.wait_port(port, proc, "shoal serve")
     return proc
+
+
+def cpu_seconds(root_pid):
+    """User + system CPU seconds of `root_pid` and its descendants so far
+    (shoal's supervisor and its workers)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                raw = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = raw[raw.rindex(")") + 2:].split()
+            stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    tree, frontier = {root_pid}, [root_pid]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, _) in stats.items():
+            if ppid == parent and pid not in tree:
+                tree.add(pid)
+                frontier.append(pid)
+    return sum(stats[p][1] for p in tree if p in stats) / ticks
+
+
+def measured(proc, port, subscribers, args):
+    """`client()`, with `per_cpu_s` added: messages delivered in the whole run
+    (both phases) per second of the server's CPU time."""
+    before = cpu_seconds(proc.pid)
+    r = client(port, subscribers, args)
+    used = cpu_seconds(proc.pid) - before
+    if isinstance(r, dict):
+        r["per_cpu_s"] = int(r["delivered_total"]) / used if used > 0 else 0.0
+    return r
 
 
 def client(port, subscribers, args):
@@ -101,14 +139,14 @@ def main():
         servers.build_shoal()
     ports = {who: servers.free_port() for who in run}
     name = f"shoal-bench-{os.getpid()}"
-    procs = []
+    procs = {}
     got = {(n, who): [] for n in counts for who in run}
     errors = []
     try:
         if "redis" in run:
-            procs.append(servers.start_redis(ports["redis"]))
+            procs["redis"] = servers.start_redis(ports["redis"])
         if "shoal" in run:
-            procs.append(start_shoal(ports["shoal"], name, args.workers, args.shoal_cpus))
+            procs["shoal"] = start_shoal(ports["shoal"], name, args.workers, args.shoal_cpus)
         started = []
         if "redis" in run:
             started.append(f"redis-server {servers.redis_version()} on CPU {servers.SERVER_CPU}")
@@ -121,7 +159,7 @@ def main():
         for n in counts:
             for _ in range(args.rounds):
                 for who in run:
-                    r = client(ports[who], n, args)
+                    r = measured(procs[who], ports[who], n, args)
                     if isinstance(r, dict):
                         got[(n, who)].append(r)
                     else:
@@ -129,11 +167,12 @@ def main():
                     print(".", end="", flush=True, file=sys.stderr)
         print(file=sys.stderr)
     finally:
-        for proc in procs:
+        for proc in procs.values():
             servers.stop(proc)
         servers.remove_segment(name)
 
     head = (f"{'subs':>4} {'server':<6} {'split':>7} {'delivered/s':>12} {'shoal/redis':>11} "
+            f"{'per cpu-s':>10} {'shoal/redis':>11} "
             f"{'p50 us':>8} {'p99 us':>8} {'p99 s/r':>7} {'client cpu':>10}  check")
     print(head)
     print("-" * len(head))
@@ -142,13 +181,14 @@ def main():
         for who in run:
             rows = got[(n, who)]
             med[who] = {k: median([float(r[k]) for r in rows])
-                        for k in ("delivered_per_s", "p50_us", "p99_us", "client_cpu")}
+                        for k in ("delivered_per_s", "per_cpu_s", "p50_us", "p99_us", "client_cpu")}
         for who in run:
             rows = got[(n, who)]
             m = med[who]
-            ratio = p99_ratio = None
+            ratio = cpu_ratio = p99_ratio = None
             if who == "shoal" and "redis" in med and m["delivered_per_s"] and med["redis"]["delivered_per_s"]:
                 ratio = m["delivered_per_s"] / med["redis"]["delivered_per_s"]
+                cpu_ratio = m["per_cpu_s"] / med["redis"]["per_cpu_s"] if med["redis"]["per_cpu_s"] else None
                 p99_ratio = m["p99_us"] / med["redis"]["p99_us"] if med["redis"]["p99_us"] else None
             bad = {k: sum(int(r[k]) for r in rows)
                    for k in ("lost", "gaps", "out_of_order", "receiver_mismatch")}
@@ -157,10 +197,12 @@ def main():
                      " ".join(f"{k}={v}" for k, v in bad.items() if v))
             splits = sorted({r["split"] for r in rows})
             print(f"{n:>4} {who:<6} {','.join(splits) or '-':>7} {fmt(m['delivered_per_s'], ',.0f'):>12} "
-                  f"{fmt(ratio, '.2f'):>11} {fmt(m['p50_us'], '.1f'):>8} {fmt(m['p99_us'], '.1f'):>8} "
+                  f"{fmt(ratio, '.2f'):>11} {fmt(m['per_cpu_s'], ',.0f'):>10} {fmt(cpu_ratio, '.2f'):>11} "
+                  f"{fmt(m['p50_us'], '.1f'):>8} {fmt(m['p99_us'], '.1f'):>8} "
                   f"{fmt(p99_ratio, '.2f'):>7} {fmt(m['client_cpu'], '.0%'):>10}  {check}")
     print(f"load average at the end {os.getloadavg()[0]:.2f}; medians over the rounds; delivered/s summed over subscribers; split = subscribers per shoal "
-          "worker; p99 s/r = shoal's p99 over redis's (below 1 is better); client cpu = the client's "
+          "worker; per cpu-s = messages delivered in the whole run per second of server CPU time "
+          "(user + system, from /proc); p99 s/r = shoal's p99 over redis's (below 1 is better); client cpu = the client's "
           "share of its core in the throughput window; check: every message received once, in order, "
           "and counted by PUBLISH")
     for e in errors:

@@ -858,7 +858,8 @@ async fn bench(b: &PubsubBench, addr: SocketAddr) -> Result<()> {
     println!(
         "RESULT subscribers={n} split={split_text} published_per_s={:.0} delivered_per_s={:.0} \
          client_cpu={:.2} latency_rate={:.0} p50_us={:.1} p99_us={:.1} p999_us={:.1} max_us={:.1} \
-         lost={} gaps={gaps} out_of_order={backwards} receiver_mismatch={mismatch}",
+         lost={} gaps={gaps} out_of_order={backwards} receiver_mismatch={mismatch} \
+         delivered_total={}",
         o.published_per_s,
         o.delivered_per_s,
         o.client_cpu.unwrap_or(-1.0),
@@ -871,7 +872,8 @@ async fn bench(b: &PubsubBench, addr: SocketAddr) -> Result<()> {
         us(0.99),
         us(0.999),
         h.max() as f64 / 1000.0,
-        o.lost
+        o.lost,
+        shared.total_received()
     );
     Ok(())
 }
