@@ -324,6 +324,9 @@ impl Engine {
         self.h.freeze_clock(false);
         self.sync_config();
         self.sync_key_log();
+        // The sweep below is a "command" of its own for removal versions.
+        self.pubsub.command_started();
+        self.pubsub.tick();
         self.mc_flush_if_due();
         let any = (0..store::NUM_DBS as u8).any(|db| self.h.expires_count(db).unwrap_or(0) > 0);
         if !any {
@@ -344,6 +347,7 @@ impl Engine {
     /// Call before each batch of requests: applies settings another worker
     /// changed and stamps the session's last-interaction time.
     pub fn begin_batch(&mut self, session: &mut Session) {
+        self.pubsub.command_started();
         self.sync_config();
         self.sync_key_log();
         self.h.freeze_clock(true);
@@ -382,11 +386,7 @@ impl Engine {
         }
         let protocol = session.protocol;
         self.pubsub.set_current(session.id);
-        if let Some(cmd) = cmd {
-            if cmd.flags & command::flags::ADMIN == 0 && self.pubsub.monitored() {
-                self.feed_monitors(session, args);
-            }
-        }
+        self.pubsub.command_started();
         let mut cx = Cx {
             engine: self,
             session,
@@ -414,6 +414,15 @@ impl Engine {
                 Err(cx.reject(CmdError::owned(format!(
                     "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
                 ))))
+            }
+            // A MONITOR client is a replica to Redis: it may not touch keys.
+            Some(cmd)
+                if cx.session.subs.monitoring()
+                    && cmd.flags & (command::flags::WRITE | command::flags::READONLY) != 0 =>
+            {
+                Err(cx.reject(CmdError::msg(
+                    "ERR Replica can't interact with the keyspace",
+                )))
             }
             Some(cmd) if transaction::queues(cx.session, cmd) => {
                 transaction::queue(&mut cx, cmd, args)
@@ -451,10 +460,17 @@ impl Engine {
 pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> CmdResult {
     cx.engine.stats.commands += 1;
     cx.session.last_cmd = cmd.name;
-    if cmd.needs_exclusive(args.len()) {
-        return Handle::exclusive_in(cx, Cx::h, |cx| (cmd.handler)(cx, args));
+    let result = if cmd.needs_exclusive(args.len()) {
+        Handle::exclusive_in(cx, Cx::h, |cx| (cmd.handler)(cx, args))
+    } else {
+        (cmd.handler)(cx, args)
+    };
+    // MONITOR shows a command once it ran (EXEC's queued commands when EXEC
+    // runs them), in the db it left selected, as Redis 7.0's call() does.
+    if cx.engine.pubsub.monitored() && crate::pubsub::shown_in_monitor(cmd, args) {
+        cx.engine.feed_monitors(cx.session, args);
     }
-    (cmd.handler)(cx, args)
+    result
 }
 
 /// Redis's reply to an unknown command, quoting up to 128 bytes of arguments.

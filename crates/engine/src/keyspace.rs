@@ -837,6 +837,7 @@ fn flushdb(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     flush_mode(args)?;
     let db = cx.db();
     cx.h().flushdb(db)?;
+    cx.engine.keys_reset(Some(db));
     cx.out.simple(b"OK");
     Ok(())
 }
@@ -844,6 +845,7 @@ fn flushdb(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 fn flushall(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     flush_mode(args)?;
     cx.h().flushall()?;
+    cx.engine.keys_reset(None);
     cx.out.simple(b"OK");
     Ok(())
 }
@@ -863,6 +865,8 @@ fn swapdb(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         return Err(CmdError::msg(BAD_DB));
     }
     cx.h().swap_db(a as u8, b as u8)?;
+    cx.engine.keys_reset(Some(a as u8));
+    cx.engine.keys_reset(Some(b as u8));
     cx.out.simple(b"OK");
     Ok(())
 }

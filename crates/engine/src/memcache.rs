@@ -593,6 +593,7 @@ impl Engine {
             _ => {
                 self.store.set_config_word(FLUSH_AT_WORD, 0)?;
                 self.h.flushdb(DB)?;
+                self.keys_reset(Some(DB));
             }
         }
         Ok(())
@@ -610,6 +611,7 @@ impl Engine {
                 .unwrap_or(false)
         {
             let _ = self.h.flushdb(DB);
+            self.keys_reset(Some(DB));
         }
     }
 

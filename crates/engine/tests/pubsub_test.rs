@@ -132,9 +132,18 @@ fn retained_channels_give_the_last_value_then_numbered_messages() {
         frames_for(&mut t, 5),
         "*4\r\n$8\r\nlmessage\r\n$4\r\nmd.x\r\n:3\r\n$2\r\np3\r\n"
     );
-    // The retained value is a key: 8 bytes of sequence, then the message.
+    // The retained value is a key: 8 bytes of epoch, 8 of sequence, then
+    // the message.
+    let value = t.run(&["GET", "__lvc__:md.x"]).into_bytes();
+    assert!(value.starts_with(b"$18\r\n"), "{value:?}");
+    assert_eq!(&value[5 + 8..5 + 16], &3u64.to_be_bytes());
+    assert_eq!(&value[5 + 16..], b"p3\r\n");
+    // Removing it restarts the numbering, and the subscriber gets the
+    // restarted messages.
+    t.run(&["DEL", "__lvc__:md.x"]);
+    assert_eq!(t.run(&["PUBLISH", "md.x", "q1"]), ":1\r\n");
     assert_eq!(
-        t.run(&["GET", "__lvc__:md.x"]),
-        "$10\r\n\0\0\0\0\0\0\0\x03p3\r\n"
+        frames_for(&mut t, 5),
+        "*4\r\n$8\r\nlmessage\r\n$4\r\nmd.x\r\n:1\r\n$2\r\nq1\r\n"
     );
 }

@@ -326,7 +326,7 @@ async fn mailbox_loop(worker: Rc<Worker>, wake: tokio::net::UnixDatagram) {
         if taken.is_ok() {
             for m in messages.drain(..) {
                 if m.kind == engine::MAILBOX_MESSAGE || m.kind == engine::MAILBOX_FRAGMENT {
-                    worker.engine.borrow_mut().pubsub().receive(
+                    worker.engine.borrow_mut().receive_pubsub(
                         m.kind,
                         m.from,
                         m.payload,

@@ -23,6 +23,16 @@ impl Handle {
         Ok(counter.fetch_add(1, Ordering::Relaxed).wrapping_add(1))
     }
 
+    /// The last version any write took: unchanged means nothing in the
+    /// segment was written since.
+    pub fn last_version(&self) -> Result<u64> {
+        Ok(self
+            .ctx
+            .region()
+            .a64(H_WRITE_VERSION)?
+            .load(Ordering::Acquire))
+    }
+
     /// Called under the db map lock, before a FLUSHDB, FLUSHALL or SWAPDB
     /// changes any key: a WATCH that read the old epoch fails its EXEC, and
     /// one that read the new epoch reads its keys after the bump.

@@ -259,6 +259,7 @@ fn spublish(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         tag: Tag::Shard,
         db: 0,
         seq: 0,
+        epoch: 0,
         name: &args[1],
         data: &args[2],
     });

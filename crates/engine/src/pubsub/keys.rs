@@ -20,7 +20,7 @@ use store::{SubKind, ValueType};
 
 use super::{bits, Frames, Part, PubSub, Routed, Since, Tag};
 use crate::command::Arg;
-use crate::engine::{run, Cx, Engine};
+use crate::engine::{Cx, Engine};
 use crate::session::Session;
 
 /// A key's value as subscribers get it: RESP2 text, empty when the key is
@@ -49,6 +49,7 @@ impl Engine {
                                 tag: Tag::Key,
                                 db,
                                 seq: 0,
+                                epoch: 0,
                                 name: key,
                                 data: &[],
                             },
@@ -63,6 +64,7 @@ impl Engine {
             tag: Tag::Key,
             db,
             seq: value.version,
+            epoch: 0,
             name: key,
             data: &value.resp,
         });
@@ -87,9 +89,22 @@ impl Engine {
             }
         }
         // Gone (or changing too fast to read): a removal, with a version no
-        // write stamped before.
+        // write stamped before, the same for every removal one command
+        // reports of this key.
+        if let Some((d, k, v)) = &self.pubsub.removal {
+            // Only while nothing was written since: a removal after a new
+            // write is a new removal.
+            if *d == db && k == key && self.h.last_version().ok() == Some(*v) {
+                return KeyValue {
+                    version: *v,
+                    resp: Vec::new(),
+                };
+            }
+        }
+        let version = self.h.next_version().unwrap_or(0);
+        self.pubsub.removal = Some((db, key.to_vec(), version));
         KeyValue {
-            version: self.h.next_version().unwrap_or(0),
+            version,
             resp: Vec::new(),
         }
     }
@@ -121,7 +136,9 @@ impl Engine {
             out: proto::resp::ReplyWriter::new(&mut out, Protocol::Resp2),
             flow: crate::engine::Flow::Continue,
         };
-        if run(&mut cx, cmd, &args).is_err() {
+        // The handler itself: an internal read is no command (no MONITOR
+        // line, no stats).
+        if (cmd.handler)(&mut cx, &args).is_err() {
             return Vec::new();
         }
         out

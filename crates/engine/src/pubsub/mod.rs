@@ -57,6 +57,9 @@ pub(crate) enum Tag {
     Key = 3,
     /// A MONITOR line.
     Monitor = 4,
+    /// Every key of a db changed at once (FLUSHDB, FLUSHALL, SWAPDB,
+    /// memcached flush_all; db 255: all): key subscribers read theirs again.
+    KeyDb = 5,
 }
 
 impl Tag {
@@ -66,6 +69,7 @@ impl Tag {
             2 => Some(Tag::Shard),
             3 => Some(Tag::Key),
             4 => Some(Tag::Monitor),
+            5 => Some(Tag::KeyDb),
             _ => None,
         }
     }
@@ -79,13 +83,20 @@ pub(crate) struct Routed<'a> {
     pub db: u8,
     /// Retained channels' sequence number, or the key's version.
     pub seq: u64,
+    /// Retained channels' numbering epoch: it grows when the numbering
+    /// restarts (the retained key was removed), so a subscriber can tell a
+    /// restart from a late message.
+    pub epoch: u64,
     /// Channel or key.
     pub name: &'a [u8],
     /// Message, key value (RESP, empty when the key is gone) or MONITOR line.
     pub data: &'a [u8],
 }
 
-const WIRE_HEADER: usize = 20;
+const WIRE_HEADER: usize = 28;
+
+/// Tag::KeyDb's db for "every db".
+const ALL_DBS: u8 = 255;
 
 impl Routed<'_> {
     fn encode(&self) -> Vec<u8> {
@@ -96,6 +107,7 @@ impl Routed<'_> {
         out.extend_from_slice(&self.seq.to_le_bytes());
         out.extend_from_slice(&(self.name.len() as u32).to_le_bytes());
         out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&self.epoch.to_le_bytes());
         out.extend_from_slice(self.name);
         out.extend_from_slice(self.data);
         out
@@ -107,11 +119,13 @@ impl Routed<'_> {
         let db = *bytes.get(1)?;
         let seq = u64::from_le_bytes(bytes.get(4..12)?.try_into().ok()?);
         let name_len = u32::from_le_bytes(bytes.get(12..16)?.try_into().ok()?) as usize;
+        let epoch = u64::from_le_bytes(bytes.get(20..28)?.try_into().ok()?);
         let name_end = WIRE_HEADER.checked_add(name_len)?;
         Some(Routed {
             tag,
             db,
             seq,
+            epoch,
             name: bytes.get(WIRE_HEADER..name_end)?,
             data: bytes.get(name_end..)?,
         })
@@ -215,7 +229,7 @@ pub struct PubSub {
     slot: u32,
     channels: HashMap<Vec<u8>, Vec<u64>>,
     shard: HashMap<Vec<u8>, Vec<u64>>,
-    retained: HashMap<Vec<u8>, Vec<Since>>,
+    retained: HashMap<Vec<u8>, retained::Local>,
     patterns: Vec<(Vec<u8>, Vec<u64>)>,
     keys: HashMap<DbKey, Vec<Since>>,
     key_patterns: Vec<(DbKey, Vec<PatternSubscriber>)>,
@@ -238,6 +252,10 @@ pub struct PubSub {
     /// flushes it whichever path (RESP, memcached, HTTP, a timer) caused it.
     on_output: Option<Box<dyn Fn()>>,
     signalled: bool,
+    /// The version given to the key the running command removed, so that a
+    /// command that empties a collection (a write, then a removal) sends one
+    /// nil, not two.
+    removal: Option<(u8, Vec<u8>, u64)>,
 }
 
 fn bits(mask: u32) -> impl Iterator<Item = u32> {
@@ -318,6 +336,7 @@ impl PubSub {
             backlog_bytes: HashMap::new(),
             on_output: None,
             signalled: false,
+            removal: None,
         })
     }
 
@@ -362,6 +381,11 @@ impl PubSub {
         !self.backlog.is_empty()
     }
 
+    /// A command starts: what the last one removed is forgotten.
+    pub(crate) fn command_started(&mut self) {
+        self.removal = None;
+    }
+
     /// Marks the client whose command runs now (0: none).
     pub(crate) fn set_current(&mut self, client: u64) {
         self.current = client;
@@ -393,7 +417,7 @@ impl PubSub {
     pub(crate) fn route(&mut self, msg: &Routed<'_>) -> u64 {
         let mask = match msg.tag {
             Tag::Monitor => self.store.monitor_slots(),
-            Tag::Key => self.store.key_subscriber_slots(),
+            Tag::Key | Tag::KeyDb => self.store.key_subscriber_slots(),
             _ => self.store.pubsub_slots(),
         }
         .unwrap_or(0);
@@ -420,7 +444,7 @@ impl PubSub {
             Tag::Channel => (SubKind::Channel, Some(SubKind::Channel)),
             Tag::Shard => (SubKind::Shard, None),
             Tag::Key => (SubKind::Key(msg.db), Some(SubKind::Key(msg.db))),
-            Tag::Monitor => return (0, true),
+            Tag::Monitor | Tag::KeyDb => return (0, true),
         };
         let mut n = match self.store.subscribers(slot, kind, msg.name) {
             Ok(Receivers::Exactly(n)) => n as u64,
@@ -558,6 +582,8 @@ impl PubSub {
                 clients.len() as u64
             }
             Tag::Key => self.deliver_key(msg),
+            // The engine reads the keys again (Engine::refresh_keys).
+            Tag::KeyDb => 0,
             Tag::Monitor => {
                 let mut line = Vec::with_capacity(msg.data.len() + 3);
                 line.push(b'+');
@@ -586,24 +612,12 @@ impl PubSub {
             }
             n += clients.len() as u64;
         }
-        if let Some(mut subs) = self.retained.remove(msg.name) {
-            let parts = [
-                Part::Bulk(b"lmessage"),
-                Part::Bulk(msg.name),
-                Part::Int(msg.seq as i64),
-                Part::Bulk(msg.data),
-            ];
-            let mut frames = Frames::new(&parts);
-            for s in subs.iter_mut() {
-                // A message the client's snapshot already covered.
-                if msg.seq != 0 && msg.seq <= s.last {
-                    continue;
-                }
-                s.last = msg.seq;
-                self.emit(s.client, &mut frames);
-                n += 1;
+        if let Some(mut local) = self.retained.remove(msg.name) {
+            n += local.subscribers.len() as u64;
+            for (epoch, seq, data) in local.accept(msg.epoch, msg.seq, msg.data) {
+                self.deliver_retained(msg.name, &mut local, epoch, seq, &data);
             }
-            self.retained.insert(msg.name.to_vec(), subs);
+            self.retained.insert(msg.name.to_vec(), local);
         }
         let matching: Vec<(Vec<u8>, Vec<u64>)> = self
             .patterns
@@ -627,29 +641,48 @@ impl PubSub {
         n
     }
 
-    /// Takes one ring message (or fragment) from another worker. `partial`
-    /// holds the fragments so far per sending slot.
-    pub fn receive(
-        &mut self,
+    /// Takes one ring message (or fragment) from another worker; returns
+    /// the whole message once its last fragment came. `partial` holds the
+    /// fragments so far per sending slot.
+    fn reassemble(
         kind: u32,
         from: u32,
         payload: Vec<u8>,
         partial: &mut HashMap<u32, Vec<u8>>,
-    ) {
+    ) -> Option<Vec<u8>> {
         if kind == MAILBOX_FRAGMENT {
             partial.entry(from).or_default().extend_from_slice(&payload);
-            return;
+            return None;
         }
-        let whole = match partial.remove(&from) {
+        Some(match partial.remove(&from) {
             Some(mut head) => {
                 head.extend_from_slice(&payload);
                 head
             }
             None => payload,
-        };
-        if let Some(msg) = Routed::decode(&whole) {
-            self.deliver(&msg);
+        })
+    }
+
+    /// Keys of `db` (None: every db) this worker's clients subscribe to,
+    /// by KSUBSCRIBE or through a pattern.
+    fn subscribed_keys(&self, db: Option<u8>) -> Vec<(u8, Vec<u8>)> {
+        let mut keys: Vec<(u8, Vec<u8>)> = self
+            .keys
+            .keys()
+            .filter(|(d, _)| db.is_none_or(|x| x == *d))
+            .cloned()
+            .collect();
+        for ((d, _), subs) in &self.key_patterns {
+            if db.is_some_and(|x| x != *d) {
+                continue;
+            }
+            for (_, seen) in subs {
+                keys.extend(seen.keys().map(|k| (*d, k.clone())));
+            }
         }
+        keys.sort();
+        keys.dedup();
+        keys
     }
 
     /// Forgets every subscription of a client that is going (closed, RESET).
@@ -859,9 +892,66 @@ impl Engine {
             tag: Tag::Channel,
             db: 0,
             seq: 0,
+            epoch: 0,
             name: channel,
             data: message,
         })
+    }
+
+    /// Takes one pub/sub ring message (or fragment) from another worker and
+    /// delivers it here. `partial` holds fragments per sending slot.
+    pub fn receive_pubsub(
+        &mut self,
+        kind: u32,
+        from: u32,
+        payload: Vec<u8>,
+        partial: &mut HashMap<u32, Vec<u8>>,
+    ) {
+        let Some(whole) = PubSub::reassemble(kind, from, payload, partial) else {
+            return;
+        };
+        self.pubsub.command_started();
+        match Routed::decode(&whole) {
+            Some(msg) if msg.tag == Tag::KeyDb => {
+                self.refresh_keys((msg.db != ALL_DBS).then_some(msg.db));
+            }
+            Some(msg) => {
+                self.pubsub.deliver(&msg);
+            }
+            None => {}
+        }
+    }
+
+    /// Every key of `db` (None: all) changed at once: key subscribers on
+    /// every worker get their keys' values again.
+    pub(crate) fn keys_reset(&mut self, db: Option<u8>) {
+        if self.store.key_subscriber_slots().unwrap_or(0) == 0 {
+            return;
+        }
+        self.pubsub.route(&Routed {
+            tag: Tag::KeyDb,
+            db: db.unwrap_or(ALL_DBS),
+            seq: 0,
+            epoch: 0,
+            name: b"",
+            data: b"",
+        });
+        self.refresh_keys(db);
+    }
+
+    /// Sends this worker's key subscribers the values their keys have now.
+    fn refresh_keys(&mut self, db: Option<u8>) {
+        for (d, key) in self.pubsub.subscribed_keys(db) {
+            let value = self.key_value(d, &key);
+            self.pubsub.deliver_key(&Routed {
+                tag: Tag::Key,
+                db: d,
+                seq: value.version,
+                epoch: 0,
+                name: &key,
+                data: &value.resp,
+            });
+        }
     }
 
     /// This worker's pub/sub state (the server delivers its frames).
@@ -887,17 +977,49 @@ impl Engine {
             session.db,
             session.addr
         );
-        for a in args {
+        let redacted = redacted_args(args);
+        for (i, a) in args.iter().enumerate() {
             line.push(' ');
-            quote(&mut line, a);
+            if redacted.contains(&i) {
+                line.push_str("\"(redacted)\"");
+            } else {
+                quote(&mut line, a);
+            }
         }
         self.pubsub.route(&Routed {
             tag: Tag::Monitor,
             db: 0,
             seq: 0,
+            epoch: 0,
             name: b"",
             data: line.as_bytes(),
         });
+    }
+}
+
+/// Whether MONITOR shows a command: not administrative ones (a container's
+/// subcommand decides, e.g. CONFIG GET), as in Redis.
+pub(crate) fn shown_in_monitor(cmd: &crate::command::Command, args: &[Arg<'_>]) -> bool {
+    let flags = if cmd.subcommands.is_empty() || args.len() < 2 {
+        cmd.flags
+    } else {
+        crate::command::find_sub(cmd, args).map_or(cmd.flags, |c| c.flags)
+    };
+    flags & crate::command::flags::ADMIN == 0
+}
+
+/// Positions of secrets MONITOR must not show: AUTH's arguments and
+/// HELLO's AUTH username and password, as Redis redacts them.
+fn redacted_args(args: &[Arg<'_>]) -> Vec<usize> {
+    let name = args.first().map(|a| a.to_ascii_lowercase());
+    match name.as_deref() {
+        Some(b"auth") => (1..args.len()).collect(),
+        Some(b"hello") => args
+            .iter()
+            .position(|a| a.eq_ignore_ascii_case(b"auth"))
+            .map(|i| (i + 1..(i + 3).min(args.len())).collect())
+            .unwrap_or_default(),
+        _ => Vec::new(),
     }
 }
 
@@ -930,6 +1052,7 @@ mod tests {
             tag: Tag::Key,
             db: 7,
             seq: 42,
+            epoch: 0,
             name: b"key",
             data: b"$1\r\nv\r\n",
         };
