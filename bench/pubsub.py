@@ -6,10 +6,12 @@ no`) and `shoal serve --workers 2` (private port and segment) pinned to CPU 0
 (taskset; `--shoal-cpus 0,1` lets shoal's workers use both cores), then for 1,
 10 and 100 subscribers runs `shoal bench pubsub` pinned to CPU 1 against each
 server, alternating redis, shoal, redis, shoal (--rounds pairs). One run of the
-client: the subscribers (spread evenly over shoal's workers through CLIENT
-INFO's `worker=`), one publisher of 64-byte messages at full speed for
---seconds after a warm-up (delivered messages/s, summed over subscribers), then
-at --rate messages/s for --latency-seconds (publish-to-receive latency). Prints
+client: one publisher and the subscribers, spread evenly over shoal's workers
+through CLIENT INFO's `worker=`, the first on the worker the publisher is not
+on (so one subscriber is always on the other worker). The publisher sends
+64-byte messages at full speed for --seconds after a warm-up (delivered
+messages/s, summed over subscribers), then at --rate messages/s for
+--latency-seconds (publish-to-receive latency). Prints
 one table of medians over the rounds: delivered msg/s, ratio shoal/redis,
 messages delivered per second of server CPU time (the whole run, from /proc:
 the figure per core, which holds when other work on the machine takes CPU
@@ -200,8 +202,8 @@ def main():
                   f"{fmt(ratio, '.2f'):>11} {fmt(m['per_cpu_s'], ',.0f'):>10} {fmt(cpu_ratio, '.2f'):>11} "
                   f"{fmt(m['p50_us'], '.1f'):>8} {fmt(m['p99_us'], '.1f'):>8} "
                   f"{fmt(p99_ratio, '.2f'):>7} {fmt(m['client_cpu'], '.0%'):>10}  {check}")
-    print(f"load average at the end {os.getloadavg()[0]:.2f}; medians over the rounds; delivered/s summed over subscribers; split = subscribers per shoal "
-          "worker; per cpu-s = messages delivered in the whole run per second of server CPU time "
+    print(f"load average at the end {os.getloadavg()[0]:.2f}; medians over the rounds; delivered/s summed over subscribers; split = subscribers on the "
+          "publisher's worker / on the other; per cpu-s = messages delivered in the whole run per second of server CPU time "
           "(user + system, from /proc); p99 s/r = shoal's p99 over redis's (below 1 is better); client cpu = the client's "
           "share of its core in the throughput window; check: every message received once, in order, "
           "and counted by PUBLISH")

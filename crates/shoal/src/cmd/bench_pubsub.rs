@@ -66,10 +66,11 @@ pub struct PubsubBench {
     /// The channel.
     #[arg(long, default_value = "shoal-bench-pubsub")]
     channel: String,
-    /// Spread the subscribers evenly over this many workers, reconnecting
-    /// until they are, when `CLIENT INFO` names the connection's worker
-    /// (shoal's `worker=N`; redis-server has none). 0 takes the connections
-    /// as they come.
+    /// Spread the subscribers evenly over this many workers, the first on
+    /// one that is not the publisher's, reconnecting until each lands where
+    /// it should, when `CLIENT INFO` names the connection's worker (shoal's
+    /// `worker=N`; redis-server has none). 0 takes the connections as they
+    /// come.
     #[arg(long, default_value_t = 2)]
     workers_check: usize,
 }
@@ -652,75 +653,63 @@ async fn bench(b: &PubsubBench, addr: SocketAddr) -> Result<()> {
         b.size
     );
 
-    // Subscribers, spread over the workers when the server names them.
-    let quota = if b.workers_check > 0 {
-        n.div_ceil(b.workers_check)
-    } else {
-        usize::MAX
-    };
-    let mut split: BTreeMap<u64, usize> = BTreeMap::new();
-    let mut unnamed = 0usize;
-    let mut reconnects = 0usize;
-    let mut subs = Vec::with_capacity(n);
-    for _ in 0..n {
-        let mut attempt = 0;
-        loop {
-            let (mut r, mut w) = connect(addr).await?;
-            attempt += 1;
-            let worker = if b.workers_check > 0 {
-                worker_of(&mut r, &mut w).await?
-            } else {
-                None
-            };
-            match worker {
-                Some(id)
-                    if split.get(&id).copied().unwrap_or(0) >= quota && attempt < MAX_ATTEMPTS =>
-                {
-                    reconnects += 1;
-                }
-                Some(id) => {
-                    *split.entry(id).or_default() += 1;
-                    subs.push((r, w));
-                    break;
-                }
-                None => {
-                    unnamed += 1;
-                    subs.push((r, w));
-                    break;
-                }
-            }
-        }
-    }
+    // The publisher first, then the subscribers, placed round-robin over
+    // the workers starting with one that is not the publisher's (so a single
+    // subscriber is always on another worker) when the server names them.
     let (mut pr, mut pw) = connect(addr).await?;
     let pub_worker = if b.workers_check > 0 {
         worker_of(&mut pr, &mut pw).await?
     } else {
         None
     };
-    let split_text = if split.is_empty() {
-        "-".to_string()
-    } else {
-        split
-            .values()
-            .map(|c| c.to_string())
-            .collect::<Vec<_>>()
-            .join("/")
-    };
-    if !split.is_empty() {
-        let parts: Vec<String> = split
-            .iter()
-            .map(|(w, c)| format!("worker {w}: {c}"))
-            .collect();
-        println!(
-            "subscribers per worker: {} ({reconnects} reconnects); publisher on worker {}",
-            parts.join(", "),
-            pub_worker.map_or("?".to_string(), |w| w.to_string())
-        );
-    } else if b.workers_check > 0 {
-        println!("CLIENT INFO names no worker: subscribers not balanced");
+    let mut split: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut reconnects = 0usize;
+    let mut subs = Vec::with_capacity(n);
+    let workers = b.workers_check as u64;
+    for i in 0..n as u64 {
+        let target = pub_worker.map(|p| (p + 1 + i) % workers);
+        let mut attempt = 0;
+        loop {
+            let (mut r, mut w) = connect(addr).await?;
+            attempt += 1;
+            let worker = match target {
+                Some(_) => worker_of(&mut r, &mut w).await?,
+                None => None,
+            };
+            if worker != target && attempt < MAX_ATTEMPTS {
+                reconnects += 1;
+                continue;
+            }
+            if let Some(id) = worker {
+                *split.entry(id).or_default() += 1;
+            }
+            subs.push((r, w));
+            break;
+        }
     }
-    if unnamed > 0 && !split.is_empty() {
-        println!("{unnamed} subscribers on an unnamed worker");
+    // Subscribers on the publisher's worker / on the others.
+    let split_text = match pub_worker {
+        Some(p) => {
+            let local = split.get(&p).copied().unwrap_or(0);
+            format!("{local}/{}", split.values().sum::<usize>() - local)
+        }
+        None => "-".to_string(),
+    };
+    match pub_worker {
+        Some(p) => {
+            let parts: Vec<String> = split
+                .iter()
+                .map(|(w, c)| format!("worker {w}: {c}"))
+                .collect();
+            println!(
+                "publisher on worker {p}; subscribers on {} ({reconnects} reconnects)",
+                parts.join(", ")
+            );
+        }
+        None if b.workers_check > 0 => {
+            println!("CLIENT INFO names no worker: subscribers not placed");
+        }
+        None => {}
     }
 
     let subscribe = command(&[b"SUBSCRIBE", b.channel.as_bytes()]);
@@ -859,7 +848,7 @@ async fn bench(b: &PubsubBench, addr: SocketAddr) -> Result<()> {
         "RESULT subscribers={n} split={split_text} published_per_s={:.0} delivered_per_s={:.0} \
          client_cpu={:.2} latency_rate={:.0} p50_us={:.1} p99_us={:.1} p999_us={:.1} max_us={:.1} \
          lost={} gaps={gaps} out_of_order={backwards} receiver_mismatch={mismatch} \
-         delivered_total={}",
+         delivered_total={} publisher_worker={}",
         o.published_per_s,
         o.delivered_per_s,
         o.client_cpu.unwrap_or(-1.0),
@@ -873,7 +862,8 @@ async fn bench(b: &PubsubBench, addr: SocketAddr) -> Result<()> {
         us(0.999),
         h.max() as f64 / 1000.0,
         o.lost,
-        shared.total_received()
+        shared.total_received(),
+        pub_worker.map_or("-".to_string(), |w| w.to_string())
     );
     Ok(())
 }
