@@ -319,24 +319,31 @@ async fn mailbox_loop(worker: Rc<Worker>, wake: tokio::net::UnixDatagram) {
     loop {
         // Drain first: messages may have arrived before the socket was bound.
         messages.clear();
-        let taken = worker
-            .bus_handle
-            .borrow_mut()
-            .mailbox_take(worker.slot, &mut messages);
+        // Pub/sub messages are delivered straight from the ring; the rest
+        // are handled after (they may wait on other workers).
+        let taken = {
+            let mut engine = worker.engine.borrow_mut();
+            worker.bus_handle.borrow_mut().mailbox_take_each(
+                worker.slot,
+                |kind, from, request, payload| {
+                    if kind == engine::MAILBOX_MESSAGE || kind == engine::MAILBOX_FRAGMENT {
+                        engine.receive_pubsub(kind, from, payload, &mut partial);
+                    } else {
+                        messages.push(Message {
+                            kind,
+                            from,
+                            request,
+                            payload: payload.to_vec(),
+                        });
+                    }
+                },
+            )
+        };
+        worker.flush_pubsub();
         if taken.is_ok() {
             for m in messages.drain(..) {
-                if m.kind == engine::MAILBOX_MESSAGE || m.kind == engine::MAILBOX_FRAGMENT {
-                    worker.engine.borrow_mut().receive_pubsub(
-                        m.kind,
-                        m.from,
-                        m.payload,
-                        &mut partial,
-                    );
-                } else {
-                    handle_message(&worker, m).await;
-                }
+                handle_message(&worker, m).await;
             }
-            worker.flush_pubsub();
         }
         if wake.recv(&mut buf).await.is_err() {
             tokio::time::sleep(Duration::from_millis(10)).await;

@@ -118,15 +118,15 @@ impl Handle {
             let end = tail
                 .checked_add(need)
                 .ok_or(Error::Corrupted(base + M_TAIL))?;
-            let mut msg = Vec::with_capacity(need as usize);
-            msg.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-            msg.extend_from_slice(&kind.to_le_bytes());
-            msg.extend_from_slice(&from.to_le_bytes());
-            msg.extend_from_slice(&0u32.to_le_bytes());
-            msg.extend_from_slice(&request.to_le_bytes());
-            msg.extend_from_slice(payload);
-            msg.resize(need as usize, 0);
-            self.ring_write(base, tail, &msg)?;
+            // Header, then payload, straight into the ring (the padding
+            // after it is skipped unread).
+            let mut header = [0u8; MSG_HEADER as usize];
+            header[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+            header[4..8].copy_from_slice(&kind.to_le_bytes());
+            header[8..12].copy_from_slice(&from.to_le_bytes());
+            header[16..24].copy_from_slice(&request.to_le_bytes());
+            self.ring_write(base, tail, &header)?;
+            self.ring_write(base, tail + MSG_HEADER, payload)?;
             self.ctx.crash_point();
             r.a64(base + M_TAIL)?.store(end, Ordering::Release);
             let wake = r.a64(base + M_WAKE)?.swap(1, Ordering::AcqRel) == 0;
@@ -139,6 +139,24 @@ impl Handle {
     /// Takes every message in `slot`'s mailbox (call it only from the worker
     /// that owns the slot), appending them to `out`.
     pub fn mailbox_take(&mut self, slot: u32, out: &mut Vec<Message>) -> Result<()> {
+        self.mailbox_take_each(slot, |kind, from, request, payload| {
+            out.push(Message {
+                kind,
+                from,
+                request,
+                payload: payload.to_vec(),
+            })
+        })
+    }
+
+    /// [`Handle::mailbox_take`] without a copy per message: `each` gets
+    /// every message's kind, sender slot, request id and payload in turn
+    /// (the payload is only valid during the call).
+    pub fn mailbox_take_each(
+        &mut self,
+        slot: u32,
+        mut each: impl FnMut(u32, u32, u64, &[u8]),
+    ) -> Result<()> {
         let base = self.mailbox_off(slot)?;
         let r = self.ctx.region();
         r.a64(base + M_WAKE)?.store(0, Ordering::SeqCst);
@@ -150,6 +168,7 @@ impl Handle {
             return Err(Error::Corrupted(base + M_HEAD));
         }
         let mut buf = Vec::new();
+        let mut payload = Vec::new();
         while head < tail {
             self.ring_read(base, head, MSG_HEADER, &mut buf)?;
             let word = |i: usize| u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
@@ -162,14 +181,8 @@ impl Handle {
                 r.a64(base + M_HEAD)?.store(tail, Ordering::Release);
                 return Err(Error::Corrupted(base + M_RING + head % cap));
             }
-            let mut payload = Vec::new();
             self.ring_read(base, head + MSG_HEADER, len, &mut payload)?;
-            out.push(Message {
-                kind,
-                from,
-                request: u64::from_le_bytes(req),
-                payload,
-            });
+            each(kind, from, u64::from_le_bytes(req), &payload);
             head += need;
         }
         r.a64(base + M_HEAD)?.store(head, Ordering::Release);

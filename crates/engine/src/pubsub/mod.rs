@@ -21,7 +21,6 @@ mod retained;
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::rc::Rc;
 
 use indexmap::IndexSet;
 use proto::resp::{Protocol, ReplyWriter};
@@ -99,8 +98,17 @@ const WIRE_HEADER: usize = 28;
 const ALL_DBS: u8 = 255;
 
 impl Routed<'_> {
+    #[cfg(test)]
     fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(WIRE_HEADER + self.name.len() + self.data.len());
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Writes the ring form into `out` (cleared first).
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(WIRE_HEADER + self.name.len() + self.data.len());
         out.push(self.tag as u8);
         out.push(self.db);
         out.extend_from_slice(&[0, 0]);
@@ -110,7 +118,6 @@ impl Routed<'_> {
         out.extend_from_slice(&self.epoch.to_le_bytes());
         out.extend_from_slice(self.name);
         out.extend_from_slice(self.data);
-        out
     }
 
     /// Decodes a ring message (bytes another process wrote: I1).
@@ -241,6 +248,10 @@ pub struct PubSub {
     /// server looks each client up once per flush, not once per frame.
     outbox: Vec<(u64, Vec<u8>)>,
     outbox_index: IdMap<usize>,
+    /// Reused for the subscriber ids of one delivery.
+    ids: Vec<u64>,
+    /// Reused for a routed message's ring form.
+    wire: Vec<u8>,
     /// Frames for the client whose command is running: they go before its
     /// reply, as Redis writes them.
     current: u64,
@@ -263,7 +274,7 @@ fn bits(mask: u32) -> impl Iterator<Item = u32> {
 }
 
 /// Writes a pub/sub frame: a push in RESP3, an array in RESP2.
-fn frame(protocol: Protocol, parts: &[Part<'_>]) -> Rc<[u8]> {
+fn frame(protocol: Protocol, parts: &[Part<'_>]) -> Vec<u8> {
     let mut out = Vec::new();
     let mut w = ReplyWriter::new(&mut out, protocol);
     w.push_len(parts.len());
@@ -275,7 +286,7 @@ fn frame(protocol: Protocol, parts: &[Part<'_>]) -> Rc<[u8]> {
             Part::Raw(r) => w.raw(r),
         }
     }
-    out.into()
+    out
 }
 
 /// One element of a frame.
@@ -291,7 +302,7 @@ pub(crate) enum Part<'a> {
 /// Builds one frame per protocol, on first use.
 struct Frames<'a> {
     parts: &'a [Part<'a>],
-    made: [Option<Rc<[u8]>>; 2],
+    made: [Option<Vec<u8>>; 2],
 }
 
 impl<'a> Frames<'a> {
@@ -302,11 +313,9 @@ impl<'a> Frames<'a> {
         }
     }
 
-    fn get(&mut self, protocol: Protocol) -> Rc<[u8]> {
+    fn get(&mut self, protocol: Protocol) -> &[u8] {
         let i = (protocol == Protocol::Resp3) as usize;
-        self.made[i]
-            .get_or_insert_with(|| frame(protocol, self.parts))
-            .clone()
+        self.made[i].get_or_insert_with(|| frame(protocol, self.parts))
     }
 }
 
@@ -329,6 +338,8 @@ impl PubSub {
             pattern_cache: HashMap::new(),
             outbox: Vec::new(),
             outbox_index: IdMap::default(),
+            ids: Vec::new(),
+            wire: Vec::new(),
             current: 0,
             current_frames: Vec::new(),
             wakes: 0,
@@ -403,12 +414,25 @@ impl PubSub {
             .unwrap_or(Protocol::Resp2)
     }
 
+    /// The subscribers of `name` in `map`, copied into the reused id
+    /// buffer (give it back through `self.ids`), so that frames can be
+    /// emitted while iterating.
+    fn ids_in(&mut self, shard: bool, name: &[u8]) -> Vec<u64> {
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.clear();
+        let map = if shard { &self.shard } else { &self.channels };
+        if let Some(list) = map.get(name) {
+            ids.extend_from_slice(list);
+        }
+        ids
+    }
+
     fn emit(&mut self, client: u64, frames: &mut Frames<'_>) {
         let f = frames.get(self.protocol_of(client));
         if client == self.current && client != 0 {
-            self.current_frames.extend_from_slice(&f);
+            self.current_frames.extend_from_slice(f);
         } else {
-            self.queue(client, &f);
+            self.queue(client, f);
         }
     }
 
@@ -422,7 +446,8 @@ impl PubSub {
         }
         .unwrap_or(0);
         let mut total = 0;
-        let mut wire = None;
+        let mut wire = std::mem::take(&mut self.wire);
+        let mut encoded = false;
         for slot in bits(mask) {
             if slot == self.slot {
                 total += self.deliver(msg);
@@ -431,10 +456,14 @@ impl PubSub {
             let (n, send) = self.remote_receivers(slot, msg);
             total += n;
             if send {
-                let bytes = wire.get_or_insert_with(|| msg.encode());
-                self.send(slot, bytes);
+                if !encoded {
+                    msg.encode_into(&mut wire);
+                    encoded = true;
+                }
+                self.send(slot, &wire);
             }
         }
+        self.wire = wire;
         total
     }
 
@@ -575,11 +604,13 @@ impl PubSub {
                     Part::Bulk(msg.data),
                 ];
                 let mut frames = Frames::new(&parts);
-                let clients = self.shard.get(msg.name).cloned().unwrap_or_default();
+                let clients = self.ids_in(true, msg.name);
                 for &c in &clients {
                     self.emit(c, &mut frames);
                 }
-                clients.len() as u64
+                let n = clients.len() as u64;
+                self.ids = clients;
+                n
             }
             Tag::Key => self.deliver_key(msg),
             // The engine reads the keys again (Engine::refresh_keys).
@@ -600,7 +631,8 @@ impl PubSub {
 
     fn deliver_channel(&mut self, msg: &Routed<'_>) -> u64 {
         let mut n = 0;
-        if let Some(clients) = self.channels.get(msg.name).cloned() {
+        let clients = self.ids_in(false, msg.name);
+        if !clients.is_empty() {
             let parts = [
                 Part::Bulk(b"message"),
                 Part::Bulk(msg.name),
@@ -612,6 +644,7 @@ impl PubSub {
             }
             n += clients.len() as u64;
         }
+        self.ids = clients;
         if let Some(mut local) = self.retained.remove(msg.name) {
             n += local.subscribers.len() as u64;
             for (epoch, seq, data) in local.accept(msg.epoch, msg.seq, msg.data) {
@@ -644,22 +677,22 @@ impl PubSub {
     /// Takes one ring message (or fragment) from another worker; returns
     /// the whole message once its last fragment came. `partial` holds the
     /// fragments so far per sending slot.
-    fn reassemble(
+    fn reassemble<'p>(
         kind: u32,
         from: u32,
-        payload: Vec<u8>,
+        payload: &'p [u8],
         partial: &mut HashMap<u32, Vec<u8>>,
-    ) -> Option<Vec<u8>> {
+    ) -> Option<std::borrow::Cow<'p, [u8]>> {
         if kind == MAILBOX_FRAGMENT {
-            partial.entry(from).or_default().extend_from_slice(&payload);
+            partial.entry(from).or_default().extend_from_slice(payload);
             return None;
         }
         Some(match partial.remove(&from) {
             Some(mut head) => {
-                head.extend_from_slice(&payload);
-                head
+                head.extend_from_slice(payload);
+                std::borrow::Cow::Owned(head)
             }
-            None => payload,
+            None => std::borrow::Cow::Borrowed(payload),
         })
     }
 
@@ -904,7 +937,7 @@ impl Engine {
         &mut self,
         kind: u32,
         from: u32,
-        payload: Vec<u8>,
+        payload: &[u8],
         partial: &mut HashMap<u32, Vec<u8>>,
     ) {
         let Some(whole) = PubSub::reassemble(kind, from, payload, partial) else {
