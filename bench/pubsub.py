@@ -5,17 +5,17 @@ Builds release shoal, starts redis-server (one process, `--save '' --appendonly
 no`) and `shoal serve --workers 2` (private port and segment) pinned to CPU 0
 (taskset; `--shoal-cpus 0,1` lets shoal's workers use both cores), then for 1,
 10 and 100 subscribers runs `shoal bench pubsub` pinned to CPU 1 against each
-server, alternating redis, shoal, redis, shoal (--rounds pairs). One run of the
-client: one publisher and the subscribers, spread evenly over shoal's workers
+server, alternating redis, shoal, redis, shoal (--rounds pairs). A round runs
+the client twice, once per phase. The client has one publisher and the subscribers, spread evenly over shoal's workers
 through CLIENT INFO's `worker=`, the first on the worker the publisher is not
 on (so one subscriber is always on the other worker). The publisher sends
 64-byte messages at full speed for --seconds after a warm-up (delivered
-messages/s, summed over subscribers), then at --rate messages/s for
+messages/s, summed over subscribers), or at --rate messages/s for
 --latency-seconds (publish-to-receive latency). Prints
 one table of medians over the rounds: delivered msg/s, ratio shoal/redis,
-messages delivered per second of server CPU time (the whole run, from /proc:
-the figure per core, which holds when other work on the machine takes CPU
-from a server), p50 and p99 latency in microseconds, the p99 ratio, the
+messages delivered per second of server CPU time (the throughput run, from
+/proc: the figure per core, which holds when other work on the machine takes
+CPU from a server), p50 and p99 latency in microseconds, the p99 ratio, the
 client's CPU share, and whether every subscriber got every message once and
 in order.
 
@@ -71,24 +71,36 @@ def cpu_seconds(root_pid):
 
 
 def measured(proc, port, subscribers, args):
-    """`client()`, with `per_cpu_s` added: messages delivered in the whole run
-    (both phases) per second of the server's CPU time."""
+    """Two client runs: the throughput phase alone, with `per_cpu_s` added
+    (messages it delivered, warm-up included, per second of the server's CPU
+    time meanwhile), then the latency phase alone; their RESULT fields merged
+    (the latency run's for latency, the counts of failed checks summed), or
+    an error string."""
     before = cpu_seconds(proc.pid)
-    r = client(port, subscribers, args)
+    t = client(port, subscribers, args, args.seconds, 0)
     used = cpu_seconds(proc.pid) - before
-    if isinstance(r, dict):
-        r["per_cpu_s"] = int(r["delivered_total"]) / used if used > 0 else 0.0
-    return r
+    if not isinstance(t, dict):
+        return t
+    t["per_cpu_s"] = int(t["delivered_total"]) / used if used > 0 else 0.0
+    lat = client(port, subscribers, args, 0, args.latency_seconds)
+    if not isinstance(lat, dict):
+        return lat
+    for k in ("latency_rate", "p50_us", "p99_us", "p999_us", "max_us", "latency_client_cpu"):
+        t[k] = lat[k]
+    for k in ("lost", "gaps", "out_of_order", "receiver_mismatch"):
+        t[k] = str(int(t[k]) + int(lat[k]))
+    return t
 
 
-def client(port, subscribers, args):
-    """One `shoal bench pubsub` run: its RESULT fields, or an error string."""
+def client(port, subscribers, args, seconds, latency_seconds):
+    """One `shoal bench pubsub` run of `seconds` at full speed and
+    `latency_seconds` at --rate: its RESULT fields, or an error string."""
     argv = ([] if args.client_cpu == "" else ["taskset", "-c", args.client_cpu]) + [
         str(servers.SHOAL_BIN), "bench", "pubsub", "--port", str(port),
         "--subscribers", str(subscribers), "--size", str(args.size),
-        "--seconds", str(args.seconds), "--warmup", str(args.warmup),
+        "--seconds", str(seconds), "--warmup", str(args.warmup),
         "--pipeline", str(args.pipeline), "--window", str(args.window),
-        "--rate", str(args.rate), "--latency-seconds", str(args.latency_seconds),
+        "--rate", str(args.rate), "--latency-seconds", str(latency_seconds),
         "--workers-check", str(args.workers)]
     try:
         p = subprocess.run(argv, capture_output=True, text=True, timeout=300)
@@ -183,7 +195,8 @@ def main():
         for who in run:
             rows = got[(n, who)]
             med[who] = {k: median([float(r[k]) for r in rows])
-                        for k in ("delivered_per_s", "per_cpu_s", "p50_us", "p99_us", "client_cpu")}
+                        for k in ("delivered_per_s", "per_cpu_s", "p50_us", "p99_us", "client_cpu",
+                                  "latency_client_cpu")}
         for who in run:
             rows = got[(n, who)]
             m = med[who]
@@ -201,11 +214,12 @@ def main():
             print(f"{n:>4} {who:<6} {','.join(splits) or '-':>7} {fmt(m['delivered_per_s'], ',.0f'):>12} "
                   f"{fmt(ratio, '.2f'):>11} {fmt(m['per_cpu_s'], ',.0f'):>10} {fmt(cpu_ratio, '.2f'):>11} "
                   f"{fmt(m['p50_us'], '.1f'):>8} {fmt(m['p99_us'], '.1f'):>8} "
-                  f"{fmt(p99_ratio, '.2f'):>7} {fmt(m['client_cpu'], '.0%'):>10}  {check}")
+                  f"{fmt(p99_ratio, '.2f'):>7} {fmt(m['client_cpu'], '.0%'):>5}/{fmt(m['latency_client_cpu'], '.0%'):<4}  "
+                  f"{check}")
     print(f"load average at the end {os.getloadavg()[0]:.2f}; medians over the rounds; delivered/s summed over subscribers; split = subscribers on the "
-          "publisher's worker / on the other; per cpu-s = messages delivered in the whole run per second of server CPU time "
+          "publisher's worker / on the other; per cpu-s = messages delivered at full speed per second of server CPU time "
           "(user + system, from /proc); p99 s/r = shoal's p99 over redis's (below 1 is better); client cpu = the client's "
-          "share of its core in the throughput window; check: every message received once, in order, "
+          "share of its core in the throughput window / in the latency phase; check: every message received once, in order, "
           "and counted by PUBLISH")
     for e in errors:
         print(f"error: {e}")

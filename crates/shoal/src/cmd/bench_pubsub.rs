@@ -638,6 +638,7 @@ struct Outcome {
     published_per_s: f64,
     delivered_per_s: f64,
     client_cpu: Option<f64>,
+    latency_client_cpu: Option<f64>,
     latency_sent: u64,
     latency_secs: f64,
     drained: bool,
@@ -814,7 +815,7 @@ async fn bench(b: &PubsubBench, addr: SocketAddr) -> Result<()> {
     if b.latency_seconds > 0.0 {
         println!(
             "latency: {} msg/s asked, {:.0} msg/s published for {:.1} s, {} deliveries: \
-             p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us",
+             p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us{}",
             b.rate,
             o.latency_sent as f64 / o.latency_secs,
             o.latency_secs,
@@ -822,7 +823,10 @@ async fn bench(b: &PubsubBench, addr: SocketAddr) -> Result<()> {
             us(0.5),
             us(0.99),
             us(0.999),
-            h.max() as f64 / 1000.0
+            h.max() as f64 / 1000.0,
+            o.latency_client_cpu.map_or(String::new(), |c| {
+                format!(", client CPU {:.0}% of a core", c * 100.0)
+            })
         );
     }
     let gaps = shared.gaps.load(Relaxed);
@@ -848,7 +852,7 @@ async fn bench(b: &PubsubBench, addr: SocketAddr) -> Result<()> {
         "RESULT subscribers={n} split={split_text} published_per_s={:.0} delivered_per_s={:.0} \
          client_cpu={:.2} latency_rate={:.0} p50_us={:.1} p99_us={:.1} p999_us={:.1} max_us={:.1} \
          lost={} gaps={gaps} out_of_order={backwards} receiver_mismatch={mismatch} \
-         delivered_total={} publisher_worker={}",
+         delivered_total={} publisher_worker={} latency_client_cpu={:.2}",
         o.published_per_s,
         o.delivered_per_s,
         o.client_cpu.unwrap_or(-1.0),
@@ -863,7 +867,8 @@ async fn bench(b: &PubsubBench, addr: SocketAddr) -> Result<()> {
         h.max() as f64 / 1000.0,
         o.lost,
         shared.total_received(),
-        pub_worker.map_or("-".to_string(), |w| w.to_string())
+        pub_worker.map_or("-".to_string(), |w| w.to_string()),
+        o.latency_client_cpu.unwrap_or(-1.0)
     );
     Ok(())
 }
@@ -876,6 +881,7 @@ async fn run_phases(b: &PubsubBench, p: &mut Publisher<'_>, shared: &Shared) -> 
         published_per_s: 0.0,
         delivered_per_s: 0.0,
         client_cpu: None,
+        latency_client_cpu: None,
         latency_sent: 0,
         latency_secs: 0.0,
         drained: true,
@@ -917,10 +923,13 @@ async fn run_phases(b: &PubsubBench, p: &mut Publisher<'_>, shared: &Shared) -> 
         o.drained = drain(p.sent).await?;
     }
     if b.latency_seconds > 0.0 && o.drained {
-        let t0 = Instant::now();
+        let (t0, cpu0) = (Instant::now(), thread_cpu());
         let end = t0 + Duration::from_secs_f64(b.latency_seconds);
         o.latency_sent = p.phase(LATENCY, Until::Time(end), b.rate).await?;
         o.latency_secs = (Instant::now() - t0).as_secs_f64();
+        o.latency_client_cpu = cpu0
+            .zip(thread_cpu())
+            .map(|(a, z)| (z - a).as_secs_f64() / o.latency_secs);
         o.drained = drain(p.sent).await?;
     }
     o.lost = (p.sent * nn).saturating_sub(shared.total_received());
