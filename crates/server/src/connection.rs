@@ -208,7 +208,10 @@ where
     S: AsyncWrite + Unpin,
 {
     push.set_writing(out.len());
+    // The write first: a client that closes itself (CLIENT KILL SKIPME no)
+    // still gets its reply; the kill only cuts a write that is stuck.
     let res = tokio::select! {
+        biased;
         r = stream.write_all(out) => r,
         _ = kill.notified() => Err(std::io::ErrorKind::ConnectionAborted.into()),
     };
