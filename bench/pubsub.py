@@ -207,6 +207,9 @@ def main():
                 p99_ratio = m["p99_us"] / med["redis"]["p99_us"] if med["redis"]["p99_us"] else None
             bad = {k: sum(int(r[k]) for r in rows)
                    for k in ("lost", "gaps", "out_of_order", "receiver_mismatch")}
+            slow = [float(r["latency_rate"]) for r in rows if float(r["latency_rate"]) < 0.95 * args.rate]
+            if slow:
+                bad["latency rate"] = f"{min(slow):,.0f}/s in {len(slow)} of {len(rows)} runs"
             check = ("failed" if not rows else
                      "ok" if not any(bad.values()) else
                      " ".join(f"{k}={v}" for k, v in bad.items() if v))
@@ -220,7 +223,7 @@ def main():
           "publisher's worker / on the other; per cpu-s = messages delivered at full speed per second of server CPU time "
           "(user + system, from /proc); p99 s/r = shoal's p99 over redis's (below 1 is better); client cpu = the client's "
           "share of its core in the throughput window / in the latency phase; check: every message received once, in order, "
-          "and counted by PUBLISH")
+          "and counted by PUBLISH, and the latency phase kept its rate")
     for e in errors:
         print(f"error: {e}")
 
