@@ -4,7 +4,7 @@ real redis-server for byte-for-byte comparisons."""
 
 import pytest
 
-from shoaltest import TARGET, Server
+from shoaltest import TARGET, Server, raw_on_worker
 
 
 def pytest_configure(config):
@@ -76,3 +76,19 @@ def redis_ref():
     s = Server(kind="redis").start()
     yield s
     s.stop()
+
+
+@pytest.fixture
+def conns():
+    """`conns(server)` opens a Raw connection, `conns(server, slot)` one on
+    worker `slot`; all are closed at teardown, pass or fail."""
+    opened = []
+
+    def open_(server, slot=None, **kw):
+        c = server.raw(**kw) if slot is None else raw_on_worker(server, slot, **kw)
+        opened.append(c)
+        return c
+
+    yield open_
+    for c in opened:
+        c.close()

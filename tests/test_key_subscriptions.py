@@ -17,11 +17,9 @@ import requests
 from pymemcache.client.base import Client as Memcached
 
 from shoaltest import Err, FrameReader, Push, Server, encode, raw_on_worker, wait_for
+from pubsubtest import CANT
 
 pytestmark = pytest.mark.shoal_only
-
-CANT = ("ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET "
-        "are allowed in this context")
 
 
 @pytest.fixture(scope="module")
@@ -35,22 +33,6 @@ def two():
 def p():
     """A key prefix of this test's own."""
     return f"k{uuid.uuid4().hex[:10]}:"
-
-
-@pytest.fixture
-def conns():
-    """`conns(server, slot)` opens a Raw connection on worker `slot`; all are
-    closed at teardown, pass or fail."""
-    opened = []
-
-    def open_(server, slot, **kw):
-        c = raw_on_worker(server, slot, **kw)
-        opened.append(c)
-        return c
-
-    yield open_
-    for c in opened:
-        c.close()
 
 
 def confirm(c, verb, *names):

@@ -23,46 +23,13 @@ import pytest
 
 from shoaltest import (Err, FrameReader, Raw, Server, encode, raw_on_worker, wait_for,
                        worker_slot, worker_slot_pids)
+from pubsubtest import CANT, ask, frame, push, read_frames
 
 pytestmark = pytest.mark.shoal_only
-
-CANT = ("ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET "
-        "are allowed in this context")
 
 
 # ---------------------------------------------------------------------------
 # Frames as the server writes them.
-
-
-def item(x, resp3=False):
-    if x is None:
-        return b"_\r\n" if resp3 else b"$-1\r\n"
-    if isinstance(x, int):
-        return b":%d\r\n" % x
-    if isinstance(x, str):
-        x = x.encode()
-    return b"$%d\r\n%s\r\n" % (len(x), x)
-
-
-def frame(*items):
-    """A RESP2 array of bulk strings, integers and nils."""
-    return b"*%d\r\n" % len(items) + b"".join(item(i) for i in items)
-
-
-def push(*items):
-    """The same as a RESP3 push ('>')."""
-    return b">%d\r\n" % len(items) + b"".join(item(i, True) for i in items)
-
-
-def read_frames(c, n):
-    """The exact bytes of the next `n` replies or pushes."""
-    return b"".join(c.reply_bytes() for _ in range(n))
-
-
-def ask(c, *args, replies=1):
-    """Sends one command, returns the exact bytes of its `replies` replies."""
-    c.send(encode(*args))
-    return read_frames(c, replies)
 
 
 def lvc_key(channel):
@@ -116,22 +83,6 @@ def two():
 def p():
     """A retained-channel prefix of this test's own."""
     return f"md.{uuid.uuid4().hex[:10]}."
-
-
-@pytest.fixture
-def conns():
-    """`conns(server, slot)` opens a Raw connection on worker `slot`; all are
-    closed at teardown, pass or fail."""
-    opened = []
-
-    def open_(server, slot, **kw):
-        c = raw_on_worker(server, slot, **kw)
-        opened.append(c)
-        return c
-
-    yield open_
-    for c in opened:
-        c.close()
 
 
 # ---------------------------------------------------------------------------

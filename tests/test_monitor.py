@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from shoaltest import Err, Server, encode, raw_on_worker, wait_for
+from shoaltest import Err, Server, encode, wait_for
 
 LINE = re.compile(r"(\d+)\.(\d{6}) \[(\d+) ([^\]]+)\] (.*)")
 
@@ -30,22 +30,6 @@ def two():
     s = Server(workers=2).start()
     yield s
     s.stop()
-
-
-@pytest.fixture
-def conns():
-    """`conns(server)` opens a Raw connection, `conns(server, slot)` one on
-    worker `slot`; all are closed at teardown, pass or fail."""
-    opened = []
-
-    def open_(server, slot=None, **kw):
-        c = server.raw(**kw) if slot is None else raw_on_worker(server, slot, **kw)
-        opened.append(c)
-        return c
-
-    yield open_
-    for c in opened:
-        c.close()
 
 
 def addr(c):

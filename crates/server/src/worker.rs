@@ -358,28 +358,13 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
         bus::LIST_REQUEST => {
             let ids = bus::decode_ids(&m.payload);
             let text = worker.clients.list(&ids, now, None).into_bytes();
-            let max = worker
-                .bus_handle
-                .borrow()
-                .mailbox_max_payload()
-                .min(32 << 10);
+            let max = reply_piece_max(worker);
             let pieces: Vec<&[u8]> = if text.is_empty() {
                 vec![&[]]
             } else {
                 text.chunks(max).collect()
             };
-            let last = pieces.len() - 1;
-            for (i, piece) in pieces.into_iter().enumerate() {
-                let kind = if i == last {
-                    bus::LIST_REPLY
-                } else {
-                    bus::LIST_PART
-                };
-                worker
-                    .bus
-                    .send(&worker.bus_handle, m.from, kind, m.request, piece)
-                    .await;
-            }
+            send_pieces(worker, &m, &pieces, bus::LIST_REPLY).await;
         }
         bus::KILL_REQUEST => {
             let filter = bus::decode_filter(&m.payload);
@@ -439,24 +424,9 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
                 .borrow_mut()
                 .pubsub()
                 .channel_names(shard, pattern);
-            let max = worker
-                .bus_handle
-                .borrow()
-                .mailbox_max_payload()
-                .min(32 << 10);
-            let pieces = bus::encode_names(&names, max);
-            let last = pieces.len() - 1;
-            for (i, piece) in pieces.iter().enumerate() {
-                let kind = if i == last {
-                    bus::CHANNELS_REPLY
-                } else {
-                    bus::LIST_PART
-                };
-                worker
-                    .bus
-                    .send(&worker.bus_handle, m.from, kind, m.request, piece)
-                    .await;
-            }
+            let pieces = bus::encode_names(&names, reply_piece_max(worker));
+            let pieces: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
+            send_pieces(worker, &m, &pieces, bus::CHANNELS_REPLY).await;
         }
         bus::LIST_PART => worker
             .bus
@@ -465,5 +435,27 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
             worker.bus.reply_arrived(m.request, m.from, m.payload, true)
         }
         _ => {}
+    }
+}
+
+/// The largest piece of a reply sent back through a mailbox.
+fn reply_piece_max(worker: &Worker) -> usize {
+    worker
+        .bus_handle
+        .borrow()
+        .mailbox_max_payload()
+        .min(32 << 10)
+}
+
+/// Answers request `m` in pieces: LIST_PART for all but the last, which
+/// goes as `last_kind`.
+async fn send_pieces(worker: &Worker, m: &Message, pieces: &[&[u8]], last_kind: u32) {
+    let last = pieces.len().saturating_sub(1);
+    for (i, piece) in pieces.iter().enumerate() {
+        let kind = if i == last { last_kind } else { bus::LIST_PART };
+        worker
+            .bus
+            .send(&worker.bus_handle, m.from, kind, m.request, piece)
+            .await;
     }
 }

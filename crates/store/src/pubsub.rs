@@ -30,6 +30,7 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 use crate::error::{Error, Result};
 use crate::layout::*;
 use crate::store::Store;
+use crate::waiters::slot_bit;
 
 /// What a table entry or pattern subscribes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -93,15 +94,6 @@ const PAT_HEADER: u64 = 16;
 
 fn name_hash(kind: SubKind, name: &[u8]) -> u64 {
     xxh3_64_with_seed(name, 0x5ab5_0000 ^ kind.code() as u64).max(1)
-}
-
-fn slot_bit(slot: u32) -> Result<u32> {
-    if slot >= MAX_WORKERS {
-        return Err(Error::Attach(format!(
-            "worker slot {slot} is out of range (0..{MAX_WORKERS})"
-        )));
-    }
-    Ok(1 << slot)
 }
 
 impl Store {

@@ -31,7 +31,9 @@ fn word_off(word: u32) -> Result<u64> {
     Ok(H_WAITERS + 4 * word as u64)
 }
 
-fn slot_bit(slot: u32) -> Result<u32> {
+/// The bit of worker `slot` in a per-slot mask (waiter words, pub/sub
+/// masks).
+pub(crate) fn slot_bit(slot: u32) -> Result<u32> {
     if slot >= MAX_WORKERS {
         return Err(Error::Attach(format!(
             "worker slot {slot} is out of range (0..{MAX_WORKERS})"
