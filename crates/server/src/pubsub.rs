@@ -71,7 +71,7 @@ impl Push {
             return true;
         }
         let mut buf = self.buf.borrow_mut();
-        if buf.is_empty() {
+        if buf.is_empty() && buf.capacity() < frames.len() {
             *buf = frames;
         } else {
             buf.extend_from_slice(&frames);

@@ -243,7 +243,7 @@ pub struct PubSub {
     monitors: Vec<u64>,
     protocols: IdMap<Protocol>,
     /// Other slots' patterns as last read, with their generation.
-    pattern_cache: HashMap<u32, (u64, Vec<PatternSub>)>,
+    pattern_cache: Vec<(u64, Vec<PatternSub>)>,
     /// Frames for local clients, in order, gathered per client so that the
     /// server looks each client up once per flush, not once per frame.
     outbox: Vec<(u64, Vec<u8>)>,
@@ -335,7 +335,7 @@ impl PubSub {
             key_patterns: Vec::new(),
             monitors: Vec::new(),
             protocols: IdMap::default(),
-            pattern_cache: HashMap::new(),
+            pattern_cache: vec![(u64::MAX, Vec::new()); store::MAX_WORKERS as usize],
             outbox: Vec::new(),
             outbox_index: IdMap::default(),
             ids: Vec::new(),
@@ -495,17 +495,14 @@ impl PubSub {
 
     /// `slot`'s pattern subscriptions, re-read when they changed.
     fn patterns_of(&mut self, slot: u32) -> &[PatternSub] {
+        let Some(cached) = self.pattern_cache.get_mut(slot as usize) else {
+            return &[];
+        };
         let generation = self.store.patterns_generation(slot).unwrap_or(0);
-        let fresh = self
-            .pattern_cache
-            .get(&slot)
-            .is_some_and(|(g, _)| *g == generation);
-        if !fresh {
-            let mut list = Vec::new();
-            let g = self.store.patterns(slot, &mut list).unwrap_or(0);
-            self.pattern_cache.insert(slot, (g, list));
+        if cached.0 != generation {
+            cached.0 = self.store.patterns(slot, &mut cached.1).unwrap_or(u64::MAX);
         }
-        &self.pattern_cache[&slot].1
+        &cached.1
     }
 
     /// Appends one routed message to `slot`'s ring, in fragments when large.
@@ -647,12 +644,20 @@ impl PubSub {
             n += clients.len() as u64;
         }
         self.ids = clients;
-        if let Some(mut local) = self.retained.remove(msg.name) {
+        let retained = if self.retained.is_empty() {
+            None
+        } else {
+            self.retained.remove(msg.name)
+        };
+        if let Some(mut local) = retained {
             n += local.subscribers.len() as u64;
             for (epoch, seq, data) in local.accept(msg.epoch, msg.seq, msg.data) {
                 self.deliver_retained(msg.name, &mut local, epoch, seq, &data);
             }
             self.retained.insert(msg.name.to_vec(), local);
+        }
+        if self.patterns.is_empty() {
+            return n;
         }
         let matching: Vec<(Vec<u8>, Vec<u64>)> = self
             .patterns
