@@ -40,7 +40,7 @@ pub const MAILBOX_FRAGMENT: u32 = 33;
 
 /// Largest ring message the router writes; bigger messages are fragmented.
 const FRAGMENT: usize = 16 << 10;
-/// Bytes the backlog may hold for one worker before its oldest messages are
+/// Bytes the backlog may hold for one worker before what is queued for it is
 /// dropped (that worker is not draining at all).
 const BACKLOG_LIMIT: usize = 64 << 20;
 
@@ -539,8 +539,8 @@ impl PubSub {
             }
         }
         if queued + piece.len() > BACKLOG_LIMIT {
-            // That worker has not drained for a long while: drop its oldest
-            // messages rather than grow without bound.
+            // That worker has not drained for a long while: drop what is
+            // queued for it rather than grow without bound.
             self.drop_backlog(slot);
         }
         *self.backlog_bytes.entry(slot).or_default() += piece.len();
