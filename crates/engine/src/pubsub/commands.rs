@@ -4,7 +4,7 @@
 
 use store::SubKind;
 
-use super::{Part, Routed, Tag};
+use super::{write_push, Part, Routed, Tag};
 use crate::command::{dispatch_sub, flags::*, reply_help, Arg, CmdResult, Command};
 use crate::engine::{Cx, Flow, ServerRequest};
 use crate::error::CmdError;
@@ -123,15 +123,7 @@ pub(crate) fn allowed_when_subscribed(name: &str) -> bool {
 
 /// Writes a push frame into the reply.
 fn push(cx: &mut Cx<'_>, parts: &[Part<'_>]) {
-    cx.out.push_len(parts.len());
-    for p in parts {
-        match p {
-            Part::Bulk(b) => cx.out.bulk(b),
-            Part::Int(n) => cx.out.integer(*n),
-            Part::Null => cx.out.null(),
-            Part::Raw(r) => cx.out.raw(r),
-        }
-    }
+    write_push(&mut cx.out, parts);
 }
 
 /// A (un)subscribe confirmation: kind, name (nil when there was none) and
@@ -172,29 +164,58 @@ fn shard_or_count(cx: &Cx<'_>, kind: SubKind) -> usize {
 
 fn unsubscribe_kind(cx: &mut Cx<'_>, args: &[Arg<'_>], kind: SubKind, reply: &[u8]) -> CmdResult {
     let id = cx.session.id;
-    let names: Vec<Vec<u8>> = if args.len() == 1 {
-        match kind {
-            SubKind::Shard => cx.session.subs.shard.iter().cloned().collect(),
-            _ => cx.session.subs.channels.iter().cloned().collect(),
-        }
-    } else {
-        args[1..].iter().map(|a| a.to_vec()).collect()
+    let names = match (args.len(), kind) {
+        (1, SubKind::Shard) => held(&cx.session.subs.shard),
+        (1, _) => held(&cx.session.subs.channels),
+        _ => named(args, 0),
     };
+    unsubscribe_each(
+        cx,
+        reply,
+        names,
+        |cx, _, ch| {
+            let set = match kind {
+                SubKind::Shard => &mut cx.session.subs.shard,
+                _ => &mut cx.session.subs.channels,
+            };
+            if set.shift_remove(ch) {
+                cx.engine.pubsub.remove_channel(id, kind, ch);
+            }
+        },
+        |cx| shard_or_count(cx, kind),
+    )
+}
+
+/// The subscriptions an unsubscribe without arguments ends, in the order
+/// they were made.
+fn held(set: &indexmap::IndexSet<Vec<u8>>) -> Vec<(u8, Vec<u8>)> {
+    set.iter().map(|n| (0, n.clone())).collect()
+}
+
+/// The subscriptions an unsubscribe names (keys and key patterns in `db`).
+fn named(args: &[Arg<'_>], db: u8) -> Vec<(u8, Vec<u8>)> {
+    args[1..].iter().map(|a| (db, a.to_vec())).collect()
+}
+
+/// What every unsubscribe command shares: each of `names` (db, name) is
+/// removed by `remove` (which knows whether the client held it) and
+/// confirmed with the client's `count` after it; with no names at all, one
+/// confirmation with a nil name, as Redis replies.
+fn unsubscribe_each(
+    cx: &mut Cx<'_>,
+    reply: &[u8],
+    names: Vec<(u8, Vec<u8>)>,
+    mut remove: impl FnMut(&mut Cx<'_>, u8, &[u8]),
+    count: impl Fn(&Cx<'_>) -> usize,
+) -> CmdResult {
     if names.is_empty() {
-        let count = shard_or_count(cx, kind);
-        confirm(cx, reply, None, count);
-        return Ok(());
+        let n = count(cx);
+        confirm(cx, reply, None, n);
     }
-    for ch in names {
-        let set = match kind {
-            SubKind::Shard => &mut cx.session.subs.shard,
-            _ => &mut cx.session.subs.channels,
-        };
-        if set.shift_remove(&ch) {
-            cx.engine.pubsub.remove_channel(id, kind, &ch);
-        }
-        let count = shard_or_count(cx, kind);
-        confirm(cx, reply, Some(&ch), count);
+    for (db, name) in names {
+        remove(cx, db, &name);
+        let n = count(cx);
+        confirm(cx, reply, Some(&name), n);
     }
     Ok(())
 }
@@ -229,23 +250,18 @@ fn psubscribe(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 fn punsubscribe(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let id = cx.session.id;
-    let names: Vec<Vec<u8>> = if args.len() == 1 {
-        cx.session.subs.patterns.iter().cloned().collect()
-    } else {
-        args[1..].iter().map(|a| a.to_vec()).collect()
+    let names = match args.len() {
+        1 => held(&cx.session.subs.patterns),
+        _ => named(args, 0),
     };
-    if names.is_empty() {
-        let count = cx.session.subs.count();
-        confirm(cx, b"punsubscribe", None, count);
-    }
-    for p in names {
-        if cx.session.subs.patterns.shift_remove(&p) {
-            cx.engine.pubsub.remove_pattern(id, &p);
+    let remove = |cx: &mut Cx<'_>, _, p: &[u8]| {
+        if cx.session.subs.patterns.shift_remove(p) {
+            cx.engine.pubsub.remove_pattern(id, p);
         }
-        let count = cx.session.subs.count();
-        confirm(cx, b"punsubscribe", Some(&p), count);
-    }
-    Ok(())
+    };
+    unsubscribe_each(cx, b"punsubscribe", names, remove, |cx| {
+        cx.session.subs.count()
+    })
 }
 
 fn publish(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
@@ -392,23 +408,18 @@ fn lsubscribe(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 fn lunsubscribe(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let id = cx.session.id;
-    let names: Vec<Vec<u8>> = if args.len() == 1 {
-        cx.session.subs.retained.iter().cloned().collect()
-    } else {
-        args[1..].iter().map(|a| a.to_vec()).collect()
+    let names = match args.len() {
+        1 => held(&cx.session.subs.retained),
+        _ => named(args, 0),
     };
-    if names.is_empty() {
-        let count = cx.session.subs.count();
-        confirm(cx, b"lunsubscribe", None, count);
-    }
-    for ch in names {
-        if cx.session.subs.retained.shift_remove(&ch) {
-            cx.engine.pubsub.remove_retained(id, &ch);
+    let remove = |cx: &mut Cx<'_>, _, ch: &[u8]| {
+        if cx.session.subs.retained.shift_remove(ch) {
+            cx.engine.pubsub.remove_retained(id, ch);
         }
-        let count = cx.session.subs.count();
-        confirm(cx, b"lunsubscribe", Some(&ch), count);
-    }
-    Ok(())
+    };
+    unsubscribe_each(cx, b"lunsubscribe", names, remove, |cx| {
+        cx.session.subs.count()
+    })
 }
 
 fn value_part(resp: &[u8]) -> Part<'_> {
@@ -450,23 +461,18 @@ fn ksubscribe(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 fn kunsubscribe(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let (id, db) = (cx.session.id, cx.session.db);
-    let names: Vec<(u8, Vec<u8>)> = if args.len() == 1 {
-        cx.session.subs.keys.iter().cloned().collect()
-    } else {
-        args[1..].iter().map(|a| (db, a.to_vec())).collect()
+    let names = match args.len() {
+        1 => cx.session.subs.keys.iter().cloned().collect(),
+        _ => named(args, db),
     };
-    if names.is_empty() {
-        let count = cx.session.subs.count();
-        confirm(cx, b"kunsubscribe", None, count);
-    }
-    for (kdb, key) in names {
-        if cx.session.subs.keys.shift_remove(&(kdb, key.clone())) {
-            cx.engine.pubsub.remove_key(id, kdb, &key);
+    let remove = |cx: &mut Cx<'_>, kdb: u8, key: &[u8]| {
+        if cx.session.subs.keys.shift_remove(&(kdb, key.to_vec())) {
+            cx.engine.pubsub.remove_key(id, kdb, key);
         }
-        let count = cx.session.subs.count();
-        confirm(cx, b"kunsubscribe", Some(&key), count);
-    }
-    Ok(())
+    };
+    unsubscribe_each(cx, b"kunsubscribe", names, remove, |cx| {
+        cx.session.subs.count()
+    })
 }
 
 fn kpsubscribe(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
@@ -516,26 +522,21 @@ fn kpsubscribe(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 fn kpunsubscribe(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let (id, db) = (cx.session.id, cx.session.db);
-    let names: Vec<(u8, Vec<u8>)> = if args.len() == 1 {
-        cx.session.subs.key_patterns.iter().cloned().collect()
-    } else {
-        args[1..].iter().map(|a| (db, a.to_vec())).collect()
+    let names = match args.len() {
+        1 => cx.session.subs.key_patterns.iter().cloned().collect(),
+        _ => named(args, db),
     };
-    if names.is_empty() {
-        let count = cx.session.subs.count();
-        confirm(cx, b"kpunsubscribe", None, count);
-    }
-    for (pdb, pattern) in names {
+    let remove = |cx: &mut Cx<'_>, pdb: u8, pattern: &[u8]| {
         if cx
             .session
             .subs
             .key_patterns
-            .shift_remove(&(pdb, pattern.clone()))
+            .shift_remove(&(pdb, pattern.to_vec()))
         {
-            cx.engine.pubsub.remove_key_pattern(id, pdb, &pattern);
+            cx.engine.pubsub.remove_key_pattern(id, pdb, pattern);
         }
-        let count = cx.session.subs.count();
-        confirm(cx, b"kpunsubscribe", Some(&pattern), count);
-    }
-    Ok(())
+    };
+    unsubscribe_each(cx, b"kpunsubscribe", names, remove, |cx| {
+        cx.session.subs.count()
+    })
 }

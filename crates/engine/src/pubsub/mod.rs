@@ -286,7 +286,12 @@ fn frame(protocol: Protocol, parts: &[Part<'_>]) -> Vec<u8> {
         })
         .sum::<usize>();
     let mut out = Vec::with_capacity(size + 16);
-    let mut w = ReplyWriter::new(&mut out, protocol);
+    write_push(&mut ReplyWriter::new(&mut out, protocol), parts);
+    out
+}
+
+/// Writes `parts` as one push (RESP3) or array (RESP2).
+pub(crate) fn write_push(w: &mut ReplyWriter<'_>, parts: &[Part<'_>]) {
     w.push_len(parts.len());
     for p in parts {
         match p {
@@ -296,7 +301,6 @@ fn frame(protocol: Protocol, parts: &[Part<'_>]) -> Vec<u8> {
             Part::Raw(r) => w.raw(r),
         }
     }
-    out
 }
 
 /// One element of a frame.
