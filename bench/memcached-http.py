@@ -49,35 +49,13 @@ INDEX_HTML = b"<html><body>hello from shoal</body></html>"
 assert len(INDEX_HTML) == 42
 
 
-def cpu_seconds(root_pid):
-    """User + system CPU seconds of `root_pid` and its descendants so far."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    stats = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                raw = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = raw[raw.rindex(")") + 2:].split()
-            stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
-    tree, frontier = {root_pid}, [root_pid]
-    while frontier:
-        parent = frontier.pop()
-        for pid, (ppid, _) in stats.items():
-            if ppid == parent and pid not in tree:
-                tree.add(pid)
-                frontier.append(pid)
-    return sum(stats[p][1] for p in tree if p in stats) / ticks
-
-
 def measured(proc, run):
     """Runs `run()`, which returns (ops/s, an extra figure, every operation the
     server did for it); returns (ops/s, the extra figure, operations per
     second of server CPU time)."""
-    before = cpu_seconds(proc.pid)
+    before = servers.cpu_seconds(proc.pid)
     rate, extra, total = run()
-    used = cpu_seconds(proc.pid) - before
+    used = servers.cpu_seconds(proc.pid) - before
     return rate, extra, (total / used if used > 0 else None)
 
 

@@ -29,7 +29,6 @@ import os
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 import servers
 
@@ -47,38 +46,15 @@ def start_shoal(port, name, workers, cpus):
     return proc
 
 
-def cpu_seconds(root_pid):
-    """User + system CPU seconds of `root_pid` and its descendants so far
-    (shoal's supervisor and its workers)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    stats = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                raw = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = raw[raw.rindex(")") + 2:].split()
-            stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
-    tree, frontier = {root_pid}, [root_pid]
-    while frontier:
-        parent = frontier.pop()
-        for pid, (ppid, _) in stats.items():
-            if ppid == parent and pid not in tree:
-                tree.add(pid)
-                frontier.append(pid)
-    return sum(stats[p][1] for p in tree if p in stats) / ticks
-
-
 def measured(proc, port, subscribers, args):
     """Two client runs: the throughput phase alone, with `per_cpu_s` added
     (messages it delivered, warm-up included, per second of the server's CPU
     time meanwhile), then the latency phase alone; their RESULT fields merged
     (the latency run's for latency, the counts of failed checks summed), or
     an error string."""
-    before = cpu_seconds(proc.pid)
+    before = servers.cpu_seconds(proc.pid)
     t = client(port, subscribers, args, args.seconds, 0)
-    used = cpu_seconds(proc.pid) - before
+    used = servers.cpu_seconds(proc.pid) - before
     if not isinstance(t, dict):
         return t
     t["per_cpu_s"] = int(t["delivered_total"]) / used if used > 0 else 0.0

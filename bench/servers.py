@@ -116,3 +116,26 @@ def remove_segment(name):
 def redis_version():
     out = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
     return out.split()[2].removeprefix("v=")
+
+
+def cpu_seconds(root_pid):
+    """User + system CPU seconds of `root_pid` and its descendants so far
+    (shoal's supervisor and its workers), from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                raw = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = raw[raw.rindex(")") + 2:].split()
+            stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    tree, frontier = {root_pid}, [root_pid]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, _) in stats.items():
+            if ppid == parent and pid not in tree:
+                tree.add(pid)
+                frontier.append(pid)
+    return sum(stats[p][1] for p in tree if p in stats) / ticks
