@@ -605,6 +605,7 @@ impl Ctx {
     /// unpublished-but-unfreed blocks freed, its counters folded (I7).
     fn salvage(&mut self, voff: u64, owner: u32) -> Result<()> {
         self.undo_dead(voff)?;
+        self.salvage_log(voff)?;
         self.release_dead_locks(voff, owner)?;
         if voff == self.off {
             // Cleaning up our own slot (detach or adoption): the locks just

@@ -239,10 +239,16 @@ impl Handle {
         self.exclusive(|h| {
             let view = h.locked_view()?;
             h.bump_flush_epoch()?;
+            if h.logging() {
+                h.log_stage(|out| crate::log::record::encode_swap_db(out, a, b));
+                h.log_reserve()?;
+            }
             h.ctx.wlog64(H_DB_MAP, swapped(&view, a, b))?;
             // Commit before the generation turns even: nobody acts on the new
             // map before it is permanent (a crash before this is undone, I5).
-            h.ctx.commit()
+            h.log_committing()?;
+            h.ctx.commit()?;
+            h.log_complete()
         })
     }
 

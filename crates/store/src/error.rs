@@ -35,6 +35,9 @@ pub enum Error {
     SameObject,
     /// A collection value's bytes do not decode (damaged in the segment).
     BadValue,
+    /// The write's log record (bytes) is larger than the log ring takes
+    /// (the limit): nothing was written.
+    LogRecordTooLarge(u64, u64),
 }
 
 /// Result alias used across the store.
@@ -60,6 +63,10 @@ impl fmt::Display for Error {
             Error::BadDb => f.write_str("DB index is out of range"),
             Error::SameObject => f.write_str("source and destination objects are the same"),
             Error::BadValue => f.write_str("a collection value is damaged"),
+            Error::LogRecordTooLarge(size, max) => write!(
+                f,
+                "the write's log record ({size} bytes) exceeds the log ring's limit of {max} bytes"
+            ),
         }
     }
 }

@@ -27,6 +27,8 @@ pub struct Handle {
     pub(crate) frozen_ms: Option<u64>,
     /// Keys created, expired or evicted, while asked for (keylog.rs).
     pub(crate) key_log: KeyLog,
+    /// Records staged and frames reserved in the log ring (log/ring.rs).
+    pub(crate) log: crate::log::ring::LogState,
 }
 
 /// Where a publish puts the new entry.
@@ -293,6 +295,7 @@ impl Handle {
     pub(crate) fn finish<T>(&mut self, buckets: &[u64], res: Result<T>) -> Result<T> {
         if res.is_err() {
             self.ctx.abort()?;
+            self.log_cancel()?;
         }
         for b in buckets {
             self.ctx.unlock(*b)?;
@@ -529,9 +532,18 @@ impl Handle {
         let new_expire = self.ctx.region().load64(blk + E_EXPIRE)?;
         // Stamped now, under the bucket lock, so a key's versions grow in the
         // order its writes land; `blk` is still private: a plain store (I8).
-        self.ctx
-            .region()
-            .store64(blk + E_LSN, self.next_version()?)?;
+        // With the log on, the version is the LSN of the write's record.
+        let version = if let Some(lsn) = self.log.replay_lsn {
+            lsn
+        } else if self.logging() {
+            if !self.log_has_staged() {
+                self.stage_entry_image(blk)?;
+            }
+            self.log_reserve()?
+        } else {
+            self.next_version()?
+        };
+        self.ctx.region().store64(blk + E_LSN, version)?;
         let slot_word = match target {
             Target::Replace(f, _) => f.slot_word,
             Target::Slot(w) => w,
@@ -589,8 +601,10 @@ impl Handle {
         self.ctx.seq_bump(l.pos.bucket)?;
         self.publish_in_txn(l, target, blk, pending, drop_old)?;
         also(self)?;
-        self.ctx.seq_bump(l.pos.bucket)?;
+        self.log_committing()?;
         self.ctx.commit()?;
+        self.log_complete()?;
+        self.ctx.seq_bump(l.pos.bucket)?;
         if self.key_log.creations && !matches!(target, Target::Replace(..)) {
             if let Some(f) = l.found {
                 self.log_entry(&f.raw, KeyEvent::Created);
@@ -610,6 +624,12 @@ impl Handle {
         words: [u64; 2],
         drop_trees: bool,
     ) -> Result<()> {
+        if drop_trees && self.logging() && !self.log.quiet {
+            let key = self.entry_key(&f.raw)?;
+            let db = f.raw.db;
+            self.log_stage(|out| crate::log::record::encode_delete(out, db, &key));
+            self.log_reserve()?;
+        }
         self.ctx.wlog64(f.slot_word, 0)?;
         self.ctx.wlog64(words[0], f.raw.off)?;
         if drop_trees {
@@ -629,8 +649,10 @@ impl Handle {
         let w = self.pending_free_words(2)?;
         self.ctx.seq_bump(bucket)?;
         self.remove_in_txn(bucket, f, [w[0], w[1]], true)?;
-        self.ctx.seq_bump(bucket)?;
-        self.ctx.commit()
+        self.log_committing()?;
+        self.ctx.commit()?;
+        self.log_complete()?;
+        self.ctx.seq_bump(bucket)
     }
 
     /// Changes words of a published entry in place (expiry, lengths) in one
@@ -654,6 +676,12 @@ impl Handle {
     fn update_words(&mut self, l: &Locked, words: &[(u64, u64)], stamp: bool) -> Result<()> {
         let f = l.found.ok_or(Error::NoSuchKey)?;
         let bucket = l.pos.bucket;
+        let logged = if self.logging() {
+            self.stage_in_place_change(&f.raw, words)?;
+            Some(self.log_reserve()?)
+        } else {
+            self.log.replay_lsn
+        };
         self.ctx.seq_bump(bucket)?;
         for &(field, val) in words {
             if field == E_EXPIRE {
@@ -663,9 +691,82 @@ impl Handle {
             self.ctx.wlog64(f.raw.off + field, val)?;
         }
         if stamp {
-            self.ctx.wlog64(f.raw.off + E_LSN, self.next_version()?)?;
+            let version = match logged {
+                Some(lsn) => lsn,
+                None => self.next_version()?,
+            };
+            self.ctx.wlog64(f.raw.off + E_LSN, version)?;
         }
-        self.ctx.seq_bump(bucket)?;
-        self.ctx.commit()
+        self.log_committing()?;
+        self.ctx.commit()?;
+        self.log_complete()?;
+        self.ctx.seq_bump(bucket)
+    }
+
+    /// The key bytes of an entry.
+    pub(crate) fn entry_key(&self, raw: &Raw) -> Result<Vec<u8>> {
+        let mut key = Vec::with_capacity(raw.keylen as usize);
+        self.ctx
+            .region()
+            .read_bytes(raw.off + E_KEY, raw.keylen, &mut key)?;
+        Ok(key)
+    }
+
+    /// Stages the record of a whole compact entry, read from its (private
+    /// or locked) block.
+    pub(crate) fn stage_entry_image(&mut self, blk: u64) -> Result<()> {
+        let raw = Raw::read(self.ctx.region(), blk)?;
+        if raw.encoding == crate::entry::ENC_PAGED {
+            // A paged value's record is staged by its writer (collections).
+            return Err(Error::Corrupted(blk));
+        }
+        let key = self.entry_key(&raw)?;
+        let mut value = Vec::with_capacity(raw.vallen as usize);
+        self.ctx
+            .region()
+            .read_bytes(raw.value_off(), raw.vallen, &mut value)?;
+        let vtype = ValueType::from_u8(raw.vtype).ok_or(Error::Corrupted(blk))?;
+        self.log_stage(|out| {
+            crate::log::record::encode_set_entry(
+                out,
+                raw.db,
+                &key,
+                vtype,
+                raw.mc_flags,
+                raw.expire,
+                &[&value],
+            )
+        });
+        Ok(())
+    }
+
+    /// Stages the record of an in-place change of a published entry: a new
+    /// expiry, or a longer value (APPEND into spare capacity, already
+    /// written past the old length).
+    fn stage_in_place_change(&mut self, raw: &Raw, words: &[(u64, u64)]) -> Result<()> {
+        let key = self.entry_key(raw)?;
+        let db = raw.db;
+        for &(field, val) in words {
+            match field {
+                E_EXPIRE => self.log_stage(|out| {
+                    crate::log::record::encode_expire(out, db, &key, val)
+                }),
+                E_KEYLEN => {
+                    let new_len = val >> 32;
+                    let old_len = raw.vallen;
+                    let mut tail = Vec::with_capacity(new_len.saturating_sub(old_len) as usize);
+                    self.ctx.region().read_bytes(
+                        raw.value_off() + old_len,
+                        new_len.saturating_sub(old_len),
+                        &mut tail,
+                    )?;
+                    self.log_stage(|out| {
+                        crate::log::record::encode_string_append(out, db, &key, &tail)
+                    });
+                }
+                _ => return Err(Error::Corrupted(raw.off + field)),
+            }
+        }
+        Ok(())
     }
 }

@@ -310,6 +310,17 @@ impl Handle {
             }
             let words = self.pending_free_words(3)?;
             let target = self.prepare_publish(&d, words[0])?;
+            if self.logging() {
+                // The destination's whole value, then the source's removal:
+                // contiguous frames of one group.
+                self.stage_transfer(&sf.raw, blk, dst_db, dst)?;
+                if remove_src {
+                    let src_key = self.entry_key(&sf.raw)?;
+                    self.log_stage(|out| {
+                        crate::log::record::encode_delete(out, src_db, &src_key)
+                    });
+                }
+            }
             for b in &buckets {
                 self.ctx.seq_bump(*b)?;
             }
@@ -319,10 +330,12 @@ impl Handle {
             } else {
                 self.ctx.wlog64(self.ctx.off + C_NEW_CHAIN, 0)?;
             }
+            self.log_committing()?;
+            self.ctx.commit()?;
+            self.log_complete()?;
             for b in &buckets {
                 self.ctx.seq_bump(*b)?;
             }
-            self.ctx.commit()?;
             // Redis deletes an existing destination and adds the key anew.
             if self.key_log.creations {
                 self.log_key(dst_db, dst, KeyEvent::Created);
@@ -330,6 +343,16 @@ impl Handle {
             Ok(Some(true))
         })();
         self.finish(&buckets, res)
+    }
+
+    /// Stages the records of a RENAME, MOVE or COPY's destination: the whole
+    /// value of `src`, now copied into `blk`.
+    fn stage_transfer(&mut self, src: &Raw, blk: u64, dst_db: u8, dst: &[u8]) -> Result<()> {
+        if src.encoding == crate::entry::ENC_PAGED {
+            self.stage_paged_image(src, dst_db, dst)
+        } else {
+            self.stage_entry_image(blk)
+        }
     }
 
     /// RANDOMKEY: a key of `db` chosen from a random place in the index
@@ -410,7 +433,9 @@ impl Handle {
         // and no exclusive section sees it half empty (I13).
         self.with_map_locked(|h, view| {
             h.bump_flush_epoch()?;
-            h.flush(Some(view.phys(db)))
+            let db = view.phys(db);
+            let cutoff = h.flush_cutoff(|out| crate::log::record::encode_flush_db(out, db))?;
+            h.flush(Some(db), cutoff)
         })
     }
 
@@ -420,17 +445,42 @@ impl Handle {
         // section (EXEC) never runs in the middle of a flush.
         self.with_map_locked(|h, _| {
             h.bump_flush_epoch()?;
-            h.flush(None)
+            let cutoff = h.flush_cutoff(crate::log::record::encode_flush_all)?;
+            h.flush(None, cutoff)
         })
     }
 
-    fn flush(&mut self, db: Option<u8>) -> Result<()> {
-        self.ctx.stat_add(Stat::Ops, 1);
-        for i in 0..self.ctx.sh.geo.buckets {
-            let bucket = index::bucket_at(&self.ctx, i);
-            self.remove_where(bucket, |raw| db.is_none_or(|d| raw.db == d), None)?;
+    /// The version a flush removes keys below: its record's LSN (a key
+    /// written after it was reserved stays, in the store as in a replay).
+    fn flush_cutoff(&mut self, encode: impl FnOnce(&mut Vec<u8>)) -> Result<u64> {
+        if let Some(lsn) = self.log.replay_lsn {
+            return Ok(lsn);
         }
-        Ok(())
+        if self.logging() {
+            self.log_stage(encode);
+            return self.log_now();
+        }
+        self.next_version()
+    }
+
+    /// Removes every key of `db` (all dbs when None) whose version is below
+    /// `cutoff`, logging no record per key.
+    pub(crate) fn flush(&mut self, db: Option<u8>, cutoff: u64) -> Result<()> {
+        self.ctx.stat_add(Stat::Ops, 1);
+        let quiet = std::mem::replace(&mut self.log.quiet, true);
+        let res = (|| {
+            for i in 0..self.ctx.sh.geo.buckets {
+                let bucket = index::bucket_at(&self.ctx, i);
+                self.remove_where(
+                    bucket,
+                    |raw| db.is_none_or(|d| raw.db == d) && raw.lsn < cutoff,
+                    None,
+                )?;
+            }
+            Ok(())
+        })();
+        self.log.quiet = quiet;
+        res
     }
 
     /// Removes the entries of `bucket` for which `pred` holds (checked again

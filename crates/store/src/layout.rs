@@ -4,7 +4,7 @@
 /// "SHOALSEG": the first eight bytes of every segment.
 pub(crate) const MAGIC: [u8; 8] = *b"SHOALSEG";
 /// Bumped whenever any offset or record format below changes.
-pub const LAYOUT_VERSION: u32 = 7;
+pub const LAYOUT_VERSION: u32 = 8;
 
 /// Number of Redis-style logical databases.
 pub const NUM_DBS: usize = 16;
@@ -33,6 +33,9 @@ pub(crate) const H_MBOX_SIZE: u64 = 104;
 pub(crate) const H_PS_OFF: u64 = 112;
 pub(crate) const H_PS_SIZE: u64 = 120;
 pub(crate) const H_PS_CAP: u64 = 128;
+/// The transaction log ring (log/ring.rs): offset and size in bytes.
+pub(crate) const H_LOG_OFF: u64 = 136;
+pub(crate) const H_LOG_SIZE: u64 = 144;
 
 // --- header: shared mutable words ---
 /// The allocator lock (owner word + seq word, like every lock).
@@ -71,7 +74,43 @@ pub(crate) const H_WRITE_VERSION: u64 = 1408;
 /// keys without stamping each (WATCH compares it as a whole).
 pub(crate) const H_FLUSH_EPOCH: u64 = 1472;
 const _: () = assert!(H_LFU_DECAY_TIME + 8 <= H_WRITE_VERSION);
-const _: () = assert!(H_FLUSH_EPOCH + 64 <= A_USED_BYTES);
+
+// --- header: the transaction log (log/ring.rs) ---
+// While the log is on, the write counter above is the log's head: a write
+// reserves its frame with one fetch-add of the frame's size, and the old
+// value is its LSN (and the entry's version).
+/// 1 while writes append records to the ring (persistence on).
+pub(crate) const H_LOG_ENABLED: u64 = 1536;
+/// The fsync policy workers follow for replies (0 always, 1 everysec, 2 no).
+pub(crate) const H_LOG_POLICY: u64 = 1544;
+/// Everything before this LSN is in the log files: its ring space is free.
+pub(crate) const H_LOG_RELEASED: u64 = 1600;
+/// Futex word bumped whenever `H_LOG_RELEASED` moves (producers waiting for
+/// space sleep on it).
+pub(crate) const H_LOG_SPACE_FUTEX: u64 = 1608;
+/// Everything before this LSN is fsynced.
+pub(crate) const H_LOG_FSYNCED: u64 = 1664;
+/// Futex word bumped whenever `H_LOG_FSYNCED` moves.
+pub(crate) const H_LOG_FSYNC_FUTEX: u64 = 1672;
+/// Futex word: non-zero while the log writer sleeps waiting for frames.
+pub(crate) const H_LOG_WRITER_SLEEPING: u64 = 1728;
+/// Snapshot requests made (SAVE, BGSAVE, ctl) and requests answered.
+pub(crate) const H_SNAP_REQUESTS: u64 = 1792;
+pub(crate) const H_SNAP_ANSWERED: u64 = 1800;
+/// Futex word bumped when `H_SNAP_ANSWERED` or `H_SNAP_REQUESTS` moves.
+pub(crate) const H_SNAP_FUTEX: u64 = 1808;
+/// Start time (ms) of the snapshot being written, 0 when none.
+pub(crate) const H_SNAP_RUNNING_SINCE: u64 = 1816;
+/// Last snapshot: finish time (ms), 0 = ok / 1 = failed, its start LSN,
+/// how long it took (ms).
+pub(crate) const H_SNAP_LAST_MS: u64 = 1824;
+pub(crate) const H_SNAP_LAST_FAILED: u64 = 1832;
+pub(crate) const H_SNAP_START_LSN: u64 = 1840;
+pub(crate) const H_SNAP_LAST_TOOK_MS: u64 = 1848;
+/// 1 while the log writer's last write failed (INFO aof_last_write_status).
+pub(crate) const H_LOG_WRITE_FAILED: u64 = 1856;
+const _: () = assert!(H_FLUSH_EPOCH + 64 <= H_LOG_ENABLED);
+const _: () = assert!(H_LOG_WRITE_FAILED + 8 <= A_USED_BYTES);
 
 // --- header: allocator state (alloc.rs), every word written through the undo log ---
 pub(crate) const A_USED_BYTES: u64 = 2048;
@@ -195,6 +234,18 @@ pub(crate) const C_FREE_CHAIN: u64 = 216;
 /// Roots of whole trees whose key was removed or overwritten, chained
 /// likewise, freed leaf-first right after.
 pub(crate) const C_DROP_CHAIN: u64 = 224;
+/// Non-zero while an EXEC's group of log frames is open (its closing frame
+/// is owed; log/ring.rs).
+pub(crate) const C_LOG_GROUP: u64 = 40;
+/// The log frames of the write in progress (log/ring.rs): their first LSN
+/// + 1 (0 = none) and their end, set when they are reserved and cleared
+/// once they are complete.
+pub(crate) const C_LOG_START: u64 = 232;
+pub(crate) const C_LOG_END: u64 = 240;
+/// 1 from the reservation until the write's transaction commits (cleared
+/// through the undo log, so a rolled-back write reads 1 again): tells
+/// recovery whether to complete the frames or void them.
+pub(crate) const C_LOG_UNCOMMITTED: u64 = 248;
 pub(crate) const C_DB_KEYS: u64 = 256;
 pub(crate) const C_DB_EXPIRES: u64 = C_DB_KEYS + 8 * NUM_DBS as u64;
 pub(crate) const C_STATS: u64 = 512;
@@ -208,7 +259,8 @@ const _: () = assert!(crate::context::STAT_COUNT <= 32);
 const _: () = assert!(H_RETIRED_STATS + 8 * 32 <= H_DB_KEYS_BASE);
 const _: () = assert!(C_STATS + 8 * 32 <= C_STASH && C_STASH + 8 * STASH_CAP <= C_UNDO);
 const _: () = assert!(C_PENDING_FREE + 8 * PENDING_FREE_CAP <= C_NEW_CHAIN);
-const _: () = assert!(C_DROP_CHAIN + 8 <= C_DB_KEYS);
+const _: () = assert!(C_DROP_CHAIN + 8 <= C_LOG_START && C_LOG_UNCOMMITTED + 8 <= C_DB_KEYS);
+const _: () = assert!(C_UNDO_LEN < C_LOG_GROUP && C_LOG_GROUP + 8 <= C_HELD);
 
 // --- index bucket (index.rs): 64 bytes, one cache line ---
 pub(crate) const BUCKET_SIZE: u64 = 64;

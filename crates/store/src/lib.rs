@@ -40,6 +40,7 @@ mod keylog;
 mod keys;
 mod layout;
 mod lfu;
+pub mod log;
 mod mailbox;
 mod pubsub;
 mod segment;

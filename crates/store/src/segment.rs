@@ -113,6 +113,9 @@ pub(crate) struct Geometry {
     pub ps_off: u64,
     pub ps_size: u64,
     pub ps_cap: u64,
+    /// The transaction log ring (log/ring.rs).
+    pub log_off: u64,
+    pub log_size: u64,
 }
 
 /// Smallest segment accepted.
@@ -151,7 +154,15 @@ impl Geometry {
         };
         let ps_off = align_up(mbox_off + MAX_WORKERS as u64 * mbox_size, 4096);
         let ps_size = align_up(PS_ENTRIES + ps_cap * PS_ENTRY + ps_patterns, 64);
-        let index_off = align_up(ps_off + MAX_WORKERS as u64 * ps_size, 4096);
+        // The log ring: the largest record is half of it (log/ring.rs).
+        let log_size: u64 = match seg_size {
+            s if s >= 1 << 30 => 64 << 20,
+            s if s >= 256 << 20 => 16 << 20,
+            s if s >= 16 << 20 => 2 << 20,
+            _ => 64 << 10,
+        };
+        let log_off = align_up(ps_off + MAX_WORKERS as u64 * ps_size, 4096);
+        let index_off = align_up(log_off + log_size, 4096);
         // One sixteenth of the segment for the table: about 8 bytes of index per
         // key when the arena is full of small entries, with chains absorbing more.
         let buckets = (seg_size / 16 / BUCKET_SIZE).max(64);
@@ -174,6 +185,8 @@ impl Geometry {
             ps_off,
             ps_size,
             ps_cap,
+            log_off,
+            log_size,
         })
     }
 }
@@ -306,6 +319,8 @@ fn init_header(region: &Region, geo: &Geometry, page: u64, created_ms: u64) -> R
     region.store64(H_PS_OFF, geo.ps_off)?;
     region.store64(H_PS_SIZE, geo.ps_size)?;
     region.store64(H_PS_CAP, geo.ps_cap)?;
+    region.store64(H_LOG_OFF, geo.log_off)?;
+    region.store64(H_LOG_SIZE, geo.log_size)?;
     region.store64(H_NEXT_CLIENT_ID, 1)?;
     region.store32(H_SAMPLES, 5)?;
     region.store32(H_LFU_LOG_FACTOR, crate::lfu::DEFAULT_LFU_LOG_FACTOR)?;
@@ -383,6 +398,8 @@ fn attach(path: PathBuf, clock: Clock) -> Result<Shared> {
         ps_off: header.load64(H_PS_OFF)?,
         ps_size: header.load64(H_PS_SIZE)?,
         ps_cap: header.load64(H_PS_CAP)?,
+        log_off: header.load64(H_LOG_OFF)?,
+        log_size: header.load64(H_LOG_SIZE)?,
     };
     if stored != geo
         || header.load32(H_HEADER_SIZE)? as u64 != HEADER_SIZE

@@ -75,6 +75,7 @@ impl Store {
             ctx: Ctx::register(self.sh.clone())?,
             frozen_ms: None,
             key_log: Default::default(),
+            log: Default::default(),
         })
     }
 

@@ -17,8 +17,14 @@ use crate::layout::*;
 
 impl Handle {
     /// A version no other write of this segment has stamped or will stamp.
-    /// Not logged: a crash after taking one only leaves a gap.
-    pub fn next_version(&self) -> Result<u64> {
+    /// With the log off, a crash after taking one only leaves a gap; with
+    /// it on, the counter is the log's head, so the version is the LSN of a
+    /// `Pad` frame taken for it.
+    pub fn next_version(&mut self) -> Result<u64> {
+        if self.logging() {
+            self.log_stage(|out| out.extend_from_slice(&[15, 0, 0, 0, 0, 0, 0, 0]));
+            return self.log_now();
+        }
         let counter = self.ctx.region().a64(H_WRITE_VERSION)?;
         Ok(counter.fetch_add(1, Ordering::Relaxed).wrapping_add(1))
     }

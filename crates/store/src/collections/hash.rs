@@ -70,6 +70,20 @@ impl Collection for Hash {
         })
     }
 
+    fn encode_image(&self, out: &mut Vec<u8>) -> Result<()> {
+        if let Body::Compact(_) = &self.body {
+            self.encode(out);
+            return Ok(());
+        }
+        let entries = self.entries()?;
+        codec::header(out, TAG_ITEMS, entries.len());
+        for (field, value) in &entries {
+            codec::put_bytes(out, field);
+            codec::put_bytes(out, value);
+        }
+        Ok(())
+    }
+
     fn encode(&self, out: &mut Vec<u8>) {
         if let Body::Compact(fields) = &self.body {
             codec::header(out, TAG_ITEMS, fields.len());

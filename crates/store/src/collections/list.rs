@@ -69,6 +69,20 @@ impl Collection for List {
         }
     }
 
+    fn encode_image(&self, out: &mut Vec<u8>) -> Result<()> {
+        match &self.body {
+            Body::Compact(_) => self.encode(out),
+            Body::Paged(tree) => {
+                let items = tree.items()?;
+                codec::header(out, TAG_ITEMS, items.len());
+                for (_, item) in &items {
+                    codec::put_bytes(out, item);
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn len(&self) -> u64 {
         match &self.body {
             Body::Compact(items) => items.len() as u64,

@@ -59,6 +59,9 @@ pub trait Collection: Sized {
     /// Encodes the value's compact form into `out` (only meaningful while
     /// it is compact; see [`Collection::settle`]).
     fn encode(&self, out: &mut Vec<u8>);
+    /// Encodes the whole value in the compact form's bytes, whatever form
+    /// it is in (the log's and snapshots' image of the value).
+    fn encode_image(&self, out: &mut Vec<u8>) -> Result<()>;
     /// The number of elements.
     fn len(&self) -> u64;
     /// Whether it has no elements (then the key is removed).
@@ -144,6 +147,32 @@ fn scan_tree(tree: &Tree, cursor: u64, count: u64) -> Result<(u64, Vec<FieldValu
 }
 
 impl Handle {
+    /// Stages the whole value of the paged entry `raw` as the record of a
+    /// write of it to `key` in `db` (RENAME, MOVE and COPY carry its trees).
+    pub(crate) fn stage_paged_image(&mut self, raw: &Raw, db: u8, key: &[u8]) -> Result<()> {
+        let vtype = ValueType::from_u8(raw.vtype).ok_or(Error::Corrupted(raw.off))?;
+        let mut image = Vec::new();
+        match vtype {
+            ValueType::List => self.open_collection::<List>(raw)?.encode_image(&mut image)?,
+            ValueType::Hash => self.open_collection::<Hash>(raw)?.encode_image(&mut image)?,
+            ValueType::Set => self.open_collection::<Set>(raw)?.encode_image(&mut image)?,
+            ValueType::ZSet => self.open_collection::<ZSet>(raw)?.encode_image(&mut image)?,
+            ValueType::String | ValueType::Stream => return Err(Error::WrongType),
+        }
+        self.log_stage(|out| {
+            crate::log::record::encode_set_entry(
+                out,
+                db,
+                key,
+                vtype,
+                raw.mc_flags,
+                raw.expire,
+                &[&image],
+            )
+        });
+        Ok(())
+    }
+
     /// Reads the collection at `key`: `f`'s result, or None when the key is
     /// missing. `WrongType` when it holds another type.
     pub fn read_collection<C: Collection, T>(
@@ -228,13 +257,38 @@ impl Handle {
         value: &mut C,
         fresh: bool,
     ) -> Result<()> {
-        value.settle(&Segment(self.ctx.sh.clone()))?;
         let (expire, flags) = match (fresh, l.found) {
             (false, Some(f)) => (f.raw.expire, f.raw.mc_flags),
             _ => (0, 0),
         };
+        self.put_collection_with(key, l, value, fresh, expire, flags)
+    }
+
+    /// Writes `value` (a whole new value, as recovery restores it) as the
+    /// key of `l` with this expiry and these flags, dropping the old one.
+    pub(crate) fn put_collection_as<C: Collection>(
+        &mut self,
+        key: &[u8],
+        l: &mut Locked,
+        value: &mut C,
+        expire_flags: Option<(u64, u32)>,
+    ) -> Result<()> {
+        let (expire, flags) = expire_flags.unwrap_or((0, 0));
+        self.put_collection_with(key, l, value, true, expire, flags)
+    }
+
+    fn put_collection_with<C: Collection>(
+        &mut self,
+        key: &[u8],
+        l: &mut Locked,
+        value: &mut C,
+        fresh: bool,
+        expire: u64,
+        flags: u32,
+    ) -> Result<()> {
+        value.settle(&Segment(self.ctx.sh.clone()))?;
         let mut fields = self.entry_fields(l.db, C::TYPE, expire, flags);
-        let mut trees = value.trees_mut();
+        let trees = value.trees_mut();
         if trees.is_empty() {
             let mut bytes = Vec::new();
             value.encode(&mut bytes);
@@ -242,6 +296,23 @@ impl Handle {
             let (blk, pending) = self.new_entry(&fields, key, &[&bytes], 0)?;
             return self.publish(l, blk, pending);
         }
+        drop(trees);
+        if self.logging() {
+            let mut image = Vec::new();
+            value.encode_image(&mut image)?;
+            self.log_stage(|out| {
+                crate::log::record::encode_set_entry(
+                    out,
+                    l.db,
+                    key,
+                    C::TYPE,
+                    flags,
+                    expire,
+                    &[&image],
+                )
+            });
+        }
+        let mut trees = value.trees_mut();
         let (replaced, words) = self.commit_trees(&mut trees)?;
         let header = paged::header_of(&trees).encode();
         fields.encoding = ENC_PAGED;

@@ -69,6 +69,19 @@ impl Collection for Set {
         })
     }
 
+    fn encode_image(&self, out: &mut Vec<u8>) -> Result<()> {
+        if let Body::Compact(_) = &self.body {
+            self.encode(out);
+            return Ok(());
+        }
+        let members = self.members()?;
+        codec::header(out, TAG_ITEMS, members.len());
+        for m in &members {
+            codec::put_bytes(out, m);
+        }
+        Ok(())
+    }
+
     fn encode(&self, out: &mut Vec<u8>) {
         let Body::Compact(members) = &self.body else {
             return;

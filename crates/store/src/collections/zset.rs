@@ -134,6 +134,20 @@ impl Collection for ZSet {
         })
     }
 
+    fn encode_image(&self, out: &mut Vec<u8>) -> Result<()> {
+        if let Body::Compact { .. } = &self.body {
+            self.encode(out);
+            return Ok(());
+        }
+        let all = self.range(0, self.len())?;
+        codec::header(out, TAG_ITEMS, all.len());
+        for (member, score) in &all {
+            out.extend_from_slice(&score.to_bits().to_le_bytes());
+            codec::put_bytes(out, member);
+        }
+        Ok(())
+    }
+
     fn encode(&self, out: &mut Vec<u8>) {
         if let Body::Compact { sorted, .. } = &self.body {
             codec::header(out, TAG_ITEMS, sorted.len());

@@ -1,0 +1,755 @@
+//! The log ring: a byte ring in the segment that every write appends its
+//! frames to, and that the log writer (the supervisor) drains to files.
+//!
+//! LSN = byte offset in the log stream; a frame lives at ring offset
+//! `lsn % size`. While the log is on, the segment's write counter is the
+//! head: a write reserves its frames with one fetch-add of their total size
+//! while it holds its keys' locks, so a key's frames are in the order its
+//! writes land (DESIGN.md §4).
+//!
+//! A write goes:
+//! 1. stage its records ([`Handle::log_stage`]), then, under its locks and
+//!    inside its transaction, reserve and fill the frames without their LSN
+//!    words ([`Handle::log_reserve`]): `C_LOG_START/END` name them and
+//!    `C_LOG_UNCOMMITTED` is 1;
+//! 2. clear `C_LOG_UNCOMMITTED` through the undo log and commit;
+//! 3. store each frame's LSN word (Release): the frame is complete, and only
+//!    now does the bucket's seqlock turn even, so no reader sees a value
+//!    whose record is not complete in the ring ([`Handle::log_complete`]).
+//!
+//! A crash between 1 and 2 rolls the write back and leaves
+//! `C_LOG_UNCOMMITTED` at 1: recovery voids the frames (a `Pad` over them).
+//! A crash between 2 and 3 leaves a committed write with incomplete frames:
+//! recovery completes them (the redo). Either way store and log agree.
+//!
+//! The writer copies complete frames out, then zeroes their ring bytes
+//! before it moves `H_LOG_RELEASED`, so a stale word can never look like
+//! the LSN of a frame yet to come (LSN 0 is never used).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustix::thread::futex;
+
+use super::frame::{encode_header_tail, frame_size, FRAME_HEADER};
+use crate::context::{Backoff, Ctx};
+use crate::error::{Error, Result};
+use crate::handle::Handle;
+use crate::layout::*;
+use crate::segment::Shared;
+use crate::shm::Region;
+
+/// The kind byte's flag: the next frame belongs to the same group.
+pub const GROUP_CONTINUES: u8 = 0x80;
+/// The kind byte of a `Pad` record.
+const KIND_PAD: u8 = 15;
+
+/// The fsync policy clients' replies follow (`appendfsync`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// Reply only after the fsync that covers the write's frames.
+    Always,
+    /// The writer fsyncs once a second.
+    EverySec,
+    /// The operating system decides.
+    No,
+}
+
+impl FsyncPolicy {
+    /// The name `appendfsync` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            FsyncPolicy::Always => "always",
+            FsyncPolicy::EverySec => "everysec",
+            FsyncPolicy::No => "no",
+        }
+    }
+
+    /// Parses `always`, `everysec` or `no` (any case).
+    pub fn from_name(s: &str) -> Option<FsyncPolicy> {
+        match s.to_ascii_lowercase().as_str() {
+            "always" => Some(FsyncPolicy::Always),
+            "everysec" => Some(FsyncPolicy::EverySec),
+            "no" => Some(FsyncPolicy::No),
+            _ => None,
+        }
+    }
+
+    fn word(self) -> u64 {
+        match self {
+            FsyncPolicy::Always => 0,
+            FsyncPolicy::EverySec => 1,
+            FsyncPolicy::No => 2,
+        }
+    }
+
+    fn from_word(w: u64) -> FsyncPolicy {
+        match w {
+            0 => FsyncPolicy::Always,
+            2 => FsyncPolicy::No,
+            _ => FsyncPolicy::EverySec,
+        }
+    }
+}
+
+/// The ring's bytes: offset and size in the segment.
+#[derive(Clone, Copy)]
+struct RingArea {
+    off: u64,
+    size: u64,
+}
+
+impl RingArea {
+    fn of(sh: &Shared) -> RingArea {
+        RingArea {
+            off: sh.geo.log_off,
+            size: sh.geo.log_size,
+        }
+    }
+
+    /// Writes `bytes` at log position `lsn`, wrapping at the ring's end.
+    fn write(&self, r: &Region, lsn: u64, bytes: &[u8]) -> Result<()> {
+        let at = lsn % self.size;
+        let first = ((self.size - at) as usize).min(bytes.len());
+        r.write_bytes(self.off + at, &bytes[..first])?;
+        if first < bytes.len() {
+            r.write_bytes(self.off, &bytes[first..])?;
+        }
+        Ok(())
+    }
+
+    /// Appends `len` bytes at log position `lsn` to `out`.
+    fn read(&self, r: &Region, lsn: u64, len: u64, out: &mut Vec<u8>) -> Result<()> {
+        let at = lsn % self.size;
+        let first = (self.size - at).min(len);
+        r.read_bytes(self.off + at, first, out)?;
+        if first < len {
+            r.read_bytes(self.off, len - first, out)?;
+        }
+        Ok(())
+    }
+
+    fn zero(&self, r: &Region, lsn: u64, len: u64) -> Result<()> {
+        let at = lsn % self.size;
+        let first = (self.size - at).min(len);
+        r.zero(self.off + at, first)?;
+        if first < len {
+            r.zero(self.off, len - first)?;
+        }
+        Ok(())
+    }
+
+    /// The LSN word of a frame at `lsn` (8-aligned: every frame size is).
+    fn lsn_word<'r>(&self, r: &'r Region, lsn: u64) -> Result<&'r AtomicU64> {
+        r.a64(self.off + lsn % self.size)
+    }
+
+    /// The largest frame the ring takes: half of it, so a writer never
+    /// waits for space that cannot come.
+    fn max_frame(&self) -> u64 {
+        self.size / 2
+    }
+}
+
+/// Sleeps on a futex word until it differs from `seen` or `timeout` passes.
+fn futex_wait(word: &AtomicU32, seen: u32, timeout: Duration) {
+    let ts = rustix::time::Timespec {
+        tv_sec: timeout.as_secs() as i64,
+        tv_nsec: timeout.subsec_nanos() as _,
+    };
+    let _ = futex::wait(word, futex::Flags::empty(), seen, Some(&ts));
+}
+
+/// Bumps a futex word and wakes everyone sleeping on it.
+fn futex_bump(word: &AtomicU32) {
+    word.fetch_add(1, Ordering::AcqRel);
+    let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
+}
+
+/// One frame's bytes before its LSN word: payload with the group flag set
+/// as asked, and the len/crc word.
+fn fill_frame(r: &Region, ring: RingArea, lsn: u64, payload: &mut [u8]) -> Result<u64> {
+    let size = frame_size(payload.len());
+    let tail = encode_header_tail(payload, lsn);
+    ring.write(r, lsn + 8, &tail)?;
+    ring.write(r, lsn + FRAME_HEADER as u64, payload)?;
+    let pad = size - FRAME_HEADER as u64 - payload.len() as u64;
+    if pad > 0 {
+        ring.zero(r, lsn + FRAME_HEADER as u64 + payload.len() as u64, pad)?;
+    }
+    Ok(size)
+}
+
+/// A `Pad` frame covering `[lsn, end)` (at least a header's worth),
+/// complete. `continues`: it does not close an open group.
+fn write_pad(r: &Region, ring: RingArea, lsn: u64, end: u64, continues: bool) -> Result<()> {
+    let len = (end - lsn - FRAME_HEADER as u64) as usize;
+    let mut payload = vec![0u8; len];
+    if let Some(b) = payload.first_mut() {
+        *b = KIND_PAD | if continues { GROUP_CONTINUES } else { 0 };
+    }
+    // An empty payload cannot carry a kind: a Pad is always at least 8.
+    if payload.is_empty() {
+        return Err(Error::Corrupted(lsn));
+    }
+    fill_frame(r, ring, lsn, &mut payload)?;
+    ring.lsn_word(r, lsn)?.store(lsn, Ordering::Release);
+    Ok(())
+}
+
+/// What a handle does with the log.
+#[derive(Default)]
+pub(crate) struct LogState {
+    /// Payloads staged for the next reservation, back to back.
+    staged: Vec<u8>,
+    /// Where each staged payload ends in `staged`.
+    staged_ends: Vec<usize>,
+    /// Frames reserved and filled, not yet complete: (first LSN, end).
+    reserved: Option<(u64, u64)>,
+    /// An EXEC's group is open on this handle; whether it has frames.
+    group: Option<bool>,
+    /// Replaying a record of this LSN: writes stamp it and log nothing.
+    pub(crate) replay_lsn: Option<u64>,
+    /// Removals log nothing (FLUSHDB's record covers them).
+    pub(crate) quiet: bool,
+    /// The end of the last frame this handle completed (`appendfsync
+    /// always` waits for the fsync past it).
+    pub(crate) last_end: u64,
+}
+
+impl LogState {
+    /// The staged payloads, back to back, unstaged (a snapshot reads them
+    /// out instead of logging them).
+    pub(crate) fn take_staged(&mut self) -> Vec<u8> {
+        self.staged_ends.clear();
+        std::mem::take(&mut self.staged)
+    }
+}
+
+impl Ctx {
+    /// Reserves `total` bytes of log: the LSN of the first. Waits while the
+    /// ring has no room (the writer frees it as it writes files).
+    fn log_reserve_bytes(&mut self, total: u64) -> Result<u64> {
+        let ring = RingArea::of(&self.sh);
+        if total > ring.max_frame() {
+            return Err(Error::LogRecordTooLarge(total, ring.max_frame()));
+        }
+        let r = self.region();
+        let lsn = r.a64(H_WRITE_VERSION)?.fetch_add(total, Ordering::AcqRel);
+        self.region().store64(self.off + C_LOG_START, lsn + 1)?;
+        self.region().store64(self.off + C_LOG_END, lsn + total)?;
+        self.region().store64(self.off + C_LOG_UNCOMMITTED, 1)?;
+        let mut backoff = Backoff::new();
+        loop {
+            let r = self.region();
+            let released = r.load64(H_LOG_RELEASED)?;
+            if lsn + total <= released + ring.size {
+                return Ok(lsn);
+            }
+            if backoff.snooze() {
+                let word = r.a32(H_LOG_SPACE_FUTEX)?;
+                let seen = word.load(Ordering::Acquire);
+                if r.load64(H_LOG_RELEASED)? == released {
+                    futex_wait(word, seen, Duration::from_millis(50));
+                }
+            }
+        }
+    }
+
+    /// Makes the log agree with the store for the dead context at `voff`,
+    /// after its undo log ran and while its locks still hold: frames of a
+    /// rolled-back write become a `Pad`; frames of a committed write whose
+    /// LSN words were not stored yet are completed (redo); an open EXEC
+    /// group is closed.
+    pub(crate) fn salvage_log(&mut self, voff: u64) -> Result<()> {
+        let ring = RingArea::of(&self.sh);
+        let start = self.region().load64(voff + C_LOG_START)?;
+        let group_open = self.region().load64(voff + C_LOG_GROUP)? != 0;
+        if start != 0 {
+            let (start, end) = (start - 1, self.region().load64(voff + C_LOG_END)?);
+            if end <= start || end - start > ring.max_frame() {
+                return Err(Error::Corrupted(voff + C_LOG_END));
+            }
+            let rolled_back = self.region().load64(voff + C_LOG_UNCOMMITTED)? != 0;
+            self.complete_or_void(ring, start, end, rolled_back, group_open)?;
+            self.region().store64(voff + C_LOG_START, 0)?;
+        }
+        if group_open {
+            let lsn = self.log_reserve_bytes(FRAME_HEADER as u64 + 8)?;
+            let r = self.region();
+            write_pad(r, ring, lsn, lsn + FRAME_HEADER as u64 + 8, false)?;
+            r.store64(self.off + C_LOG_START, 0)?;
+            r.store64(voff + C_LOG_GROUP, 0)?;
+            wake_writer(r)?;
+        }
+        Ok(())
+    }
+
+    fn complete_or_void(
+        &mut self,
+        ring: RingArea,
+        start: u64,
+        end: u64,
+        rolled_back: bool,
+        group_open: bool,
+    ) -> Result<()> {
+        let r = self.region();
+        if rolled_back {
+            // The frames may be partly written: one Pad over all of them.
+            if ring.lsn_word(r, start)?.load(Ordering::Acquire) != start {
+                write_pad(r, ring, start, end, group_open)?;
+            } else {
+                // Already complete (a crash between step 3 and clearing the
+                // words is impossible while rolled back): nothing to void.
+            }
+            return wake_writer(r);
+        }
+        let mut pos = start;
+        let mut header = Vec::with_capacity(FRAME_HEADER);
+        while pos < end {
+            header.clear();
+            ring.read(r, pos, FRAME_HEADER as u64, &mut header)?;
+            let len = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
+            let size = frame_size(len as usize);
+            if pos + size > end {
+                return write_pad(r, ring, pos, end, group_open).and_then(|_| wake_writer(r));
+            }
+            ring.lsn_word(r, pos)?.store(pos, Ordering::Release);
+            pos += size;
+        }
+        wake_writer(r)
+    }
+}
+
+/// Wakes the log writer if it sleeps.
+fn wake_writer(r: &Region) -> Result<()> {
+    let word = r.a32(H_LOG_WRITER_SLEEPING)?;
+    if word.load(Ordering::Acquire) != 0 {
+        word.store(0, Ordering::Release);
+        let _ = futex::wake(word, futex::Flags::empty(), 1);
+    }
+    Ok(())
+}
+
+impl Handle {
+    /// Whether this write must log: the log is on and this is not a replay.
+    pub(crate) fn logging(&self) -> bool {
+        self.log.replay_lsn.is_none()
+            && self
+                .ctx
+                .region()
+                .load64(H_LOG_ENABLED)
+                .is_ok_and(|v| v != 0)
+    }
+
+    /// Stages one record for the next [`Handle::log_reserve`]; `encode`
+    /// appends its payload.
+    pub(crate) fn log_stage(&mut self, encode: impl FnOnce(&mut Vec<u8>)) {
+        encode(&mut self.log.staged);
+        self.log.staged_ends.push(self.log.staged.len());
+    }
+
+    /// Whether records are staged.
+    pub(crate) fn log_has_staged(&self) -> bool {
+        !self.log.staged_ends.is_empty()
+    }
+
+    /// Reserves frames for the staged records (one fetch-add, so they are
+    /// contiguous) and fills them, all but their LSN words. Call it under
+    /// the keys' locks, inside the write's transaction, before anything is
+    /// published; then [`Handle::log_committing`] before the commit and
+    /// [`Handle::log_complete`] after it. Returns the first frame's LSN:
+    /// the version the write stamps.
+    pub(crate) fn log_reserve(&mut self) -> Result<u64> {
+        let ends = std::mem::take(&mut self.log.staged_ends);
+        let mut staged = std::mem::take(&mut self.log.staged);
+        let mut total = 0;
+        let mut begin = 0;
+        for &end in &ends {
+            total += frame_size(end - begin);
+            begin = end;
+        }
+        if total == 0 {
+            self.log.staged = staged;
+            return Err(Error::Corrupted(0));
+        }
+        let res = (|| {
+            let lsn = self.ctx.log_reserve_bytes(total)?;
+            let ring = RingArea::of(&self.ctx.sh);
+            let in_group = self.log.group.is_some();
+            let (mut pos, mut begin) = (lsn, 0);
+            for (i, &end) in ends.iter().enumerate() {
+                let payload = &mut staged[begin..end];
+                let last = i + 1 == ends.len();
+                if let Some(kind) = payload.first_mut() {
+                    if !last || in_group {
+                        *kind |= GROUP_CONTINUES;
+                    }
+                }
+                pos += fill_frame(self.ctx.region(), ring, pos, payload)?;
+                begin = end;
+            }
+            if in_group {
+                self.log.group = Some(true);
+                self.ctx.region().store64(self.ctx.off + C_LOG_GROUP, 1)?;
+            }
+            self.log.reserved = Some((lsn, lsn + total));
+            Ok(lsn)
+        })();
+        staged.clear();
+        self.log.staged = staged;
+        res
+    }
+
+    /// Inside the write's transaction, before its commit: the logged write
+    /// that tells recovery the frames belong to a committed write.
+    pub(crate) fn log_committing(&mut self) -> Result<()> {
+        if self.log.reserved.is_some() {
+            self.ctx.wlog64(self.ctx.off + C_LOG_UNCOMMITTED, 0)?;
+        }
+        Ok(())
+    }
+
+    /// After the commit: stores the reserved frames' LSN words, so the
+    /// writer may take them.
+    pub(crate) fn log_complete(&mut self) -> Result<()> {
+        let Some((start, end)) = self.log.reserved.take() else {
+            return Ok(());
+        };
+        let ring = RingArea::of(&self.ctx.sh);
+        let r = self.ctx.region();
+        let mut pos = start;
+        let mut header = Vec::with_capacity(FRAME_HEADER);
+        while pos < end {
+            header.clear();
+            ring.read(r, pos, FRAME_HEADER as u64, &mut header)?;
+            let len = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
+            let next = pos + frame_size(len as usize);
+            ring.lsn_word(r, pos)?.store(pos, Ordering::Release);
+            pos = next;
+        }
+        r.store64(self.ctx.off + C_LOG_START, 0)?;
+        self.log.last_end = end;
+        wake_writer(r)
+    }
+
+    /// After a failed write was rolled back: its reserved frames become a
+    /// `Pad`, and nothing staged survives.
+    pub(crate) fn log_cancel(&mut self) -> Result<()> {
+        self.log.staged.clear();
+        self.log.staged_ends.clear();
+        let Some((start, end)) = self.log.reserved.take() else {
+            return Ok(());
+        };
+        let ring = RingArea::of(&self.ctx.sh);
+        let r = self.ctx.region();
+        write_pad(r, ring, start, end, self.log.group.is_some())?;
+        r.store64(self.ctx.off + C_LOG_START, 0)?;
+        self.log.last_end = end;
+        wake_writer(r)
+    }
+
+    /// Logs the staged records as a write of their own (no store change
+    /// goes with them: FLUSHDB's record, a version taken by pub/sub). The
+    /// LSN of the first.
+    pub(crate) fn log_now(&mut self) -> Result<u64> {
+        let lsn = self.log_reserve()?;
+        self.ctx.region().store64(self.ctx.off + C_LOG_UNCOMMITTED, 0)?;
+        self.log_complete()?;
+        Ok(lsn)
+    }
+
+    /// Opens an EXEC's group: every frame until [`Handle::log_group_end`]
+    /// replays as one unit.
+    pub fn log_group_begin(&mut self) {
+        self.log.group = Some(false);
+    }
+
+    /// Closes the group with a `Pad` frame, if it has frames.
+    pub fn log_group_end(&mut self) -> Result<()> {
+        let had_frames = self.log.group.take() == Some(true);
+        if had_frames {
+            self.log_stage(|out| out.extend_from_slice(&[KIND_PAD, 0, 0, 0, 0, 0, 0, 0]));
+            self.log_now()?;
+            self.ctx.region().store64(self.ctx.off + C_LOG_GROUP, 0)?;
+        }
+        Ok(())
+    }
+
+    /// The end LSN of the last frame this handle wrote: a client under
+    /// `appendfsync always` gets its reply once `fsynced` passes it.
+    pub fn log_last_end(&self) -> u64 {
+        self.log.last_end
+    }
+
+    /// The log's shared state, for the writer, INFO and `always` waiters.
+    pub fn log_ring(&self) -> LogRing {
+        LogRing {
+            sh: self.ctx.sh.clone(),
+        }
+    }
+}
+
+/// The log's shared words and the ring, as the log writer, INFO and
+/// `appendfsync always` see them. Any process attached to the segment.
+#[derive(Clone)]
+pub struct LogRing {
+    sh: Arc<Shared>,
+}
+
+/// The log's positions and settings, read together (INFO persistence).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LogStatus {
+    /// Whether writes are logged.
+    pub enabled: bool,
+    /// The fsync policy.
+    pub policy: Option<FsyncPolicy>,
+    /// Bytes reserved so far: the next frame's LSN.
+    pub head: u64,
+    /// Written to files up to here.
+    pub released: u64,
+    /// Fsynced up to here.
+    pub fsynced: u64,
+    /// Whether the writer's last write failed.
+    pub write_failed: bool,
+    /// Snapshots: running since (ms, 0 = none), last finish time (ms), last
+    /// failed, last start LSN, last duration (ms), requests, answered.
+    pub snapshot_running_since: u64,
+    /// Time the last snapshot finished (ms since the epoch).
+    pub snapshot_last_ms: u64,
+    /// Whether the last snapshot failed.
+    pub snapshot_last_failed: bool,
+    /// Start LSN of the last good snapshot.
+    pub snapshot_start_lsn: u64,
+    /// How long the last snapshot took (ms).
+    pub snapshot_last_took_ms: u64,
+    /// Snapshot requests made so far.
+    pub snapshot_requests: u64,
+    /// Snapshot requests answered so far.
+    pub snapshot_answered: u64,
+    /// The ring's size in bytes.
+    pub ring_size: u64,
+}
+
+impl LogRing {
+    fn r(&self) -> &Region {
+        &self.sh.region
+    }
+
+    fn word(&self, off: u64) -> u64 {
+        self.r().load64(off).unwrap_or(0)
+    }
+
+    /// Every position and setting at once.
+    pub fn status(&self) -> LogStatus {
+        LogStatus {
+            enabled: self.word(H_LOG_ENABLED) != 0,
+            policy: Some(FsyncPolicy::from_word(self.word(H_LOG_POLICY))),
+            head: self.word(H_WRITE_VERSION),
+            released: self.word(H_LOG_RELEASED),
+            fsynced: self.word(H_LOG_FSYNCED),
+            write_failed: self.word(H_LOG_WRITE_FAILED) != 0,
+            snapshot_running_since: self.word(H_SNAP_RUNNING_SINCE),
+            snapshot_last_ms: self.word(H_SNAP_LAST_MS),
+            snapshot_last_failed: self.word(H_SNAP_LAST_FAILED) != 0,
+            snapshot_start_lsn: self.word(H_SNAP_START_LSN),
+            snapshot_last_took_ms: self.word(H_SNAP_LAST_TOOK_MS),
+            snapshot_requests: self.word(H_SNAP_REQUESTS),
+            snapshot_answered: self.word(H_SNAP_ANSWERED),
+            ring_size: self.sh.geo.log_size,
+        }
+    }
+
+    /// Turns logging on from `lsn` on (the end of the recovered log, or
+    /// the current head when the segment was attached): the head moves
+    /// there (8-aligned, never 0), and nothing before it is owed to files.
+    /// Only while no worker writes (supervisor start).
+    pub fn enable(&self, lsn: u64, policy: FsyncPolicy) -> Result<u64> {
+        let r = self.r();
+        let head = r.load64(H_WRITE_VERSION)?.max(lsn).max(8);
+        let head = align_up(head, 8);
+        r.store64(H_WRITE_VERSION, head)?;
+        RingArea::of(&self.sh).zero(r, 0, self.sh.geo.log_size)?;
+        r.store64(H_LOG_RELEASED, head)?;
+        r.store64(H_LOG_FSYNCED, head)?;
+        r.store64(H_LOG_POLICY, policy.word())?;
+        r.store64(H_LOG_ENABLED, 1)?;
+        Ok(head)
+    }
+
+    /// Whether the log is on and where its files end, as the writer resumes
+    /// on an attached segment: (enabled, released).
+    pub fn resume_point(&self) -> (bool, u64) {
+        (self.word(H_LOG_ENABLED) != 0, self.word(H_LOG_RELEASED))
+    }
+
+    /// Turns logging off (the log's state stays for INFO).
+    pub fn disable(&self) -> Result<()> {
+        self.r().store64(H_LOG_ENABLED, 0)
+    }
+
+    /// Sets the fsync policy (CONFIG SET appendfsync).
+    pub fn set_policy(&self, policy: FsyncPolicy) -> Result<()> {
+        self.r().store64(H_LOG_POLICY, policy.word())
+    }
+
+    /// The fsync policy in force.
+    pub fn policy(&self) -> FsyncPolicy {
+        FsyncPolicy::from_word(self.word(H_LOG_POLICY))
+    }
+
+    /// The next frame's LSN.
+    pub fn head(&self) -> u64 {
+        self.word(H_WRITE_VERSION)
+    }
+
+    /// Appends the complete frames from `from` to `out`, about `max` bytes
+    /// at most (one frame at least, if complete). The LSN after the last.
+    pub fn read_frames(&self, from: u64, out: &mut Vec<u8>, max: usize) -> Result<u64> {
+        let ring = RingArea::of(&self.sh);
+        let r = self.r();
+        let mut pos = from;
+        let start_len = out.len();
+        let mut header = Vec::with_capacity(FRAME_HEADER);
+        loop {
+            if ring.lsn_word(r, pos)?.load(Ordering::Acquire) != pos {
+                return Ok(pos);
+            }
+            header.clear();
+            ring.read(r, pos, FRAME_HEADER as u64, &mut header)?;
+            let len = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
+            let size = frame_size(len as usize);
+            if size > ring.max_frame() {
+                return Err(Error::Corrupted(ring.off + pos % ring.size));
+            }
+            if out.len() > start_len && out.len() - start_len + size as usize > max {
+                return Ok(pos);
+            }
+            ring.read(r, pos, size, out)?;
+            pos += size;
+        }
+    }
+
+    /// Everything before `lsn` is in files: zero its ring bytes, then let
+    /// producers reuse them.
+    pub fn release(&self, lsn: u64) -> Result<()> {
+        let r = self.r();
+        let released = r.load64(H_LOG_RELEASED)?;
+        if lsn <= released {
+            return Ok(());
+        }
+        RingArea::of(&self.sh).zero(r, released, lsn - released)?;
+        r.store64(H_LOG_RELEASED, lsn)?;
+        futex_bump(r.a32(H_LOG_SPACE_FUTEX)?);
+        Ok(())
+    }
+
+    /// Everything before `lsn` is fsynced: wakes `always` waiters.
+    pub fn set_fsynced(&self, lsn: u64) -> Result<()> {
+        let r = self.r();
+        if lsn > r.load64(H_LOG_FSYNCED)? {
+            r.store64(H_LOG_FSYNCED, lsn)?;
+            futex_bump(r.a32(H_LOG_FSYNC_FUTEX)?);
+        }
+        Ok(())
+    }
+
+    /// Records whether the writer's last write failed.
+    pub fn set_write_failed(&self, failed: bool) -> Result<()> {
+        self.r().store64(H_LOG_WRITE_FAILED, failed as u64)
+    }
+
+    /// Fsynced up to here.
+    pub fn fsynced(&self) -> u64 {
+        self.word(H_LOG_FSYNCED)
+    }
+
+    /// Blocks until `fsynced` moves past `seen_fsynced` or `timeout`
+    /// passes (a thread of the worker waits here for `always` clients).
+    pub fn wait_fsynced(&self, seen_fsynced: u64, timeout: Duration) {
+        let Ok(word) = self.r().a32(H_LOG_FSYNC_FUTEX) else {
+            return;
+        };
+        let seen = word.load(Ordering::Acquire);
+        if self.fsynced() != seen_fsynced {
+            return;
+        }
+        futex_wait(word, seen, timeout);
+    }
+
+    /// The writer: sleeps until a frame at `from` may be complete, or
+    /// `timeout` passes.
+    pub fn wait_frames(&self, from: u64, timeout: Duration) {
+        let ring = RingArea::of(&self.sh);
+        let r = self.r();
+        let Ok(word) = r.a32(H_LOG_WRITER_SLEEPING) else {
+            return;
+        };
+        word.store(1, Ordering::SeqCst);
+        let complete = ring
+            .lsn_word(r, from)
+            .map(|w| w.load(Ordering::SeqCst) == from)
+            .unwrap_or(true);
+        if !complete {
+            futex_wait(word, 1, timeout);
+        }
+        word.store(0, Ordering::Release);
+    }
+
+    /// Asks the snapshot thread for a snapshot: the request's number, which
+    /// [`LogRing::snapshot_answered`] reaches once one that started after
+    /// it has finished.
+    pub fn request_snapshot(&self) -> Result<u64> {
+        let r = self.r();
+        let n = r.a64(H_SNAP_REQUESTS)?.fetch_add(1, Ordering::AcqRel) + 1;
+        futex_bump(r.a32(H_SNAP_FUTEX)?);
+        Ok(n)
+    }
+
+    /// Requests made so far.
+    pub fn snapshot_requests(&self) -> u64 {
+        self.word(H_SNAP_REQUESTS)
+    }
+
+    /// Requests answered so far.
+    pub fn snapshot_answered(&self) -> u64 {
+        self.word(H_SNAP_ANSWERED)
+    }
+
+    /// Waits until the snapshot counters move or `timeout` passes.
+    pub fn wait_snapshot_change(&self, timeout: Duration) {
+        if let Ok(word) = self.r().a32(H_SNAP_FUTEX) {
+            let seen = word.load(Ordering::Acquire);
+            futex_wait(word, seen, timeout);
+        }
+    }
+
+    /// Marks a snapshot as started (INFO rdb_bgsave_in_progress).
+    pub fn snapshot_started(&self, now_ms: u64) -> Result<()> {
+        self.r().store64(H_SNAP_RUNNING_SINCE, now_ms)
+    }
+
+    /// Records a finished snapshot, answering every request up to
+    /// `answered`.
+    pub fn snapshot_finished(
+        &self,
+        answered: u64,
+        ok: bool,
+        start_lsn: u64,
+        now_ms: u64,
+    ) -> Result<()> {
+        let r = self.r();
+        let since = r.load64(H_SNAP_RUNNING_SINCE)?;
+        r.store64(H_SNAP_RUNNING_SINCE, 0)?;
+        r.store64(H_SNAP_LAST_FAILED, !ok as u64)?;
+        r.store64(H_SNAP_LAST_TOOK_MS, now_ms.saturating_sub(since))?;
+        if ok {
+            r.store64(H_SNAP_LAST_MS, now_ms)?;
+            r.store64(H_SNAP_START_LSN, start_lsn)?;
+        }
+        r.a64(H_SNAP_ANSWERED)?.fetch_max(answered, Ordering::AcqRel);
+        futex_bump(r.a32(H_SNAP_FUTEX)?);
+        Ok(())
+    }
+}
