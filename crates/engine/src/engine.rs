@@ -236,6 +236,16 @@ impl Cx<'_> {
 }
 
 impl Engine {
+    /// When this engine started, in ms since the epoch (LASTSAVE before
+    /// any snapshot).
+    pub(crate) fn started_unix_ms(&self) -> u64 {
+        let since = self.started.elapsed().as_millis() as u64;
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+            .saturating_sub(since)
+    }
+
     /// An engine for the calling thread (registers a store context).
     pub fn new(store: Store, config: Config, info: ServerInfo) -> Result<Engine, store::Error> {
         let h = store.handle()?;

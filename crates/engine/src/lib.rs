@@ -38,6 +38,7 @@ mod keyspace;
 pub mod memcache;
 mod notify;
 mod parse;
+mod persistence;
 mod pubsub;
 mod random;
 mod scan;

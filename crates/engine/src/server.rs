@@ -174,6 +174,7 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "server",
     "clients",
     "memory",
+    "persistence",
     "stats",
     "replication",
     "cpu",
@@ -316,6 +317,7 @@ fn info_section(
                 e.stats.failed + e.stats.rejected,
             );
         }
+        "persistence" => crate::persistence::info_section(e, s),
         "replication" => {
             s.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n");
         }
@@ -438,6 +440,7 @@ const PARAMS: &[&str] = &[
     "lvc-channels",
     "save",
     "appendonly",
+    "appendfsync",
     "workers",
 ];
 
@@ -488,9 +491,18 @@ fn param_value(e: &Engine, name: &str) -> String {
         "maxclients" => c.maxclients.to_string(),
         "timeout" => c.timeout.to_string(),
         "hz" => c.hz.to_string(),
-        // Durability arrives with the transaction log; today nothing is saved.
+        // Snapshots follow `shoal serve --snapshot-every`, not Redis's rules.
         "save" => String::new(),
-        "appendonly" => "no".into(),
+        "appendonly" => match e.store.log_status().enabled {
+            true => "yes".into(),
+            false => "no".into(),
+        },
+        "appendfsync" => e
+            .store
+            .log_status()
+            .policy
+            .map_or("everysec", |p| p.name())
+            .into(),
         "workers" => c.workers.to_string(),
         _ => String::new(),
     }
@@ -527,6 +539,7 @@ enum Change {
         pubsub: Option<(u64, u64, u64)>,
     },
     LvcChannels(Vec<u8>),
+    Appendfsync(store::log::FsyncPolicy),
 }
 
 fn set_failed(name: &str, why: &str) -> CmdError {
@@ -607,6 +620,12 @@ fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError> {
                 )
             })? as u64,
         ),
+        "appendfsync" => Change::Appendfsync(
+            std::str::from_utf8(value)
+                .ok()
+                .and_then(store::log::FsyncPolicy::from_name)
+                .ok_or_else(|| set_failed(name, "argument(s) must be one of the following: always, everysec, no"))?,
+        ),
         "lvc-channels" => {
             if value.len() as u64 > store::CONFIG_TEXT_MAX {
                 return Err(set_failed(name, "the list of globs is too long"));
@@ -660,6 +679,7 @@ fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                     store.set_config_word(word::PUBSUB_SOFT_SECONDS, t + 1)?;
                 }
             }
+            Change::Appendfsync(policy) => cx.engine.h.log_ring().set_policy(policy)?,
             Change::LvcChannels(text) => {
                 cx.engine.h.set_config_text(&text)?;
                 cx.engine.store.set_config_word(word::LVC_SET, 2)?;

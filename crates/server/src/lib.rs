@@ -16,6 +16,7 @@ mod error;
 mod http;
 mod listener;
 mod memcache;
+pub mod persistence;
 mod pubsub;
 pub mod supervisor;
 pub mod worker;

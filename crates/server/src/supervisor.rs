@@ -28,6 +28,8 @@ pub struct ServeOptions {
     pub memory: u64,
     /// Settings every worker runs with.
     pub config: Config,
+    /// Persistence (`--dir`); None = off.
+    pub persist: Option<crate::persistence::PersistOptions>,
 }
 
 /// A worker that dies this soon after starting counts as failing to start.
@@ -87,6 +89,19 @@ pub fn serve(opts: ServeOptions) -> Result<(), Error> {
         )?)?);
     }
     store.set_supervisor_pid(me)?;
+    let persistence = match &opts.persist {
+        Some(p) => match crate::persistence::start(&store, p) {
+            Ok(running) => Some(running),
+            Err(e) => {
+                let _ = store.set_supervisor_pid(0);
+                return Err(e);
+            }
+        },
+        None => {
+            store.handle()?.log_ring().disable()?;
+            None
+        }
+    };
     let sup = Rc::new(Supervisor {
         exe: std::env::current_exe().map_err(io("find the shoal executable"))?,
         segment: store.path().to_path_buf(),
@@ -102,6 +117,10 @@ pub fn serve(opts: ServeOptions) -> Result<(), Error> {
         .build()
         .map_err(io("start the event loop"))?;
     let result = LocalSet::new().block_on(&rt, supervise(sup, store.clone(), opts));
+    if let Some(p) = persistence {
+        p.stop();
+        println!("shoal: log flushed");
+    }
     let _ = store.set_supervisor_pid(0);
     result
 }

@@ -178,11 +178,15 @@ impl Handle {
             return f(owner);
         }
         let took = handle(owner).enter_exclusive()?;
+        // Everything the section writes replays as one unit (MULTI/EXEC).
+        handle(owner).log_group_begin();
         // A panic inside (a bug in `f`) must not leave every other process
         // waiting for a holder that is still alive: leave, then unwind on.
         let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(owner)));
+        let closed = handle(owner).log_group_end();
         let left = handle(owner).leave_exclusive(took);
         let out = res.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        closed?;
         left?;
         Ok(out)
     }

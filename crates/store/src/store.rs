@@ -79,6 +79,16 @@ impl Store {
         })
     }
 
+    /// The transaction log's shared state (log/ring.rs).
+    pub fn log_ring(&self) -> crate::log::LogRing {
+        crate::log::LogRing::new(self.sh.clone())
+    }
+
+    /// The log's positions and settings (INFO, CONFIG GET).
+    pub fn log_status(&self) -> crate::log::LogStatus {
+        self.log_ring().status()
+    }
+
     /// The segment file.
     pub fn path(&self) -> &Path {
         &self.sh.path

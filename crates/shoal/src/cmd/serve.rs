@@ -74,6 +74,66 @@ pub struct ServeArgs {
     net: NetArgs,
     #[command(flatten)]
     segment: SegmentArgs,
+    /// Directory of the transaction log and snapshots; persistence is off
+    /// without it.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// When the log is fsynced: always (before each reply), everysec, no.
+    #[arg(long, default_value = "everysec")]
+    appendfsync: String,
+    /// Take a snapshot this often (5m, 30s, 1h; 0 = never).
+    #[arg(long, default_value = "0")]
+    snapshot_every: String,
+    /// Take a snapshot after this much log (256m, 1g; 0 = never).
+    #[arg(long, default_value = "0")]
+    snapshot_log_size: String,
+    /// Log files to keep from before the newest snapshot.
+    #[arg(long, default_value_t = 0)]
+    keep_logs: usize,
+    /// Start a new log file past this size.
+    #[arg(long, default_value = "64m")]
+    log_file_size: String,
+}
+
+/// Parses `90`, `30s`, `5m`, `2h` (seconds by default; 0 = never).
+fn parse_interval(s: &str) -> Result<Option<std::time::Duration>> {
+    let (num, unit) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| anyhow!("bad interval {s:?}: use a number with s, m or h"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(anyhow!("bad interval {s:?}: use a number with s, m or h")),
+    };
+    Ok((secs > 0).then(|| std::time::Duration::from_secs(secs)))
+}
+
+impl ServeArgs {
+    fn persist(&self) -> Result<Option<server::persistence::PersistOptions>> {
+        let Some(dir) = &self.dir else {
+            return Ok(None);
+        };
+        let size = |what: &str, s: &str| {
+            ::store::parse_size(s)
+                .or_else(|| (s == "0").then_some(0))
+                .ok_or_else(|| anyhow!("bad {what} {s:?}: use a number with k, m or g"))
+        };
+        Ok(Some(server::persistence::PersistOptions {
+            dir: dir.clone(),
+            policy: ::store::log::FsyncPolicy::from_name(&self.appendfsync).ok_or_else(|| {
+                anyhow!("--appendfsync takes always, everysec or no, not {:?}", self.appendfsync)
+            })?,
+            snapshot_every: parse_interval(&self.snapshot_every)?,
+            snapshot_log_bytes: size("--snapshot-log-size", &self.snapshot_log_size)?,
+            keep_logs: self.keep_logs,
+            log_file_size: size("--log-file-size", &self.log_file_size)?.max(4096),
+        }))
+    }
 }
 
 /// Arguments of `shoal worker` (started by `shoal serve`).
@@ -98,11 +158,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
             .map_err(|_| anyhow!("--workers takes a number or auto, not {n:?}"))?,
     };
     let opts = args.segment.options(true)?;
+    let persist = args.persist()?;
     server::serve(ServeOptions {
         workers,
         location: opts.location,
         memory: opts.size,
         config: args.net.config(workers),
+        persist,
     })?;
     Ok(())
 }

@@ -533,6 +533,10 @@ pub struct LogStatus {
 }
 
 impl LogRing {
+    pub(crate) fn new(sh: Arc<Shared>) -> LogRing {
+        LogRing { sh }
+    }
+
     fn r(&self) -> &Region {
         &self.sh.region
     }

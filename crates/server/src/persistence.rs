@@ -1,0 +1,329 @@
+//! Persistence in the supervisor (DESIGN.md §4): startup recovery, the log
+//! writer thread that drains the segment's log ring to files, and the
+//! snapshot thread (SAVE, BGSAVE, `shoal ctl snapshot`, the schedule).
+//! Workers only append records to the ring; the store does that inside
+//! every write.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use log::{FsyncPolicy as FilePolicy, LogSource, LogWriter, SnapshotSource};
+use store::log::{FsyncPolicy, LogRing};
+use store::{Handle, Store};
+
+use crate::error::Error;
+
+/// What `shoal serve --dir` asked for.
+#[derive(Clone, Debug)]
+pub struct PersistOptions {
+    /// Where log files and snapshots live.
+    pub dir: PathBuf,
+    /// `--appendfsync`.
+    pub policy: FsyncPolicy,
+    /// `--snapshot-every` (None = off).
+    pub snapshot_every: Option<Duration>,
+    /// `--snapshot-log-size`: a snapshot after this many log bytes (0 = off).
+    pub snapshot_log_bytes: u64,
+    /// `--keep-logs`: log files kept from before the newest snapshot.
+    pub keep_logs: usize,
+    /// `--log-file-size`: a new log file past this size.
+    pub log_file_size: u64,
+}
+
+/// The running log writer and snapshot threads.
+pub struct Persistence {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn file_policy(p: FsyncPolicy) -> FilePolicy {
+    match p {
+        FsyncPolicy::Always => FilePolicy::Always,
+        FsyncPolicy::EverySec => FilePolicy::EverySec,
+        FsyncPolicy::No => FilePolicy::No,
+    }
+}
+
+/// Recovers the segment if it is new (snapshot + log), turns the log on and
+/// starts the threads. Before any worker starts.
+pub fn start(store: &Store, opts: &PersistOptions) -> Result<Persistence, Error> {
+    std::fs::create_dir_all(&opts.dir)
+        .map_err(crate::error::io(format!("create {}", opts.dir.display())))?;
+    let mut h = store.handle()?;
+    let ring = h.log_ring();
+    let mut snapshot_now = false;
+    if store.created() {
+        let end = recover(&mut h, opts)?;
+        ring.enable(end, opts.policy)?;
+    } else {
+        let (enabled, released) = ring.resume_point();
+        if enabled {
+            println!(
+                "shoal: attached the segment: no replay needed; the log resumes at LSN {released}"
+            );
+            ring.set_policy(opts.policy)?;
+        } else {
+            // The segment holds data no log file has: a snapshot makes the
+            // directory whole.
+            let at = ring.enable(ring.head(), opts.policy)?;
+            println!("shoal: attached a segment that was not logged: logging from LSN {at}, snapshot follows");
+            snapshot_now = true;
+        }
+    }
+    drop(h);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    let mut writer = LogWriter::new(opts.dir.clone(), opts.log_file_size);
+    let mut source = RingSource { ring: ring.clone() };
+    {
+        let stop = stop.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("log-writer".into())
+                .spawn(move || {
+                    if let Err(e) = writer.run(&mut source, &stop) {
+                        eprintln!("shoal: log writer stopped: {e}");
+                        let _ = source.ring.set_write_failed(true);
+                    }
+                })
+                .map_err(crate::error::io("start the log writer"))?,
+        );
+    }
+    {
+        let stop = stop.clone();
+        let store = store.clone();
+        let opts = opts.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("snapshots".into())
+                .spawn(move || snapshot_loop(store, opts, stop, snapshot_now))
+                .map_err(crate::error::io("start the snapshot thread"))?,
+        );
+    }
+    Ok(Persistence { stop, threads })
+}
+
+impl Persistence {
+    /// Stops both threads: the writer drains what is complete and fsyncs.
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Loads the newest valid snapshot and replays the log after it, printing
+/// what was loaded and how long each step took. The LSN where the log
+/// goes on.
+fn recover(h: &mut Handle, opts: &PersistOptions) -> Result<u64, Error> {
+    let began = Instant::now();
+    let bar = std::io::stderr().is_terminal();
+    let mut last_drawn = Instant::now();
+    let mut frames = 0u64;
+    let summary = log::recover(
+        &opts.dir,
+        &mut |_phase, lsn, payload| {
+            frames += 1;
+            h.apply_record(lsn, payload)
+                .map(|_| ())
+                .map_err(|e| format!("record at LSN {lsn}: {e}"))
+        },
+        &mut |p| {
+            if bar && last_drawn.elapsed() > Duration::from_millis(100) {
+                last_drawn = Instant::now();
+                let pct = (p.done * 100).checked_div(p.total).unwrap_or(100);
+                let filled = (pct / 5) as usize;
+                eprint!(
+                    "\rrecovering [{}{}] {pct:>3}% {} of {} MiB",
+                    "#".repeat(filled),
+                    " ".repeat(20 - filled.min(20)),
+                    p.done >> 20,
+                    p.total >> 20
+                );
+            }
+        },
+    )
+    .map_err(|e| Error::Config(e.to_string()))?;
+    if bar {
+        eprint!("\r\x1b[K");
+    }
+    match &summary.snapshot {
+        Some(s) => println!(
+            "shoal: loaded snapshot {} ({} records) in {:.3} s",
+            s.path.display(),
+            s.frames,
+            s.duration.as_secs_f64()
+        ),
+        None => println!("shoal: no snapshot to load"),
+    }
+    println!(
+        "shoal: replayed {} log records ({} bytes, {} files) in {:.3} s",
+        summary.log_frames,
+        summary.log_bytes,
+        summary.log_files,
+        summary.log_duration.as_secs_f64()
+    );
+    for notice in &summary.notices {
+        println!("shoal: {notice}");
+    }
+    println!(
+        "shoal: recovery applied {frames} records in {:.3} s; the log goes on at LSN {}",
+        began.elapsed().as_secs_f64(),
+        summary.end_lsn
+    );
+    Ok(summary.end_lsn)
+}
+
+/// The ring as the log writer reads it.
+struct RingSource {
+    ring: LogRing,
+}
+
+impl LogSource for RingSource {
+    fn released(&self) -> u64 {
+        self.ring.status().released
+    }
+
+    fn head(&self) -> u64 {
+        self.ring.head()
+    }
+
+    fn read_frames(&mut self, from: u64, out: &mut Vec<u8>, max: usize) -> u64 {
+        match self.ring.read_frames(from, out, max) {
+            Ok(end) => end,
+            Err(e) => {
+                eprintln!("shoal: the log ring is damaged at LSN {from}: {e}");
+                from
+            }
+        }
+    }
+
+    fn release(&mut self, lsn: u64) {
+        let _ = self.ring.release(lsn);
+    }
+
+    fn fsynced(&mut self, lsn: u64) {
+        // Test instrumentation: while the file SHOAL_TEST_FSYNC_GATE names
+        // exists, fsyncs are not announced, so a test can check that an
+        // `always` client gets no reply before its fsync.
+        if let Some(gate) = std::env::var_os("SHOAL_TEST_FSYNC_GATE") {
+            while std::path::Path::new(&gate).exists() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        let _ = self.ring.set_fsynced(lsn);
+    }
+
+    fn wait(&mut self, from: u64, timeout: Duration) {
+        self.ring.wait_frames(from, timeout);
+    }
+
+    fn policy(&self) -> FilePolicy {
+        file_policy(self.ring.policy())
+    }
+}
+
+/// The store as a snapshot reads it.
+struct StoreSnapshot {
+    h: Handle,
+    ring: LogRing,
+}
+
+impl SnapshotSource for StoreSnapshot {
+    fn start_lsn(&mut self) -> u64 {
+        // Every frame before `released` belongs to a committed write, which
+        // the snapshot sees when it locks that key's bucket; every later one
+        // is in the log the replay reads.
+        self.ring.status().released
+    }
+
+    fn for_each(
+        &mut self,
+        f: &mut dyn FnMut(u64, &[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        match self.h.snapshot_records(f) {
+            Ok(res) => res,
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        }
+    }
+
+    fn end_lsn(&mut self) -> u64 {
+        // The snapshot holds writes up to the head: it is only a valid
+        // starting point once the log files hold them too.
+        let end = self.ring.head();
+        let began = Instant::now();
+        while self.ring.status().released < end && began.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        end
+    }
+}
+
+fn snapshot_loop(store: Store, opts: PersistOptions, stop: Arc<AtomicBool>, mut due: bool) {
+    let Ok(h) = store.handle() else {
+        eprintln!("shoal: the snapshot thread found no free context");
+        return;
+    };
+    let ring = h.log_ring();
+    let mut src = StoreSnapshot {
+        h,
+        ring: ring.clone(),
+    };
+    let mut last = Instant::now();
+    let mut last_start = ring.status().snapshot_start_lsn.max(ring.status().released);
+    while !stop.load(Ordering::Acquire) {
+        let requested = ring.snapshot_requests();
+        let answered = ring.snapshot_answered();
+        due |= requested > answered
+            || opts.snapshot_every.is_some_and(|every| last.elapsed() >= every)
+            || (opts.snapshot_log_bytes > 0
+                && ring.head().saturating_sub(last_start) >= opts.snapshot_log_bytes);
+        if !due {
+            ring.wait_snapshot_change(Duration::from_millis(200));
+            continue;
+        }
+        due = false;
+        let _ = ring.snapshot_started(now_ms());
+        let mut result = log::write_snapshot(&opts.dir, &mut src);
+        if result.is_err() {
+            // A SWAPDB during the walk: once more.
+            result = log::write_snapshot(&opts.dir, &mut src);
+        }
+        last = Instant::now();
+        match result {
+            Ok(info) => {
+                last_start = info.start_lsn;
+                println!(
+                    "shoal: snapshot {} ({} records, {} bytes) written in {:.3} s",
+                    info.path.display(),
+                    info.frames,
+                    info.bytes,
+                    info.duration.as_secs_f64()
+                );
+                let _ = ring.snapshot_finished(requested, true, info.start_lsn, now_ms());
+                match log::prune(&opts.dir, info.start_lsn, opts.keep_logs) {
+                    Ok(removed) if !removed.is_empty() => {
+                        println!("shoal: removed {} old log/snapshot files", removed.len())
+                    }
+                    Ok(_) => {}
+                    Err(e) => eprintln!("shoal: removing old log files failed: {e}"),
+                }
+            }
+            Err(e) => {
+                eprintln!("shoal: snapshot failed: {e}");
+                let _ = ring.snapshot_finished(requested, false, 0, now_ms());
+            }
+        }
+    }
+}
