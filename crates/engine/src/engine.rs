@@ -236,6 +236,13 @@ impl Cx<'_> {
 }
 
 impl Engine {
+    /// The end LSN of the last log frame this engine's writes produced: a
+    /// client under `appendfsync always` gets its replies once the log is
+    /// fsynced past it.
+    pub fn log_last_end(&self) -> u64 {
+        self.h.log_last_end()
+    }
+
     /// When this engine started, in ms since the epoch (LASTSAVE before
     /// any snapshot).
     pub(crate) fn started_unix_ms(&self) -> u64 {

@@ -91,6 +91,8 @@ where
     let mut buf = BytesMut::with_capacity(PROTO_IOBUF_LEN);
     let mut out: Vec<u8> = Vec::with_capacity(PROTO_IOBUF_LEN);
     let mut shutdown = worker.shutdown.subscribe();
+    // The end of the last log frame this client's writes produced.
+    let mut logged_to = 0;
     loop {
         // Limits are read each round: CONFIG SET on any worker changes them.
         let subscribed = session.borrow().subs().total() > 0;
@@ -119,10 +121,17 @@ where
         let mut step = if buf.is_empty() {
             Step::NeedInput
         } else {
+            let before = worker.engine.borrow().log_last_end();
             let step = process(worker, session, &mut parser, &mut buf, &mut out);
+            let after = worker.engine.borrow().log_last_end();
+            if after != before {
+                logged_to = after;
+            }
             worker.flush_pubsub();
             step
         };
+        // `appendfsync always`: no reply before the fsync of its writes.
+        worker.durable.wait(logged_to).await;
         if output_limit != 0 && out.len() as u64 > output_limit {
             // client-output-buffer-limit: the client is closed, its replies
             // dropped, as Redis does.

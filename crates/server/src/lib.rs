@@ -12,6 +12,7 @@ mod blocking;
 mod bus;
 mod clients;
 mod connection;
+mod durable;
 mod error;
 mod http;
 mod listener;

@@ -52,6 +52,8 @@ pub(crate) struct Worker {
     pub backlog_pending: tokio::sync::Notify,
     /// Signalled by the engine when pub/sub output appears.
     pub pubsub_output: Rc<tokio::sync::Notify>,
+    /// Replies held for the log's fsync (`appendfsync always`).
+    pub durable: crate::durable::Durable,
 }
 
 impl Worker {
@@ -89,6 +91,7 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
     let bus = Bus::new(opts.slot, &opts.segment.display().to_string())?;
     let blocking = Blocking::new(opts.slot, store.clone())?;
     let (shutdown, _) = watch::channel(false);
+    let store_for_durable = store.clone();
     let worker = Rc::new(Worker {
         slot: opts.slot,
         store,
@@ -100,6 +103,7 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
         shutdown,
         backlog_pending: tokio::sync::Notify::new(),
         pubsub_output: Rc::new(tokio::sync::Notify::new()),
+        durable: crate::durable::Durable::new(&store_for_durable),
     });
     let output = worker.pubsub_output.clone();
     worker
