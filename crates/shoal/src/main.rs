@@ -24,6 +24,21 @@ enum Command {
     Store(cmd::store::StoreArgs),
     /// Load generators and comparison runs.
     Bench(cmd::bench::BenchArgs),
+    /// Operations on a running server.
+    Ctl(cmd::ctl::CtlArgs),
+    /// Check, repair or print a transaction log file.
+    Log(cmd::log::LogArgs),
+    /// Check or print a snapshot file.
+    Snapshot(cmd::log::SnapshotArgs),
+}
+
+/// Exits with a checker's code (1 = the file is not whole).
+fn exit_with(code: anyhow::Result<i32>) -> anyhow::Result<()> {
+    let code = code?;
+    if code != 0 {
+        std::process::exit(code);
+    }
+    Ok(())
 }
 
 fn main() {
@@ -33,6 +48,9 @@ fn main() {
         Command::Worker(args) => cmd::serve::run_worker(args),
         Command::Store(args) => cmd::store::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Ctl(args) => cmd::ctl::run(args),
+        Command::Log(args) => exit_with(cmd::log::run(args)),
+        Command::Snapshot(args) => exit_with(cmd::log::run_snapshot(args)),
     };
     if let Err(e) = result {
         eprintln!("shoal: {e:#}");

@@ -2,6 +2,8 @@
 
 pub mod bench;
 pub mod bench_pubsub;
+pub mod ctl;
+pub mod log;
 pub mod serve;
 pub mod store;
 
