@@ -464,3 +464,232 @@ class FrameReader:
             else:
                 raise AssertionError(f"unexpected item {line!r}")
         return out
+
+
+# ---------------------------------------------------------------------------
+# Persistence: servers with `--dir` that crash, reboot and start again.
+
+
+def descendants(pid):
+    """Every process below `pid` (children, their children, ...), from /proc."""
+    parent_of = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = Path(f"/proc/{d}/stat").read_text()
+            except OSError:
+                continue
+            parent_of[int(d)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        p = frontier.pop()
+        kids = [c for c, pp in parent_of.items() if pp == p]
+        found += kids
+        frontier += kids
+    return sorted(found)
+
+
+def process_gone(pid):
+    """True when `pid` has exited (gone from /proc, or a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+class DurableServer(Server):
+    """`shoal serve --dir DIR --appendfsync POLICY` that keeps its segment
+    name across starts, so a test can crash it (`kill_all`), lose the segment
+    as a reboot would (`remove_segment`) and start it again on the same
+    directory. `env` adds environment variables (SHOAL_TEST_FSYNC_GATE).
+    Each start takes fresh ports; `output` holds the last start's lines."""
+
+    def __init__(self, dir, appendfsync="everysec", workers=2, memory="256m",
+                 extra_args=(), env=None):
+        super().__init__(workers=workers, memory=memory, kind="shoal")
+        self.dir = Path(dir)
+        self.appendfsync = appendfsync
+        self.persist_args = list(extra_args)
+        self.env = dict(env or {})
+        self.name = f"shoal-pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+    def argv(self):
+        args = [SHOAL_BIN, "serve", "--workers", str(self.workers),
+                "--port", str(self.port), "--name", self.name,
+                "--memcached-port", str(self.mc_port),
+                "--memcached-udp-port", str(self.mc_port),
+                "--http-port", str(self.http_port),
+                "--memory", self.memory, "--dir", str(self.dir)]
+        if self.appendfsync is not None:
+            args += ["--appendfsync", self.appendfsync]
+        return args + self.persist_args
+
+    def _spawn(self):
+        self.port, self.mc_port, self.http_port = free_port(), free_port(), free_port()
+        self.output = []
+        self.ready = threading.Event()
+        self.proc = subprocess.Popen(self.argv(), stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env={**os.environ, **self.env})
+
+        def drain(proc=self.proc, out=self.output, ready=self.ready):
+            for line in proc.stdout:
+                line = line.decode(errors="replace").rstrip("\n")
+                out.append(line)
+                if "shoal ready" in line:
+                    ready.set()
+
+        self.drainer = threading.Thread(target=drain, daemon=True)
+        self.drainer.start()
+        _LIVE.add(self)
+
+    def start(self, timeout=120.0):
+        """Starts and waits for "shoal ready" (recovery may take a while)."""
+        self._spawn()
+        deadline = time.monotonic() + timeout
+        while not self.ready.wait(0.05):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                code = self.proc.poll()
+                self.drainer.join(5)
+                out = "\n".join(self.output)
+                self.kill_all()
+                raise RuntimeError(f"shoal did not start (exit {code}):\n{out}")
+        return self
+
+    def start_failing(self, timeout=120.0):
+        """Starts a server that is expected to refuse to start: returns
+        (exit code, output). A server that does start instead is killed and
+        the test fails."""
+        self._spawn()
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None:
+            if self.ready.is_set() or time.monotonic() > deadline:
+                out = "\n".join(self.output)
+                self.kill_all()
+                raise AssertionError(f"shoal started although it should refuse:\n{out}")
+            time.sleep(0.05)
+        self.drainer.join(5)
+        code = self.proc.returncode
+        self.proc = None
+        _LIVE.discard(self)
+        return code, "\n".join(self.output)
+
+    def text(self):
+        return "\n".join(self.output)
+
+    def kill_all(self):
+        """A crash of every shoal process: the supervisor is stopped first
+        (so it cannot start a replacement), then it and everything below it
+        get SIGKILL. The segment stays."""
+        p = self.proc
+        if p is None:
+            return
+        if p.poll() is None:
+            try:
+                os.kill(p.pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+            below = descendants(p.pid)
+            for pid in below + [p.pid]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            p.wait()
+            for pid in below:
+                wait_for(lambda: process_gone(pid), what=f"process {pid} to die")
+        self.proc = None
+        _LIVE.discard(self)
+
+    def shutdown(self, timeout=60):
+        """A clean stop (SIGTERM), keeping the segment; returns the exit code."""
+        p = self.proc
+        code = None
+        if p is not None:
+            below = descendants(p.pid)
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+            code = p.wait(timeout)
+            for pid in below:
+                wait_for(lambda: process_gone(pid), what=f"process {pid} to exit")
+            self.drainer.join(5)
+        self.proc = None
+        _LIVE.discard(self)
+        return code
+
+    def reboot(self, timeout=120.0):
+        """SIGKILL everything, lose the segment, start on the same dir."""
+        self.kill_all()
+        self.remove_segment()
+        return self.start(timeout)
+
+    def stop(self):
+        """Cleanup: SIGKILL whatever runs and remove the segment."""
+        self.kill_all()
+        self.remove_segment()
+
+
+def info_section(conn, section):
+    """`INFO <section>` of a `Raw` connection as a dict of str -> str."""
+    text = conn.cmd("INFO", section)
+    if isinstance(text, bytes):
+        text = text.decode()
+    out = {}
+    for line in str(text).splitlines():
+        if ":" in line and not line.startswith("#"):
+            k, v = line.split(":", 1)
+            out[k] = v
+    return out
+
+
+def store_state(conn, dbs=16, batch=500):
+    """Everything a `Raw` connection's store holds, for exact comparisons:
+    {(db, key): (type, value, pexpiretime)} with the value as GET (bytes),
+    LRANGE (list), HGETALL (sorted pairs), SMEMBERS (sorted), ZRANGE
+    WITHSCORES (list of (member, score bytes)). Leaves the connection on db 0."""
+    state = {}
+    for db in range(dbs):
+        assert conn.cmd("SELECT", db) == "OK"
+        keys, cursor = [], b"0"
+        while True:
+            cursor, page = conn.cmd("SCAN", cursor, "COUNT", 1000)
+            keys += page
+            if cursor == b"0":
+                break
+        keys = sorted(set(keys))
+        for i in range(0, len(keys), batch):
+            chunk = keys[i:i + batch]
+            types = conn.pipeline(*[("TYPE", k) for k in chunk])
+            reads = []
+            for k, t in zip(chunk, types):
+                reads.append({"string": ("GET", k), "list": ("LRANGE", k, 0, -1),
+                              "hash": ("HGETALL", k), "set": ("SMEMBERS", k),
+                              "zset": ("ZRANGE", k, 0, -1, "WITHSCORES"),
+                              "none": ("EXISTS", k)}.get(t, ("TYPE", k)))
+                reads.append(("PEXPIRETIME", k))
+            got = conn.pipeline(*reads)
+            for j, (k, t) in enumerate(zip(chunk, types)):
+                v, exp = got[2 * j], got[2 * j + 1]
+                if t == "none":
+                    continue  # expired between SCAN and TYPE
+                if t == "hash":
+                    v = sorted(zip(v[0::2], v[1::2]))
+                elif t == "set":
+                    v = sorted(v)
+                elif t == "zset":
+                    v = list(zip(v[0::2], v[1::2]))
+                state[(db, k)] = (t, v, exp)
+    assert conn.cmd("SELECT", 0) == "OK"
+    return state
+
+
+def state_diff(want, got, limit=20):
+    """The differences of two `store_state` results, readably (empty if equal)."""
+    lines = []
+    for k in sorted(set(want) | set(got), key=repr):
+        if want.get(k) != got.get(k):
+            lines.append(f"{k!r}: want {want.get(k)!r:.300}, got {got.get(k)!r:.300}")
+            if len(lines) >= limit:
+                lines.append("...")
+                break
+    return "\n".join(lines)
