@@ -316,9 +316,7 @@ impl Handle {
                 self.stage_transfer(&sf.raw, blk, dst_db, dst)?;
                 if remove_src {
                     let src_key = self.entry_key(&sf.raw)?;
-                    self.log_stage(|out| {
-                        crate::log::record::encode_delete(out, src_db, &src_key)
-                    });
+                    self.log_stage(|out| crate::log::record::encode_delete(out, src_db, &src_key));
                 }
             }
             for b in &buckets {
@@ -434,7 +432,8 @@ impl Handle {
         self.with_map_locked(|h, view| {
             h.bump_flush_epoch()?;
             let db = view.phys(db);
-            let cutoff = h.flush_cutoff(|out| crate::log::record::encode_flush_db(out, db))?;
+            let cutoff =
+                h.flush_cutoff(Some(db), |out| crate::log::record::encode_flush_db(out, db))?;
             h.flush(Some(db), cutoff)
         })
     }
@@ -445,20 +444,31 @@ impl Handle {
         // section (EXEC) never runs in the middle of a flush.
         self.with_map_locked(|h, _| {
             h.bump_flush_epoch()?;
-            let cutoff = h.flush_cutoff(crate::log::record::encode_flush_all)?;
+            let cutoff = h.flush_cutoff(None, crate::log::record::encode_flush_all)?;
             h.flush(None, cutoff)
         })
     }
 
     /// The version a flush removes keys below: its record's LSN (a key
     /// written after it was reserved stays, in the store as in a replay).
-    fn flush_cutoff(&mut self, encode: impl FnOnce(&mut Vec<u8>)) -> Result<u64> {
+    /// With the log on, the context records the flush until it has removed
+    /// every key, so that recovery finishes a flush its record promised.
+    fn flush_cutoff(&mut self, db: Option<u8>, encode: impl FnOnce(&mut Vec<u8>)) -> Result<u64> {
         if let Some(lsn) = self.log.replay_lsn {
             return Ok(lsn);
         }
         if self.logging() {
             self.log_stage(encode);
-            return self.log_now();
+            let lsn = self.log_reserve()?;
+            let r = self.ctx.region();
+            r.store64(
+                self.ctx.off + C_LOG_FLUSH_DB,
+                db.map_or(0, |d| d as u64 + 1),
+            )?;
+            r.store64(self.ctx.off + C_LOG_FLUSH, lsn + 1)?;
+            r.store64(self.ctx.off + C_LOG_UNCOMMITTED, 0)?;
+            self.log_complete()?;
+            return Ok(lsn);
         }
         self.next_version()
     }
@@ -480,7 +490,34 @@ impl Handle {
             Ok(())
         })();
         self.log.quiet = quiet;
+        if res.is_ok() {
+            self.ctx.region().store64(self.ctx.off + C_LOG_FLUSH, 0)?;
+        }
         res
+    }
+
+    /// Finishes a flush a dead context logged but did not complete (see
+    /// `H_FLUSH_REDO`). Every new handle calls it.
+    pub(crate) fn finish_interrupted_flush(&mut self) -> Result<()> {
+        let r = self.ctx.region();
+        let redo = r.load64(H_FLUSH_REDO)?;
+        if redo == 0 {
+            return Ok(());
+        }
+        let db = r.load64(H_FLUSH_REDO_DB)?;
+        let db = match db {
+            0 => None,
+            d if d <= NUM_DBS as u64 => Some(d as u8 - 1),
+            _ => return Err(Error::Corrupted(H_FLUSH_REDO_DB)),
+        };
+        self.flush(db, redo - 1)?;
+        let _ = self.ctx.region().a64(H_FLUSH_REDO)?.compare_exchange(
+            redo,
+            0,
+            std::sync::atomic::Ordering::AcqRel,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok(())
     }
 
     /// Removes the entries of `bucket` for which `pred` holds (checked again

@@ -109,8 +109,13 @@ pub(crate) const H_SNAP_START_LSN: u64 = 1840;
 pub(crate) const H_SNAP_LAST_TOOK_MS: u64 = 1848;
 /// 1 while the log writer's last write failed (INFO aof_last_write_status).
 pub(crate) const H_LOG_WRITE_FAILED: u64 = 1856;
+/// A flush whose record is logged but whose keys a dead context had not all
+/// removed: its cutoff + 1 and db + 1 (0 = every db). The next handle
+/// finishes it (log/ring.rs).
+pub(crate) const H_FLUSH_REDO: u64 = 1872;
+pub(crate) const H_FLUSH_REDO_DB: u64 = 1880;
 const _: () = assert!(H_FLUSH_EPOCH + 64 <= H_LOG_ENABLED);
-const _: () = assert!(H_LOG_WRITE_FAILED + 8 <= A_USED_BYTES);
+const _: () = assert!(H_FLUSH_REDO_DB + 8 <= A_USED_BYTES);
 
 // --- header: allocator state (alloc.rs), every word written through the undo log ---
 pub(crate) const A_USED_BYTES: u64 = 2048;
@@ -237,9 +242,13 @@ pub(crate) const C_DROP_CHAIN: u64 = 224;
 /// Non-zero while an EXEC's group of log frames is open (its closing frame
 /// is owed; log/ring.rs).
 pub(crate) const C_LOG_GROUP: u64 = 40;
-/// The log frames of the write in progress (log/ring.rs): their first LSN
-/// + 1 (0 = none) and their end, set when they are reserved and cleared
-/// once they are complete.
+/// A logged FLUSHDB/FLUSHALL in progress: its cutoff plus one, and its db
+/// plus one (0 = every db), so recovery can finish it.
+pub(crate) const C_LOG_FLUSH: u64 = 48;
+pub(crate) const C_LOG_FLUSH_DB: u64 = 56;
+/// The log frames of the write in progress (log/ring.rs): their first
+/// LSN plus one (0 = none) and their end, set when they are reserved and
+/// cleared once they are complete.
 pub(crate) const C_LOG_START: u64 = 232;
 pub(crate) const C_LOG_END: u64 = 240;
 /// 1 from the reservation until the write's transaction commits (cleared
@@ -260,7 +269,7 @@ const _: () = assert!(H_RETIRED_STATS + 8 * 32 <= H_DB_KEYS_BASE);
 const _: () = assert!(C_STATS + 8 * 32 <= C_STASH && C_STASH + 8 * STASH_CAP <= C_UNDO);
 const _: () = assert!(C_PENDING_FREE + 8 * PENDING_FREE_CAP <= C_NEW_CHAIN);
 const _: () = assert!(C_DROP_CHAIN + 8 <= C_LOG_START && C_LOG_UNCOMMITTED + 8 <= C_DB_KEYS);
-const _: () = assert!(C_UNDO_LEN < C_LOG_GROUP && C_LOG_GROUP + 8 <= C_HELD);
+const _: () = assert!(C_UNDO_LEN < C_LOG_GROUP && C_LOG_FLUSH_DB + 8 <= C_HELD);
 
 // --- index bucket (index.rs): 64 bytes, one cache line ---
 pub(crate) const BUCKET_SIZE: u64 = 64;

@@ -71,12 +71,14 @@ impl Store {
     /// Registers a context for the calling thread. On attach, dead contexts
     /// left by crashed processes are recovered first.
     pub fn handle(&self) -> Result<Handle> {
-        Ok(Handle {
+        let mut h = Handle {
             ctx: Ctx::register(self.sh.clone())?,
             frozen_ms: None,
             key_log: Default::default(),
             log: Default::default(),
-        })
+        };
+        h.finish_interrupted_flush()?;
+        Ok(h)
     }
 
     /// The transaction log's shared state (log/ring.rs).

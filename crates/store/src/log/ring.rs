@@ -266,14 +266,27 @@ impl Ctx {
         let ring = RingArea::of(&self.sh);
         let start = self.region().load64(voff + C_LOG_START)?;
         let group_open = self.region().load64(voff + C_LOG_GROUP)? != 0;
+        let mut voided = false;
         if start != 0 {
             let (start, end) = (start - 1, self.region().load64(voff + C_LOG_END)?);
             if end <= start || end - start > ring.max_frame() {
                 return Err(Error::Corrupted(voff + C_LOG_END));
             }
             let rolled_back = self.region().load64(voff + C_LOG_UNCOMMITTED)? != 0;
+            voided = rolled_back;
             self.complete_or_void(ring, start, end, rolled_back, group_open)?;
             self.region().store64(voff + C_LOG_START, 0)?;
+        }
+        let flush = self.region().load64(voff + C_LOG_FLUSH)?;
+        if flush != 0 {
+            // The flush's record stands (it was completed above or before):
+            // the next handle removes the keys it had not reached.
+            if !voided {
+                let db = self.region().load64(voff + C_LOG_FLUSH_DB)?;
+                self.region().store64(H_FLUSH_REDO_DB, db)?;
+                self.region().store64(H_FLUSH_REDO, flush)?;
+            }
+            self.region().store64(voff + C_LOG_FLUSH, 0)?;
         }
         if group_open {
             let lsn = self.log_reserve_bytes(FRAME_HEADER as u64 + 8)?;
@@ -376,6 +389,7 @@ impl Handle {
         }
         let res = (|| {
             let lsn = self.ctx.log_reserve_bytes(total)?;
+            self.ctx.crash_point();
             let ring = RingArea::of(&self.ctx.sh);
             let in_group = self.log.group.is_some();
             let (mut pos, mut begin) = (lsn, 0);
@@ -426,9 +440,11 @@ impl Handle {
             ring.read(r, pos, FRAME_HEADER as u64, &mut header)?;
             let len = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
             let next = pos + frame_size(len as usize);
+            self.ctx.crash_point();
             ring.lsn_word(r, pos)?.store(pos, Ordering::Release);
             pos = next;
         }
+        self.ctx.crash_point();
         r.store64(self.ctx.off + C_LOG_START, 0)?;
         self.log.last_end = end;
         wake_writer(r)
@@ -455,7 +471,9 @@ impl Handle {
     /// LSN of the first.
     pub(crate) fn log_now(&mut self) -> Result<u64> {
         let lsn = self.log_reserve()?;
-        self.ctx.region().store64(self.ctx.off + C_LOG_UNCOMMITTED, 0)?;
+        self.ctx
+            .region()
+            .store64(self.ctx.off + C_LOG_UNCOMMITTED, 0)?;
         self.log_complete()?;
         Ok(lsn)
     }
@@ -752,7 +770,8 @@ impl LogRing {
             r.store64(H_SNAP_LAST_MS, now_ms)?;
             r.store64(H_SNAP_START_LSN, start_lsn)?;
         }
-        r.a64(H_SNAP_ANSWERED)?.fetch_max(answered, Ordering::AcqRel);
+        r.a64(H_SNAP_ANSWERED)?
+            .fetch_max(answered, Ordering::AcqRel);
         futex_bump(r.a32(H_SNAP_FUTEX)?);
         Ok(())
     }
