@@ -58,7 +58,9 @@ fn save(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
         ring.wait_snapshot_change(Duration::from_millis(100));
     }
     if ring.status().snapshot_last_failed {
-        return Err(CmdError::msg("ERR the snapshot failed: see the server's output"));
+        return Err(CmdError::msg(
+            "ERR the snapshot failed: see the server's output",
+        ));
     }
     cx.out.simple(b"OK");
     Ok(())

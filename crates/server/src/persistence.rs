@@ -286,7 +286,9 @@ fn snapshot_loop(store: Store, opts: PersistOptions, stop: Arc<AtomicBool>, mut 
         let requested = ring.snapshot_requests();
         let answered = ring.snapshot_answered();
         due |= requested > answered
-            || opts.snapshot_every.is_some_and(|every| last.elapsed() >= every)
+            || opts
+                .snapshot_every
+                .is_some_and(|every| last.elapsed() >= every)
             || (opts.snapshot_log_bytes > 0
                 && ring.head().saturating_sub(last_start) >= opts.snapshot_log_bytes);
         if !due {

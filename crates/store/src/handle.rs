@@ -748,9 +748,9 @@ impl Handle {
         let db = raw.db;
         for &(field, val) in words {
             match field {
-                E_EXPIRE => self.log_stage(|out| {
-                    crate::log::record::encode_expire(out, db, &key, val)
-                }),
+                E_EXPIRE => {
+                    self.log_stage(|out| crate::log::record::encode_expire(out, db, &key, val))
+                }
                 E_KEYLEN => {
                     let new_len = val >> 32;
                     let old_len = raw.vallen;

@@ -58,7 +58,8 @@ enum SnapshotCommand {
 pub fn run(args: LogArgs) -> Result<i32> {
     match args.command {
         LogCommand::Verify { file, truncate } => {
-            let report = log::verify_log(&file).with_context(|| format!("read {}", file.display()))?;
+            let report =
+                log::verify_log(&file).with_context(|| format!("read {}", file.display()))?;
             println!(
                 "{}: {} valid records, {} valid bytes of {} (LSN {} to {})",
                 file.display(),
@@ -89,8 +90,8 @@ pub fn run(args: LogArgs) -> Result<i32> {
         }
         LogCommand::Dump { file } => {
             let mut out = std::io::stdout().lock();
-            let report =
-                log::dump_log(&file, &mut out).with_context(|| format!("read {}", file.display()))?;
+            let report = log::dump_log(&file, &mut out)
+                .with_context(|| format!("read {}", file.display()))?;
             out.flush()?;
             Ok(if report.is_valid() { 0 } else { 1 })
         }

@@ -126,7 +126,10 @@ impl ServeArgs {
         Ok(Some(server::persistence::PersistOptions {
             dir: dir.clone(),
             policy: ::store::log::FsyncPolicy::from_name(&self.appendfsync).ok_or_else(|| {
-                anyhow!("--appendfsync takes always, everysec or no, not {:?}", self.appendfsync)
+                anyhow!(
+                    "--appendfsync takes always, everysec or no, not {:?}",
+                    self.appendfsync
+                )
             })?,
             snapshot_every: parse_interval(&self.snapshot_every)?,
             snapshot_log_bytes: size("--snapshot-log-size", &self.snapshot_log_size)?,

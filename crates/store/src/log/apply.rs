@@ -205,10 +205,18 @@ impl Handle {
                 let (blk, pending) = h.new_entry(&fields, key, &[value], 0)?;
                 h.publish(l, blk, pending)
             }),
-            ValueType::List => self.restore_collection(db, key, List::decode(value)?, mc_flags, expire_ms),
-            ValueType::Hash => self.restore_collection(db, key, Hash::decode(value)?, mc_flags, expire_ms),
-            ValueType::Set => self.restore_collection(db, key, Set::decode(value)?, mc_flags, expire_ms),
-            ValueType::ZSet => self.restore_collection(db, key, ZSet::decode(value)?, mc_flags, expire_ms),
+            ValueType::List => {
+                self.restore_collection(db, key, List::decode(value)?, mc_flags, expire_ms)
+            }
+            ValueType::Hash => {
+                self.restore_collection(db, key, Hash::decode(value)?, mc_flags, expire_ms)
+            }
+            ValueType::Set => {
+                self.restore_collection(db, key, Set::decode(value)?, mc_flags, expire_ms)
+            }
+            ValueType::ZSet => {
+                self.restore_collection(db, key, ZSet::decode(value)?, mc_flags, expire_ms)
+            }
             ValueType::Stream => Err(Error::WrongType),
         }
     }

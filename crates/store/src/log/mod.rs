@@ -7,7 +7,7 @@ pub mod frame;
 pub mod record;
 pub(crate) mod ring;
 
-pub use frame::{decode_frame_header, encode_frame, frame_size, FrameError, FRAME_HEADER};
 pub use apply::Applied;
+pub use frame::{decode_frame_header, encode_frame, frame_size, FrameError, FRAME_HEADER};
 pub use record::Record;
 pub use ring::{FsyncPolicy, LogRing, LogStatus, GROUP_CONTINUES};
