@@ -64,7 +64,8 @@ pub fn start(store: &Store, opts: &PersistOptions) -> Result<Persistence, Error>
     let mut snapshot_now = false;
     if store.created() {
         let end = recover(&mut h, opts)?;
-        ring.enable(end, opts.policy)?;
+        let at = ring.enable(end, opts.policy)?;
+        println!("shoal: logging to {} from LSN {at}", opts.dir.display());
     } else {
         let (enabled, released) = ring.resume_point();
         if enabled {
@@ -178,9 +179,8 @@ fn recover(h: &mut Handle, opts: &PersistOptions) -> Result<u64, Error> {
         println!("shoal: {notice}");
     }
     println!(
-        "shoal: recovery applied {frames} records in {:.3} s; the log goes on at LSN {}",
-        began.elapsed().as_secs_f64(),
-        summary.end_lsn
+        "shoal: recovery applied {frames} records in {:.3} s",
+        began.elapsed().as_secs_f64()
     );
     Ok(summary.end_lsn)
 }
@@ -260,10 +260,16 @@ impl SnapshotSource for StoreSnapshot {
 
     fn end_lsn(&mut self) -> u64 {
         // The snapshot holds writes up to the head: it is only a valid
-        // starting point once the log files hold them too.
+        // starting point once the log files hold them too (fsynced, unless
+        // the policy leaves fsyncs to the system), or a crash could keep a
+        // write in the snapshot and lose an earlier one from the log.
         let end = self.ring.head();
         let began = Instant::now();
-        while self.ring.status().released < end && began.elapsed() < Duration::from_secs(60) {
+        let reached = |st: store::log::LogStatus| match st.policy {
+            Some(FsyncPolicy::No) => st.released >= end,
+            _ => st.fsynced >= end,
+        };
+        while !reached(self.ring.status()) && began.elapsed() < Duration::from_secs(60) {
             std::thread::sleep(Duration::from_millis(2));
         }
         end

@@ -276,8 +276,16 @@ impl Conn {
         let mut last_read = tokio::time::Instant::now();
         let timer = tokio::time::sleep(KEEPALIVE_TIMEOUT);
         tokio::pin!(timer);
+        let mut logged_to = 0;
         loop {
+            let before = self.worker.engine.borrow().log_last_end();
             let step = self.process(&mut buf, &mut out);
+            let after = self.worker.engine.borrow().log_last_end();
+            if after != before {
+                logged_to = after;
+            }
+            // `appendfsync always`: no reply before the fsync of its writes.
+            self.worker.durable.wait(logged_to).await;
             match step {
                 Step::NeedInput => {}
                 Step::Flush => {

@@ -42,6 +42,7 @@ pub(crate) async fn serve(
     let mut skip: u64 = 0;
     let mut session = Session::new(0, worker.engine.borrow().now_ms());
     let mut shutdown = worker.shutdown.subscribe();
+    let mut logged_to = 0;
     loop {
         let dropped = skip.min(buf.len() as u64);
         buf.advance(dropped as usize);
@@ -49,9 +50,13 @@ pub(crate) async fn serve(
         let mut batch = Batch::default();
         if skip == 0 {
             let mut engine = worker.engine.borrow_mut();
+            let before = engine.log_last_end();
             engine.begin_batch(&mut session);
             batch = process(&mut engine, &buf, &mut out, &mut value, REPLY_FLUSH);
             engine.end_batch();
+            if engine.log_last_end() != before {
+                logged_to = engine.log_last_end();
+            }
             buf.advance(batch.consumed);
             skip = batch.skip;
         }
@@ -63,6 +68,8 @@ pub(crate) async fn serve(
             );
         }
         if !out.is_empty() {
+            // `appendfsync always`: no reply before the fsync of its writes.
+            worker.durable.wait(logged_to).await;
             stream.write_all(&out).await?;
             out.clear();
             if out.capacity() > REPLY_FLUSH {

@@ -90,9 +90,17 @@ async fn serve(worker: &Rc<Worker>, stream: &mut TcpStream) -> std::io::Result<(
         value: Vec::new(),
     };
     let mut out: Vec<u8> = Vec::with_capacity(IO_CHUNK);
+    let mut logged_to = 0;
     loop {
+        let before = worker.engine.borrow().log_last_end();
         let step = process(worker, &mut conn, &mut buf, &mut out);
+        let after = worker.engine.borrow().log_last_end();
+        if after != before {
+            logged_to = after;
+        }
         if !out.is_empty() {
+            // `appendfsync always`: no reply before the fsync of its writes.
+            worker.durable.wait(logged_to).await;
             stream.write_all(&out).await?;
             out.clear();
             if out.capacity() > REPLY_FLUSH {

@@ -207,6 +207,8 @@ pub(crate) struct LogState {
     staged_ends: Vec<usize>,
     /// Frames reserved and filled, not yet complete: (first LSN, end).
     reserved: Option<(u64, u64)>,
+    /// The LSN of each reserved frame.
+    reserved_frames: Vec<u64>,
     /// An EXEC's group is open on this handle; whether it has frames.
     group: Option<bool>,
     /// Replaying a record of this LSN: writes stamp it and log nothing.
@@ -337,6 +339,9 @@ impl Ctx {
 
 /// Wakes the log writer if it sleeps.
 fn wake_writer(r: &Region) -> Result<()> {
+    // Orders the frame's LSN store before this load, against the writer's
+    // store of the flag before its load of the LSN word (Dekker).
+    std::sync::atomic::fence(Ordering::SeqCst);
     let word = r.a32(H_LOG_WRITER_SLEEPING)?;
     if word.load(Ordering::Acquire) != 0 {
         word.store(0, Ordering::Release);
@@ -393,7 +398,9 @@ impl Handle {
             let ring = RingArea::of(&self.ctx.sh);
             let in_group = self.log.group.is_some();
             let (mut pos, mut begin) = (lsn, 0);
+            self.log.reserved_frames.clear();
             for (i, &end) in ends.iter().enumerate() {
+                self.log.reserved_frames.push(pos);
                 let payload = &mut staged[begin..end];
                 let last = i + 1 == ends.len();
                 if let Some(kind) = payload.first_mut() {
@@ -433,16 +440,10 @@ impl Handle {
         };
         let ring = RingArea::of(&self.ctx.sh);
         let r = self.ctx.region();
-        let mut pos = start;
-        let mut header = Vec::with_capacity(FRAME_HEADER);
-        while pos < end {
-            header.clear();
-            ring.read(r, pos, FRAME_HEADER as u64, &mut header)?;
-            let len = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
-            let next = pos + frame_size(len as usize);
+        debug_assert!(self.log.reserved_frames.first() == Some(&start));
+        for &pos in &self.log.reserved_frames {
             self.ctx.crash_point();
             ring.lsn_word(r, pos)?.store(pos, Ordering::Release);
-            pos = next;
         }
         self.ctx.crash_point();
         r.store64(self.ctx.off + C_LOG_START, 0)?;
