@@ -377,8 +377,9 @@ impl Handle {
     /// contiguous) and fills them, all but their LSN words. Call it under
     /// the keys' locks, inside the write's transaction, before anything is
     /// published; then [`Handle::log_committing`] before the commit and
-    /// [`Handle::log_complete`] after it. Returns the first frame's LSN:
-    /// the version the write stamps.
+    /// [`Handle::log_complete`] after it. Returns the last frame's LSN: the
+    /// version the write stamps. Every frame of the write is at or below it,
+    /// so recovery skips all of them for an entry a snapshot already has.
     pub(crate) fn log_reserve(&mut self) -> Result<u64> {
         let ends = std::mem::take(&mut self.log.staged_ends);
         let mut staged = std::mem::take(&mut self.log.staged);
@@ -397,10 +398,11 @@ impl Handle {
             self.ctx.crash_point();
             let ring = RingArea::of(&self.ctx.sh);
             let in_group = self.log.group.is_some();
-            let (mut pos, mut begin) = (lsn, 0);
+            let (mut pos, mut begin, mut last) = (lsn, 0, lsn);
             self.log.reserved_frames.clear();
             for (i, &end) in ends.iter().enumerate() {
                 self.log.reserved_frames.push(pos);
+                last = pos;
                 let payload = &mut staged[begin..end];
                 let last = i + 1 == ends.len();
                 if let Some(kind) = payload.first_mut() {
@@ -416,7 +418,7 @@ impl Handle {
                 self.ctx.region().store64(self.ctx.off + C_LOG_GROUP, 1)?;
             }
             self.log.reserved = Some((lsn, lsn + total));
-            Ok(lsn)
+            Ok(last)
         })();
         staged.clear();
         self.log.staged = staged;
@@ -469,7 +471,7 @@ impl Handle {
 
     /// Logs the staged records as a write of their own (no store change
     /// goes with them: FLUSHDB's record, a version taken by pub/sub). The
-    /// LSN of the first.
+    /// LSN of the last.
     pub(crate) fn log_now(&mut self) -> Result<u64> {
         let lsn = self.log_reserve()?;
         self.ctx
