@@ -250,6 +250,7 @@ impl Ctx {
                 return Ok(lsn);
             }
             if backoff.snooze() {
+                wake_writer(r, ring.size)?;
                 let word = r.a32(H_LOG_SPACE_FUTEX)?;
                 let seen = word.load(Ordering::Acquire);
                 if r.load64(H_LOG_RELEASED)? == released {
@@ -296,7 +297,7 @@ impl Ctx {
             write_pad(r, ring, lsn, lsn + FRAME_HEADER as u64 + 8, false)?;
             r.store64(self.off + C_LOG_START, 0)?;
             r.store64(voff + C_LOG_GROUP, 0)?;
-            wake_writer(r)?;
+            wake_writer(r, ring.size)?;
         }
         Ok(())
     }
@@ -318,7 +319,7 @@ impl Ctx {
                 // Already complete (a crash between step 3 and clearing the
                 // words is impossible while rolled back): nothing to void.
             }
-            return wake_writer(r);
+            return wake_writer(r, ring.size);
         }
         let mut pos = start;
         let mut header = Vec::with_capacity(FRAME_HEADER);
@@ -328,22 +329,30 @@ impl Ctx {
             let len = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
             let size = frame_size(len as usize);
             if pos + size > end {
-                return write_pad(r, ring, pos, end, group_open).and_then(|_| wake_writer(r));
+                return write_pad(r, ring, pos, end, group_open).and_then(|_| wake_writer(r, ring.size));
             }
             ring.lsn_word(r, pos)?.store(pos, Ordering::Release);
             pos += size;
         }
-        wake_writer(r)
+        wake_writer(r, ring.size)
     }
 }
 
-/// Wakes the log writer if it sleeps.
-fn wake_writer(r: &Region) -> Result<()> {
+/// Wakes the log writer if it sleeps and someone needs it now: a client
+/// under `appendfsync always` waits for its fsync, or the ring is past half
+/// full. Otherwise it wakes by itself (100 ms) and takes many frames at
+/// once, which costs writers no system call.
+fn wake_writer(r: &Region, ring_size: u64) -> Result<()> {
     // Orders the frame's LSN store before this load, against the writer's
     // store of the flag before its load of the LSN word (Dekker).
     std::sync::atomic::fence(Ordering::SeqCst);
     let word = r.a32(H_LOG_WRITER_SLEEPING)?;
-    if word.load(Ordering::Acquire) != 0 {
+    if word.load(Ordering::Acquire) == 0 {
+        return Ok(());
+    }
+    let urgent = FsyncPolicy::from_word(r.load64(H_LOG_POLICY)?) == FsyncPolicy::Always
+        || r.load64(H_WRITE_VERSION)?.saturating_sub(r.load64(H_LOG_RELEASED)?) > ring_size / 2;
+    if urgent {
         word.store(0, Ordering::Release);
         let _ = futex::wake(word, futex::Flags::empty(), 1);
     }
@@ -450,7 +459,7 @@ impl Handle {
         self.ctx.crash_point();
         r.store64(self.ctx.off + C_LOG_START, 0)?;
         self.log.last_end = end;
-        wake_writer(r)
+        wake_writer(r, ring.size)
     }
 
     /// After a failed write was rolled back: its reserved frames become a
@@ -466,7 +475,7 @@ impl Handle {
         write_pad(r, ring, start, end, self.log.group.is_some())?;
         r.store64(self.ctx.off + C_LOG_START, 0)?;
         self.log.last_end = end;
-        wake_writer(r)
+        wake_writer(r, ring.size)
     }
 
     /// Logs the staged records as a write of their own (no store change
