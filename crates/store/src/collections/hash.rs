@@ -6,7 +6,7 @@ use indexmap::IndexMap;
 
 use super::codec::{self, Reader, TAG_ITEMS};
 use super::tree::Tree;
-use super::{hashed_key, scan_tree, unhashed, Collection, FieldValue, Segment};
+use super::{hashed_key, scan_tree, unhashed, Collection, FieldValue, Journal, Segment};
 use crate::entry::ValueType;
 use crate::error::{Error, Result};
 
@@ -25,6 +25,7 @@ const COMPACT_BYTES: usize = 64 * 1024;
 pub struct Hash {
     body: Body,
     changed: bool,
+    journal: Journal,
 }
 
 #[derive(Debug)]
@@ -38,6 +39,7 @@ impl Default for Hash {
         Hash {
             body: Body::Compact(IndexMap::new()),
             changed: false,
+            journal: Journal::default(),
         }
     }
 }
@@ -67,6 +69,7 @@ impl Collection for Hash {
         Ok(Hash {
             body: Body::Compact(fields),
             changed: false,
+            journal: Journal::default(),
         })
     }
 
@@ -125,6 +128,7 @@ impl Collection for Hash {
         Ok(Hash {
             body: Body::Paged(tree),
             changed: false,
+            journal: Journal::default(),
         })
     }
 
@@ -169,6 +173,10 @@ impl Collection for Hash {
             Body::Paged(t) => vec![t],
         }
     }
+
+    fn journal_mut(&mut self) -> &mut Journal {
+        &mut self.journal
+    }
 }
 
 impl Hash {
@@ -191,6 +199,7 @@ impl Hash {
     /// Sets `field`; true when it is new.
     pub fn insert(&mut self, field: &[u8], value: &[u8]) -> Result<bool> {
         self.changed = true;
+        self.journal.hash_set(field, value);
         match &mut self.body {
             Body::Compact(fields) => match fields.get_mut(field) {
                 Some(v) => {
@@ -212,7 +221,10 @@ impl Hash {
             Body::Compact(fields) => fields.shift_remove(field).is_some(),
             Body::Paged(t) => t.remove_key(&hashed_key(field))?.is_some(),
         };
-        self.changed |= removed;
+        if removed {
+            self.changed = true;
+            self.journal.hash_del(field);
+        }
         Ok(removed)
     }
 
@@ -224,16 +236,26 @@ impl Hash {
             return Ok(u64::from(self.remove(one)?));
         }
         let doomed: HashSet<&[u8]> = fields.iter().copied().collect();
+        let journal = &mut self.journal;
         let removed = match &mut self.body {
             Body::Compact(map) => {
                 let before = map.len();
-                map.retain(|f, _| !doomed.contains(f.as_slice()));
+                map.retain(|f, _| {
+                    let gone = doomed.contains(f.as_slice());
+                    if gone {
+                        journal.hash_del(f);
+                    }
+                    !gone
+                });
                 (before - map.len()) as u64
             }
             Body::Paged(t) => {
                 let mut n = 0;
                 for f in doomed {
-                    n += u64::from(t.remove_key(&hashed_key(f))?.is_some());
+                    if t.remove_key(&hashed_key(f))?.is_some() {
+                        journal.hash_del(f);
+                        n += 1;
+                    }
                 }
                 n
             }

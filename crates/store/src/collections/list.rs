@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 
 use super::codec::{self, Reader, TAG_ITEMS};
 use super::tree::Tree;
-use super::{Collection, Segment};
+use super::{Collection, Journal, Segment};
 use crate::entry::ValueType;
 use crate::error::{Error, Result};
 
@@ -18,6 +18,7 @@ const COMPACT_BYTES: usize = 8 * 1024;
 pub struct List {
     body: Body,
     changed: bool,
+    journal: Journal,
 }
 
 #[derive(Debug)]
@@ -32,6 +33,7 @@ impl Default for List {
         List {
             body: Body::Compact(VecDeque::new()),
             changed: false,
+            journal: Journal::default(),
         }
     }
 }
@@ -57,6 +59,7 @@ impl Collection for List {
         Ok(List {
             body: Body::Compact(items),
             changed: false,
+            journal: Journal::default(),
         })
     }
 
@@ -103,6 +106,7 @@ impl Collection for List {
         Ok(List {
             body: Body::Paged(tree),
             changed: false,
+            journal: Journal::default(),
         })
     }
 
@@ -138,6 +142,10 @@ impl Collection for List {
             Body::Paged(t) => vec![t],
         }
     }
+
+    fn journal_mut(&mut self) -> &mut Journal {
+        &mut self.journal
+    }
 }
 
 impl List {
@@ -162,6 +170,7 @@ impl List {
     /// Adds an element at the head.
     pub fn push_front(&mut self, item: &[u8]) -> Result<()> {
         self.changed = true;
+        self.journal.push(false, item);
         match &mut self.body {
             Body::Compact(items) => items.push_front(item.to_vec()),
             Body::Paged(t) => t.insert_at(0, item)?,
@@ -172,6 +181,7 @@ impl List {
     /// Adds an element at the tail.
     pub fn push_back(&mut self, item: &[u8]) -> Result<()> {
         self.changed = true;
+        self.journal.push(true, item);
         match &mut self.body {
             Body::Compact(items) => items.push_back(item.to_vec()),
             Body::Paged(t) => t.insert_at(t.len(), item)?,
@@ -206,13 +216,22 @@ impl List {
             }
             Body::Paged(t) => t.set_at(index, item)?,
         };
-        self.changed |= done;
+        if done {
+            self.changed = true;
+            self.journal.opaque();
+        }
         Ok(done)
     }
 
     /// Inserts `item` so that it becomes the element at `index` (`index` ≤ len).
     pub fn insert(&mut self, index: u64, item: &[u8]) -> Result<()> {
-        let index = index.min(self.len());
+        let len = self.len();
+        let index = index.min(len);
+        match index {
+            0 => self.journal.push(false, item),
+            i if i == len => self.journal.push(true, item),
+            _ => self.journal.opaque(),
+        }
         match &mut self.body {
             Body::Compact(items) => items.insert(index as usize, item.to_vec()),
             Body::Paged(t) => t.insert_at(index, item)?,
@@ -223,11 +242,19 @@ impl List {
 
     /// Removes and returns the element at `index`.
     pub fn remove(&mut self, index: u64) -> Result<Option<Vec<u8>>> {
+        let len = self.len();
         let item = match &mut self.body {
             Body::Compact(items) => usize::try_from(index).ok().and_then(|i| items.remove(i)),
             Body::Paged(t) => t.remove_at(index)?.map(|(_, v)| v),
         };
-        self.changed |= item.is_some();
+        if item.is_some() {
+            self.changed = true;
+            match index {
+                0 => self.journal.pop(false, 1),
+                i if i + 1 == len => self.journal.pop(true, 1),
+                _ => self.journal.opaque(),
+            }
+        }
         Ok(item)
     }
 
@@ -312,7 +339,10 @@ impl List {
                     t.remove_at(at)?;
                 }
             }
-            self.changed |= !doomed.is_empty();
+            if !doomed.is_empty() {
+                self.changed = true;
+                self.journal.opaque();
+            }
             return Ok(doomed.len() as u64);
         }
         let Body::Compact(items) = &mut self.body else {
@@ -344,6 +374,7 @@ impl List {
             !(first..last).contains(&ordinal)
         });
         self.changed = true;
+        self.journal.opaque();
         Ok(remove)
     }
 
@@ -364,6 +395,9 @@ impl List {
                 t.remove_range(0, start)?;
             }
         }
+        // The same as popping from both ends, in this order.
+        self.journal.pop(true, len - end);
+        self.journal.pop(false, start);
         self.changed = true;
         Ok(())
     }

@@ -8,11 +8,12 @@
 //! (copy, publish, free: I8), so other workers and a crash see the whole
 //! change or none of it. A collection left empty is removed, as Redis does.
 //!
-//! Today every collection is stored in its compact form ([`codec`]): a write
-//! rewrites the whole value, which costs O(n) for a large collection. The
-//! methods take `&self`/`&mut self` and return `Result` so that a paged
-//! encoding can replace the compact one for large values without touching
-//! the commands.
+//! A small collection is stored in its compact form (`codec`), which a
+//! write rewrites whole; a large one is paged (trees of nodes, `paged`),
+//! which a write changes node by node. With the log on, a write of a
+//! compact value logs its whole image, and a write of a paged one the
+//! changes its methods made ([`Journal`]), so its record costs what it
+//! changed, not the value's size.
 
 mod codec;
 mod hash;
@@ -83,6 +84,246 @@ pub trait Collection: Sized {
     /// The trees of a paged value; empty while it is compact.
     #[doc(hidden)]
     fn trees_mut(&mut self) -> Vec<&mut Tree>;
+    /// The changes the value's methods made since it was opened, as the log
+    /// carries them (see [`Journal`]).
+    #[doc(hidden)]
+    fn journal_mut(&mut self) -> &mut Journal;
+}
+
+/// The payload bytes a delta record is kept under (a longer run of one
+/// kind of change is split into several records of that kind), so no
+/// record approaches the ring's or a reader's limit on its own.
+const DELTA_RECORD_BYTES: usize = 1 << 20;
+
+/// The logical changes one write makes to a paged collection, so that the
+/// log carries them (an RPUSH of one item onto a long list logs that item)
+/// rather than the whole value, which would make each write cost the
+/// value's size and overflow the ring for large values.
+///
+/// Off unless [`Handle::write_collection`] turns it on for a paged value
+/// while the log is on. A change with no record kind of its own (LSET,
+/// LINSERT in the middle, LREM, …) makes it opaque: then the write logs the
+/// whole value, as it always does for compact values.
+#[doc(hidden)]
+#[derive(Debug, Default)]
+pub struct Journal {
+    on: bool,
+    opaque: bool,
+    ops: Vec<Op>,
+}
+
+/// One logged change, as replay redoes it (log/apply.rs).
+#[derive(Debug)]
+enum Op {
+    /// Pushed at the tail (else the head).
+    Push {
+        tail: bool,
+        item: Vec<u8>,
+    },
+    /// Popped `count` items from the tail (else the head).
+    Pop {
+        tail: bool,
+        count: u64,
+    },
+    HashSet {
+        field: Vec<u8>,
+        value: Vec<u8>,
+    },
+    HashDel(Vec<u8>),
+    SetAdd(Vec<u8>),
+    SetRem(Vec<u8>),
+    ZSetAdd {
+        member: Vec<u8>,
+        score: f64,
+    },
+    ZSetRem(Vec<u8>),
+}
+
+impl Op {
+    /// Changes of one kind merge into one record: the kind byte, and the
+    /// end for lists.
+    fn kind(&self) -> (u8, bool) {
+        use crate::log::record::*;
+        match self {
+            Op::Push { tail, .. } => (KIND_LIST_PUSH, *tail),
+            Op::Pop { tail, .. } => (KIND_LIST_POP, *tail),
+            Op::HashSet { .. } => (KIND_HASH_SET, false),
+            Op::HashDel(_) => (KIND_HASH_DEL, false),
+            Op::SetAdd(_) => (KIND_SET_ADD, false),
+            Op::SetRem(_) => (KIND_SET_REM, false),
+            Op::ZSetAdd { .. } => (KIND_ZSET_ADD, false),
+            Op::ZSetRem(_) => (KIND_ZSET_REM, false),
+        }
+    }
+
+    /// About the bytes it adds to its record.
+    fn size(&self) -> usize {
+        match self {
+            Op::Push { item: b, .. }
+            | Op::HashDel(b)
+            | Op::SetAdd(b)
+            | Op::SetRem(b)
+            | Op::ZSetRem(b) => 4 + b.len(),
+            Op::Pop { .. } => 0,
+            Op::HashSet { field, value } => 8 + field.len() + value.len(),
+            Op::ZSetAdd { member, .. } => 12 + member.len(),
+        }
+    }
+}
+
+impl Journal {
+    /// Starts recording (a paged value opened for a logged write).
+    pub(crate) fn start(&mut self) {
+        self.on = true;
+    }
+
+    /// Whether changes are being recorded one by one.
+    fn recording(&self) -> bool {
+        self.on && !self.opaque
+    }
+
+    /// A change with no record of its own: the write logs the whole value.
+    pub(crate) fn opaque(&mut self) {
+        if self.on {
+            self.opaque = true;
+            self.ops = Vec::new();
+        }
+    }
+
+    fn record(&mut self, op: impl FnOnce() -> Op) {
+        if self.recording() {
+            self.ops.push(op());
+        }
+    }
+
+    pub(crate) fn push(&mut self, tail: bool, item: &[u8]) {
+        self.record(|| Op::Push {
+            tail,
+            item: item.to_vec(),
+        });
+    }
+
+    pub(crate) fn pop(&mut self, tail: bool, count: u64) {
+        if count > 0 {
+            self.record(|| Op::Pop { tail, count });
+        }
+    }
+
+    pub(crate) fn hash_set(&mut self, field: &[u8], value: &[u8]) {
+        self.record(|| Op::HashSet {
+            field: field.to_vec(),
+            value: value.to_vec(),
+        });
+    }
+
+    pub(crate) fn hash_del(&mut self, field: &[u8]) {
+        self.record(|| Op::HashDel(field.to_vec()));
+    }
+
+    pub(crate) fn set_add(&mut self, member: &[u8]) {
+        self.record(|| Op::SetAdd(member.to_vec()));
+    }
+
+    pub(crate) fn set_rem(&mut self, member: &[u8]) {
+        self.record(|| Op::SetRem(member.to_vec()));
+    }
+
+    pub(crate) fn zset_add(&mut self, member: &[u8], score: f64) {
+        self.record(|| Op::ZSetAdd {
+            member: member.to_vec(),
+            score,
+        });
+    }
+
+    pub(crate) fn zset_rem(&mut self, member: &[u8]) {
+        self.record(|| Op::ZSetRem(member.to_vec()));
+    }
+
+    /// Whether the write can log its changes instead of the whole value.
+    fn has_deltas(&self) -> bool {
+        self.recording() && !self.ops.is_empty()
+    }
+
+    /// Calls `stage` with each record's payload: runs of changes of one
+    /// kind merged, in order, each record under [`DELTA_RECORD_BYTES`].
+    fn records(&self, db: u8, key: &[u8], mut stage: impl FnMut(&dyn Fn(&mut Vec<u8>))) {
+        use crate::log::record::*;
+        let mut rest = &self.ops[..];
+        while let Some(first) = rest.first() {
+            let kind = first.kind();
+            let (mut run, mut bytes) = (1, first.size());
+            while let Some(op) = rest.get(run) {
+                if op.kind() != kind || bytes + op.size() > DELTA_RECORD_BYTES {
+                    break;
+                }
+                bytes += op.size();
+                run += 1;
+            }
+            let (run, next) = rest.split_at(run);
+            rest = next;
+            let (_, tail) = kind;
+            match first {
+                Op::Push { .. } => {
+                    let items: Vec<&[u8]> = run
+                        .iter()
+                        .filter_map(|op| match op {
+                            Op::Push { item, .. } => Some(&item[..]),
+                            _ => None,
+                        })
+                        .collect();
+                    stage(&|out| encode_list_push(out, db, key, tail, &items));
+                }
+                Op::Pop { .. } => {
+                    let count = run
+                        .iter()
+                        .map(|op| match op {
+                            Op::Pop { count, .. } => *count,
+                            _ => 0,
+                        })
+                        .sum();
+                    stage(&|out| encode_list_pop(out, db, key, tail, count));
+                }
+                Op::HashSet { .. } => {
+                    let pairs: Vec<(&[u8], &[u8])> = run
+                        .iter()
+                        .filter_map(|op| match op {
+                            Op::HashSet { field, value } => Some((&field[..], &value[..])),
+                            _ => None,
+                        })
+                        .collect();
+                    stage(&|out| encode_hash_set(out, db, key, &pairs));
+                }
+                Op::ZSetAdd { .. } => {
+                    let members: Vec<(&[u8], f64)> = run
+                        .iter()
+                        .filter_map(|op| match op {
+                            Op::ZSetAdd { member, score } => Some((&member[..], *score)),
+                            _ => None,
+                        })
+                        .collect();
+                    stage(&|out| encode_zset_add(out, db, key, &members));
+                }
+                Op::HashDel(_) | Op::SetAdd(_) | Op::SetRem(_) | Op::ZSetRem(_) => {
+                    let names: Vec<&[u8]> = run
+                        .iter()
+                        .filter_map(|op| match op {
+                            Op::HashDel(b) | Op::SetAdd(b) | Op::SetRem(b) | Op::ZSetRem(b) => {
+                                Some(&b[..])
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    let encode = match first {
+                        Op::HashDel(_) => encode_hash_del,
+                        Op::SetAdd(_) => encode_set_add,
+                        Op::SetRem(_) => encode_set_rem,
+                        _ => encode_zset_rem,
+                    };
+                    stage(&|out| encode(out, db, key, &names));
+                }
+            }
+        }
+    }
 }
 
 /// OBJECT ENCODING for a collection value of type `vtype`.
@@ -153,10 +394,16 @@ impl Handle {
         let vtype = ValueType::from_u8(raw.vtype).ok_or(Error::Corrupted(raw.off))?;
         let mut image = Vec::new();
         match vtype {
-            ValueType::List => self.open_collection::<List>(raw)?.encode_image(&mut image)?,
-            ValueType::Hash => self.open_collection::<Hash>(raw)?.encode_image(&mut image)?,
+            ValueType::List => self
+                .open_collection::<List>(raw)?
+                .encode_image(&mut image)?,
+            ValueType::Hash => self
+                .open_collection::<Hash>(raw)?
+                .encode_image(&mut image)?,
             ValueType::Set => self.open_collection::<Set>(raw)?.encode_image(&mut image)?,
-            ValueType::ZSet => self.open_collection::<ZSet>(raw)?.encode_image(&mut image)?,
+            ValueType::ZSet => self
+                .open_collection::<ZSet>(raw)?
+                .encode_image(&mut image)?,
             ValueType::String | ValueType::Stream => return Err(Error::WrongType),
         }
         self.log_stage(|out| {
@@ -230,7 +477,14 @@ impl Handle {
     ) -> Result<Option<T>> {
         self.with_key(db, key, |h, l| {
             let mut value = match l.found {
-                Some(found) => h.open_collection::<C>(&found.raw)?,
+                Some(found) => {
+                    let mut value = h.open_collection::<C>(&found.raw)?;
+                    // A paged value's write logs its changes, not its image.
+                    if found.raw.encoding == ENC_PAGED && h.logging() {
+                        value.journal_mut().start();
+                    }
+                    value
+                }
                 None if create => C::empty(),
                 None => return Ok(None),
             };
@@ -297,7 +551,13 @@ impl Handle {
             return self.publish(l, blk, pending);
         }
         drop(trees);
-        if self.logging() {
+        let journal = std::mem::take(value.journal_mut());
+        if self.logging() && !fresh && journal.has_deltas() {
+            // Still paged, and every change has a record: the write logs
+            // its changes (contiguous frames of one group). The expiry and
+            // flags are the key's own, which the changes keep.
+            journal.records(l.db, key, |encode| self.log_stage(encode));
+        } else if self.logging() {
             let mut image = Vec::new();
             value.encode_image(&mut image)?;
             self.log_stage(|out| {

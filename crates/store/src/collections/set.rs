@@ -6,7 +6,7 @@ use indexmap::IndexSet;
 
 use super::codec::{self, Reader, TAG_INTSET, TAG_ITEMS};
 use super::tree::Tree;
-use super::{as_int, hashed_key, scan_tree, unhashed, Collection, Segment};
+use super::{as_int, hashed_key, scan_tree, unhashed, Collection, Journal, Segment};
 use crate::entry::ValueType;
 use crate::error::{Error, Result};
 
@@ -24,6 +24,7 @@ const COMPACT_BYTES: usize = 64 * 1024;
 pub struct Set {
     body: Body,
     changed: bool,
+    journal: Journal,
 }
 
 #[derive(Debug)]
@@ -37,6 +38,7 @@ impl Default for Set {
         Set {
             body: Body::Compact(IndexSet::new()),
             changed: false,
+            journal: Journal::default(),
         }
     }
 }
@@ -66,6 +68,7 @@ impl Collection for Set {
         Ok(Set {
             body: Body::Compact(members),
             changed: false,
+            journal: Journal::default(),
         })
     }
 
@@ -123,6 +126,7 @@ impl Collection for Set {
         Ok(Set {
             body: Body::Paged(tree),
             changed: false,
+            journal: Journal::default(),
         })
     }
 
@@ -163,6 +167,10 @@ impl Collection for Set {
             Body::Paged(t) => vec![t],
         }
     }
+
+    fn journal_mut(&mut self) -> &mut Journal {
+        &mut self.journal
+    }
 }
 
 impl Set {
@@ -192,6 +200,7 @@ impl Set {
         Ok(Set {
             body: Body::Compact(members),
             changed: false,
+            journal: Journal::default(),
         })
     }
 
@@ -215,7 +224,10 @@ impl Set {
             }
             Body::Paged(t) => t.upsert(&hashed_key(member), &[])?.is_none(),
         };
-        self.changed |= added;
+        if added {
+            self.changed = true;
+            self.journal.set_add(member);
+        }
         Ok(added)
     }
 
@@ -225,7 +237,10 @@ impl Set {
             Body::Compact(members) => members.shift_remove(member),
             Body::Paged(t) => t.remove_key(&hashed_key(member))?.is_some(),
         };
-        self.changed |= removed;
+        if removed {
+            self.changed = true;
+            self.journal.set_rem(member);
+        }
         Ok(removed)
     }
 
@@ -238,16 +253,26 @@ impl Set {
             return Ok(u64::from(self.remove(one)?));
         }
         let doomed: HashSet<&[u8]> = members.iter().copied().collect();
+        let journal = &mut self.journal;
         let removed = match &mut self.body {
             Body::Compact(set) => {
                 let before = set.len();
-                set.retain(|m| !doomed.contains(m.as_slice()));
+                set.retain(|m| {
+                    let gone = doomed.contains(m.as_slice());
+                    if gone {
+                        journal.set_rem(m);
+                    }
+                    !gone
+                });
                 (before - set.len()) as u64
             }
             Body::Paged(t) => {
                 let mut n = 0;
                 for m in doomed {
-                    n += u64::from(t.remove_key(&hashed_key(m))?.is_some());
+                    if t.remove_key(&hashed_key(m))?.is_some() {
+                        journal.set_rem(m);
+                        n += 1;
+                    }
                 }
                 n
             }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::codec::{self, Reader, TAG_ITEMS};
 use super::tree::Tree;
-use super::{hashed_key, scan_tree, unhashed, Collection, Scored, Segment};
+use super::{hashed_key, scan_tree, unhashed, Collection, Journal, Scored, Segment};
 use crate::entry::ValueType;
 use crate::error::{Error, Result};
 
@@ -27,6 +27,7 @@ const COMPACT_BYTES: usize = 64 * 1024;
 pub struct ZSet {
     body: Body,
     changed: bool,
+    journal: Journal,
 }
 
 #[derive(Debug)]
@@ -49,6 +50,7 @@ impl Default for ZSet {
                 scores: HashMap::new(),
             },
             changed: false,
+            journal: Journal::default(),
         }
     }
 }
@@ -131,6 +133,7 @@ impl Collection for ZSet {
         Ok(ZSet {
             body: Body::Compact { sorted, scores },
             changed: false,
+            journal: Journal::default(),
         })
     }
 
@@ -191,6 +194,7 @@ impl Collection for ZSet {
                 by_member,
             },
             changed: false,
+            journal: Journal::default(),
         })
     }
 
@@ -239,6 +243,10 @@ impl Collection for ZSet {
             } => vec![by_score, by_member],
         }
     }
+
+    fn journal_mut(&mut self) -> &mut Journal {
+        &mut self.journal
+    }
 }
 
 fn position(
@@ -265,6 +273,7 @@ impl ZSet {
         Ok(ZSet {
             body: Body::Compact { sorted, scores },
             changed: false,
+            journal: Journal::default(),
         })
     }
 
@@ -314,6 +323,7 @@ impl ZSet {
             }
         }
         self.changed = true;
+        self.journal.zset_add(member, score);
         Ok(old)
     }
 
@@ -338,6 +348,7 @@ impl ZSet {
             }
         }
         self.changed = true;
+        self.journal.zset_rem(member);
         Ok(true)
     }
 
@@ -466,6 +477,11 @@ impl ZSet {
                     by_member.remove_key(&hashed_key(m))?;
                 }
             }
+        }
+        // ZPOPMIN and ZREMRANGEBY… remove these members, whatever their
+        // ranks are on replay.
+        for (m, _) in &doomed {
+            self.journal.zset_rem(m);
         }
         self.changed = true;
         Ok(end - start)
