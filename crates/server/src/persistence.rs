@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use log::{FsyncPolicy as FilePolicy, LogSource, LogWriter, SnapshotSource};
-use store::log::{FsyncPolicy, LogRing};
+use log::{FsyncPolicy as FilePolicy, LogSource, LogWriter, Phase, SnapshotSource};
+use store::log::{record, FsyncPolicy, LogRing};
 use store::{Handle, Store};
 
 use crate::error::Error;
@@ -63,7 +63,7 @@ pub fn start(store: &Store, opts: &PersistOptions) -> Result<Persistence, Error>
     let ring = h.log_ring();
     let mut snapshot_now = false;
     if store.created() {
-        let end = recover(&mut h, opts)?;
+        let end = recover(store, &mut h, opts)?;
         let at = ring.enable(end, opts.policy)?;
         println!("shoal: logging to {} from LSN {at}", opts.dir.display());
     } else {
@@ -127,15 +127,24 @@ impl Persistence {
 /// Loads the newest valid snapshot and replays the log after it, printing
 /// what was loaded and how long each step took. The LSN where the log
 /// goes on.
-fn recover(h: &mut Handle, opts: &PersistOptions) -> Result<u64, Error> {
+fn recover(store: &Store, h: &mut Handle, opts: &PersistOptions) -> Result<u64, Error> {
     let began = Instant::now();
     let bar = std::io::stderr().is_terminal();
     let mut last_drawn = Instant::now();
     let mut frames = 0u64;
+    let mut loader = Some(SnapshotLoader::start(store)?);
     let summary = log::recover(
         &opts.dir,
-        &mut |_phase, lsn, payload| {
+        &mut |phase, lsn, payload| {
             frames += 1;
+            let swapdb = payload.first().map(|k| k & 0x7f) == Some(record::KIND_SWAP_DB);
+            match (phase, &mut loader) {
+                // A snapshot's entries are distinct keys: loader threads
+                // take them, after the SWAPDB records that come first.
+                (Phase::Snapshot, Some(l)) if !swapdb => return l.push(lsn, payload),
+                (Phase::Log, Some(_)) => loader.take().map_or(Ok(()), SnapshotLoader::finish)?,
+                _ => {}
+            }
             h.apply_record(lsn, payload)
                 .map(|_| ())
                 .map_err(|e| format!("record at LSN {lsn}: {e}"))
@@ -156,6 +165,9 @@ fn recover(h: &mut Handle, opts: &PersistOptions) -> Result<u64, Error> {
         },
     )
     .map_err(|e| Error::Config(e.to_string()))?;
+    if let Some(l) = loader {
+        l.finish().map_err(Error::Config)?;
+    }
     if bar {
         eprint!("\r\x1b[K");
     }
@@ -183,6 +195,90 @@ fn recover(h: &mut Handle, opts: &PersistOptions) -> Result<u64, Error> {
         began.elapsed().as_secs_f64()
     );
     Ok(summary.end_lsn)
+}
+
+/// Threads that load a snapshot's entries in parallel, each with its own
+/// store handle: the reading thread hands them batches.
+struct SnapshotLoader {
+    senders: Vec<std::sync::mpsc::SyncSender<Vec<(u64, Vec<u8>)>>>,
+    threads: Vec<JoinHandle<Result<(), String>>>,
+    batch: Vec<(u64, Vec<u8>)>,
+    next: usize,
+}
+
+/// Entries handed to a loader thread at a time.
+const LOAD_BATCH: usize = 512;
+
+impl SnapshotLoader {
+    fn start(store: &Store) -> Result<SnapshotLoader, Error> {
+        let n = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, 4);
+        let mut senders = Vec::new();
+        let mut threads = Vec::new();
+        for i in 0..n {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(4);
+            let mut h = store.handle()?;
+            senders.push(tx);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("snapshot-load-{i}"))
+                    .spawn(move || {
+                        for batch in rx {
+                            for (lsn, payload) in batch {
+                                h.load_record(lsn, &payload)
+                                    .map_err(|e| format!("snapshot record at LSN {lsn}: {e}"))?;
+                            }
+                        }
+                        Ok(())
+                    })
+                    .map_err(crate::error::io("start a snapshot loader"))?,
+            );
+        }
+        Ok(SnapshotLoader {
+            senders,
+            threads,
+            batch: Vec::with_capacity(LOAD_BATCH),
+            next: 0,
+        })
+    }
+
+    fn push(&mut self, lsn: u64, payload: &[u8]) -> Result<(), String> {
+        self.batch.push((lsn, payload.to_vec()));
+        if self.batch.len() >= LOAD_BATCH {
+            self.send()?;
+        }
+        Ok(())
+    }
+
+    fn send(&mut self) -> Result<(), String> {
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(LOAD_BATCH));
+        let i = self.next % self.senders.len();
+        self.next += 1;
+        self.senders[i]
+            .send(batch)
+            .map_err(|_| "a snapshot loader stopped".to_string())
+    }
+
+    /// Loads what is left and waits for every thread: the snapshot is in.
+    fn finish(mut self) -> Result<(), String> {
+        let sent = if self.batch.is_empty() {
+            Ok(())
+        } else {
+            self.send()
+        };
+        self.senders.clear();
+        let mut first_error = sent.err();
+        for t in self.threads {
+            let res = t
+                .join()
+                .unwrap_or_else(|_| Err("a snapshot loader panicked".into()));
+            if let Err(e) = res {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
 }
 
 /// The ring as the log writer reads it.

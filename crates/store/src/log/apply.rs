@@ -31,14 +31,25 @@ impl Handle {
     /// Applies the record `payload` logged at `lsn`, unless the store
     /// already has it. Recovery only: no other writer may run meanwhile.
     pub fn apply_record(&mut self, lsn: u64, payload: &[u8]) -> Result<Applied> {
+        self.apply_with(lsn, payload, true)
+    }
+
+    /// Applies a snapshot's record to a store being loaded from it, where
+    /// each key comes once and nothing else writes: no version check.
+    /// Several threads may load one snapshot together.
+    pub fn load_record(&mut self, lsn: u64, payload: &[u8]) -> Result<Applied> {
+        self.apply_with(lsn, payload, false)
+    }
+
+    fn apply_with(&mut self, lsn: u64, payload: &[u8], check: bool) -> Result<Applied> {
         let (rec, _) = Record::decode(payload).map_err(|_| Error::BadValue)?;
         let before = self.log.replay_lsn.replace(lsn);
-        let res = self.apply_decoded(lsn, &rec);
+        let res = self.apply_decoded(lsn, &rec, check);
         self.log.replay_lsn = before;
         res
     }
 
-    fn apply_decoded(&mut self, lsn: u64, rec: &Record<'_>) -> Result<Applied> {
+    fn apply_decoded(&mut self, lsn: u64, rec: &Record<'_>, check: bool) -> Result<Applied> {
         match *rec {
             Record::Pad => return Ok(Applied::Nothing),
             Record::FlushDb { db } => {
@@ -59,8 +70,7 @@ impl Handle {
             return Err(Error::BadValue);
         };
         let db = self.logical_of(phys)?;
-        let version = self.key_version(db, key)?;
-        if version.is_some_and(|v| v >= lsn) {
+        if check && self.key_version(db, key)?.is_some_and(|v| v >= lsn) {
             return Ok(Applied::Skipped);
         }
         let now = self.now_ms();
