@@ -200,11 +200,14 @@ fn recover(store: &Store, h: &mut Handle, opts: &PersistOptions) -> Result<u64, 
 /// Threads that load a snapshot's entries in parallel, each with its own
 /// store handle: the reading thread hands them batches.
 struct SnapshotLoader {
-    senders: Vec<std::sync::mpsc::SyncSender<Vec<(u64, Vec<u8>)>>>,
+    senders: Vec<std::sync::mpsc::SyncSender<Batch>>,
     threads: Vec<JoinHandle<Result<(), String>>>,
-    batch: Vec<(u64, Vec<u8>)>,
+    batch: Batch,
     next: usize,
 }
+
+/// Snapshot entries (LSN, record) on their way to a loader thread.
+type Batch = Vec<(u64, Vec<u8>)>;
 
 /// Entries handed to a loader thread at a time.
 const LOAD_BATCH: usize = 512;
@@ -217,7 +220,7 @@ impl SnapshotLoader {
         let mut senders = Vec::new();
         let mut threads = Vec::new();
         for i in 0..n {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(u64, Vec<u8>)>>(4);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(4);
             let mut h = store.handle()?;
             senders.push(tx);
             threads.push(
