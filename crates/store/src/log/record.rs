@@ -799,10 +799,10 @@ impl fmt::Display for Record<'_> {
             } => {
                 write!(
                     f,
-                    " type={} flags={mc_flags} expire={expire_ms} value=",
+                    " type={} flags={mc_flags} expire={expire_ms}",
                     vtype.name()
                 )?;
-                write_quoted(f, value)
+                write_value(f, *vtype, value)
             }
             Record::Expire { expire_ms: 0, .. } | Record::Delete { .. } => Ok(()),
             Record::Expire { expire_ms, .. } => write!(f, " at={expire_ms}"),
@@ -829,6 +829,47 @@ impl fmt::Display for Record<'_> {
             Record::SwapDb { a, b } => write!(f, " {a} {b}"),
             Record::FlushAll | Record::Pad => Ok(()),
         }
+    }
+}
+
+/// A `SetEntry`'s value: a string quoted, a collection as its elements (its
+/// compact codec bytes decoded), or the raw bytes if they do not decode.
+fn write_value(f: &mut fmt::Formatter<'_>, vtype: ValueType, value: &[u8]) -> fmt::Result {
+    use crate::collections::{Collection, Hash, List, Set, ZSet};
+    let decoded = match vtype {
+        ValueType::List => List::decode(value)
+            .and_then(|l| l.range(0, l.len()))
+            .map(|items| (items, Vec::new(), Vec::new())),
+        ValueType::Set => Set::decode(value)
+            .and_then(|s| s.members())
+            .map(|items| (items, Vec::new(), Vec::new())),
+        ValueType::Hash => Hash::decode(value)
+            .and_then(|h| h.entries())
+            .map(|pairs| (Vec::new(), pairs, Vec::new())),
+        ValueType::ZSet => ZSet::decode(value)
+            .and_then(|z| z.range(0, z.len()))
+            .map(|scored| (Vec::new(), Vec::new(), scored)),
+        ValueType::String | ValueType::Stream => {
+            f.write_str(" value=")?;
+            return write_quoted(f, value);
+        }
+    };
+    let Ok((items, pairs, scored)) = decoded else {
+        f.write_str(" value=")?;
+        return write_quoted(f, value);
+    };
+    match vtype {
+        ValueType::Hash => write_list(f, "fields", &pairs, |f, (k, v)| {
+            write_quoted(f, k)?;
+            f.write_str("=")?;
+            write_quoted(f, v)
+        }),
+        ValueType::ZSet => write_list(f, "members", &scored, |f, (m, s)| {
+            write_quoted(f, m)?;
+            write!(f, "={s}")
+        }),
+        ValueType::Set => write_list(f, "members", &items, |f, m| write_quoted(f, m)),
+        _ => write_list(f, "items", &items, |f, m| write_quoted(f, m)),
     }
 }
 
