@@ -134,7 +134,11 @@ pub fn recover(
     }
 
     let logs = list_logs(dir).map_err(dir_err)?;
-    let start = chosen.as_ref().map_or(0, |(_, r)| r.start_lsn);
+    // Without a snapshot the log is replayed from its very first frame
+    // (checked below to be the store's first, `FIRST_LSN` at most).
+    let start = chosen
+        .as_ref()
+        .map_or(logs.first().map_or(0, |l| l.lsn), |(_, r)| r.start_lsn);
     let first_needed = logs.iter().rposition(|l| l.lsn <= start).unwrap_or(0);
     let needed = &logs[first_needed..];
 
@@ -146,7 +150,7 @@ pub fn recover(
                 .join(", ")
         };
         match logs.first() {
-            Some(first) if first.lsn > 0 => {
+            Some(first) if first.lsn > store::log::FIRST_LSN => {
                 let why = if bad.is_empty() {
                     "there is no snapshot".to_string()
                 } else {
@@ -155,9 +159,10 @@ pub fn recover(
                 return Err(Error::inconsistent(
                     &first.path,
                     format!(
-                        "the log starts at LSN {}, not 0, and {why}: the log cannot be \
+                        "the log starts at LSN {}, not {}, and {why}: the log cannot be \
                          replayed from the start",
-                        first.lsn
+                        first.lsn,
+                        store::log::FIRST_LSN
                     ),
                 ));
             }

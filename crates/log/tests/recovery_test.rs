@@ -353,7 +353,7 @@ fn only_invalid_snapshots_and_a_log_that_starts_late_is_an_error() {
     let msg = result.unwrap_err().to_string();
     assert!(applied.is_empty());
     assert!(
-        msg.contains("starts at LSN 4096, not 0")
+        msg.contains("starts at LSN 4096, not 8")
             && msg.contains(&snap.path.display().to_string())
             && msg.contains("checksum mismatch"),
         "{msg}"

@@ -40,6 +40,11 @@ use crate::layout::*;
 use crate::segment::Shared;
 use crate::shm::Region;
 
+/// The LSN of a log's very first frame: a log whose first file starts here
+/// holds every write since the store was empty (LSN 0 is never used: a
+/// zeroed ring word must never look like a complete frame).
+pub const FIRST_LSN: u64 = 8;
+
 /// The kind byte's flag: the next frame belongs to the same group.
 pub const GROUP_CONTINUES: u8 = 0x80;
 /// The kind byte of a `Pad` record.
@@ -329,7 +334,8 @@ impl Ctx {
             let len = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
             let size = frame_size(len as usize);
             if pos + size > end {
-                return write_pad(r, ring, pos, end, group_open).and_then(|_| wake_writer(r, ring.size));
+                return write_pad(r, ring, pos, end, group_open)
+                    .and_then(|_| wake_writer(r, ring.size));
             }
             ring.lsn_word(r, pos)?.store(pos, Ordering::Release);
             pos += size;
@@ -351,7 +357,9 @@ fn wake_writer(r: &Region, ring_size: u64) -> Result<()> {
         return Ok(());
     }
     let urgent = FsyncPolicy::from_word(r.load64(H_LOG_POLICY)?) == FsyncPolicy::Always
-        || r.load64(H_WRITE_VERSION)?.saturating_sub(r.load64(H_LOG_RELEASED)?) > ring_size / 2;
+        || r.load64(H_WRITE_VERSION)?
+            .saturating_sub(r.load64(H_LOG_RELEASED)?)
+            > ring_size / 2;
     if urgent {
         word.store(0, Ordering::Release);
         let _ = futex::wake(word, futex::Flags::empty(), 1);
@@ -601,7 +609,7 @@ impl LogRing {
     /// Only while no worker writes (supervisor start).
     pub fn enable(&self, lsn: u64, policy: FsyncPolicy) -> Result<u64> {
         let r = self.r();
-        let head = r.load64(H_WRITE_VERSION)?.max(lsn).max(8);
+        let head = r.load64(H_WRITE_VERSION)?.max(lsn).max(FIRST_LSN);
         let head = align_up(head, 8);
         r.store64(H_WRITE_VERSION, head)?;
         RingArea::of(&self.sh).zero(r, 0, self.sh.geo.log_size)?;

@@ -1,0 +1,145 @@
+"""Workers SIGKILLed in the middle of writes while the log is on: the
+supervisor restarts them, every client that lost its worker reconnects, and
+afterwards the log agrees with the store exactly. A reboot (every process
+killed, the segment deleted) rebuilds from the log the very state the
+segment held, and every acknowledged write is in it."""
+
+import os
+import random
+import signal
+import threading
+import time
+
+import redis
+
+from shoaltest import DurableServer, wait_for, worker_slot_pids
+
+
+def everything(r):
+    """Every key of db 0 with its type and value, for comparing stores."""
+    out = {}
+    for key in r.scan_iter(count=1000):
+        t = r.type(key)
+        if t == b"string":
+            out[key] = (t, r.get(key))
+        elif t == b"list":
+            out[key] = (t, tuple(r.lrange(key, 0, -1)))
+        elif t == b"hash":
+            out[key] = (t, tuple(sorted(r.hgetall(key).items())))
+        elif t == b"set":
+            out[key] = (t, tuple(sorted(r.smembers(key))))
+        elif t == b"zset":
+            out[key] = (t, tuple(r.zrange(key, 0, -1, withscores=True)))
+    return out
+
+
+def writer(port, n, stop, acked, errors):
+    """Writes until told to stop, reconnecting whenever its worker dies; a
+    write whose reply was lost may or may not have happened."""
+    r = redis.Redis(port=port, socket_timeout=10)
+    i = 0
+    acked[n] = (0, 0)
+    while not stop.is_set():
+        i += 1
+        try:
+            pipe = r.pipeline(transaction=i % 5 == 0)
+            pipe.incr(f"count:{n}")
+            pipe.rpush(f"list:{n}", i)
+            pipe.hset(f"hash:{n}", f"f{i % 300}", i)
+            pipe.sadd(f"set:{n}", i % 500)
+            pipe.zadd(f"zset:{n}", {f"m{i % 200}": i / 7})
+            pipe.set(f"str:{n}:{i % 50}", f"v{i}" * (i % 40))
+            if i % 7 == 0:
+                pipe.lpop(f"list:{n}")
+                pipe.srem(f"set:{n}", (i + 3) % 500)
+            pipe.execute()
+            ok, maybe = acked[n]
+            acked[n] = (ok + 1, maybe)
+        except (redis.ConnectionError, redis.TimeoutError):
+            ok, maybe = acked[n]
+            acked[n] = (ok, maybe + 1)
+            r = redis.Redis(port=port, socket_timeout=10)
+        except redis.ResponseError as e:  # noqa: PERF203
+            errors.append(repr(e))
+
+
+def test_worker_kills_leave_log_and_store_in_agreement(tmp_path):
+    srv = DurableServer(tmp_path / "data", appendfsync="everysec", workers=2,
+                        extra_args=["--log-file-size", "256k"]).start()
+    try:
+        stop = threading.Event()
+        acked, errors = {}, []
+        threads = [threading.Thread(target=writer, args=(srv.port, n, stop, acked, errors))
+                   for n in range(4)]
+        for t in threads:
+            t.start()
+        rng = random.Random(7)
+        for _ in range(6):
+            time.sleep(0.3 + rng.random() * 0.3)
+            pids = [p for p in worker_slot_pids(srv).values() if p]
+            os.kill(rng.choice(pids), signal.SIGKILL)
+            # The supervisor starts a successor; writes go on meanwhile.
+            wait_for(lambda: len([p for p in worker_slot_pids(srv).values() if p]) == 2,
+                     timeout=20, what="the killed worker's successor")
+        time.sleep(0.3)
+        stop.set()
+        for t in threads:
+            t.join(30)
+        assert not errors, errors[:5]
+        assert all(acked[n][0] > 10 for n in range(4)), acked
+
+        r = redis.Redis(port=srv.port)
+        live = everything(r)
+        for n in range(4):
+            # Every acknowledged INCR is there; one whose reply was lost
+            # may be too.
+            ok, maybe = acked[n]
+            assert ok <= int(live[f"count:{n}".encode()][1]) <= ok + maybe
+
+        srv.reboot()
+        r = redis.Redis(port=srv.port)
+        assert "loaded snapshot" in srv.text() or "replayed" in srv.text(), srv.text()
+        assert everything(r) == live
+    finally:
+        srv.stop()
+
+
+def test_worker_kills_during_a_snapshot(tmp_path):
+    """The same with a snapshot being written while workers die: snapshot
+    plus log rebuild exactly the live store."""
+    srv = DurableServer(tmp_path / "data", appendfsync="no", workers=2).start()
+    try:
+        r = redis.Redis(port=srv.port)
+        pipe = r.pipeline(transaction=False)
+        for i in range(50_000):
+            pipe.set(f"bulk:{i}", "x" * 50)
+        pipe.execute()
+        stop = threading.Event()
+        acked, errors = {}, []
+        threads = [threading.Thread(target=writer, args=(srv.port, n, stop, acked, errors))
+                   for n in range(3)]
+        for t in threads:
+            t.start()
+        rng = random.Random(11)
+        saves = 0
+        for _ in range(4):
+            r.bgsave()
+            saves += 1
+            time.sleep(0.1 + rng.random() * 0.2)
+            pids = [p for p in worker_slot_pids(srv).values() if p]
+            os.kill(rng.choice(pids), signal.SIGKILL)
+            wait_for(lambda: len([p for p in worker_slot_pids(srv).values() if p]) == 2,
+                     timeout=20, what="the killed worker's successor")
+            r = redis.Redis(port=srv.port)
+            wait_for(lambda: r.info("persistence")["rdb_bgsave_in_progress"] == 0,
+                     timeout=60, what="the snapshot to finish")
+        stop.set()
+        for t in threads:
+            t.join(30)
+        assert not errors, errors[:5]
+        live = everything(r)
+        srv.reboot()
+        assert "loaded snapshot" in srv.text(), srv.text()
+        assert everything(redis.Redis(port=srv.port)) == live
+    finally:
+        srv.stop()
