@@ -68,11 +68,15 @@ pub fn start(store: &Store, opts: &PersistOptions) -> Result<Persistence, Error>
         println!("shoal: logging to {} from LSN {at}", opts.dir.display());
     } else {
         let (enabled, released) = ring.resume_point();
+        let dir_empty = log::file::list_logs(&opts.dir).is_ok_and(|l| l.is_empty())
+            && log::file::list_snapshots(&opts.dir).is_ok_and(|s| s.is_empty());
         if enabled {
             println!(
                 "shoal: attached the segment: no replay needed; the log resumes at LSN {released}"
             );
             ring.set_policy(opts.policy)?;
+            // A new directory has none of what the segment holds.
+            snapshot_now = dir_empty && ring.head() > store::log::FIRST_LSN;
         } else {
             // The segment holds data no log file has: a snapshot makes the
             // directory whole.
