@@ -100,12 +100,21 @@ impl fmt::Display for Error {
             } => {
                 write!(f, "{path} is damaged before its end")?;
                 at(f)?;
-                write!(
-                    f,
-                    ": {what}. Valid data follows, so truncation is no repair: restore the \
-                     file from a copy, or move it and every later log file out of the \
-                     directory to recover up to that point"
-                )
+                write!(f, ": {what}. Valid data follows it. Restore the file from a copy")?;
+                if self.offset.is_some_and(|off| off >= crate::file::FILE_HEADER as u64) {
+                    write!(
+                        f,
+                        ", or recover up to that point (losing every later record): \
+                         `shoal log verify --truncate {path}`, then move every later log \
+                         file out of the directory"
+                    )
+                } else {
+                    write!(
+                        f,
+                        ", or move it and every later log file out of the directory to \
+                         recover up to it"
+                    )
+                }
             }
             ErrorKind::Inconsistent(msg) => write!(f, "{path}: {msg}"),
             ErrorKind::BadSnapshot(msg) => write!(
