@@ -5,12 +5,10 @@
 //! It sees the ring only through [`LogSource`], so it runs (and is tested)
 //! without shared memory.
 
-use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,64 +21,7 @@ use crate::file::{
 };
 use crate::verify::{cut_file, scan_log};
 
-/// When the writer fsyncs (Redis's `appendfsync`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FsyncPolicy {
-    /// After every batch, before the clients whose frames it holds get
-    /// their replies.
-    Always,
-    /// About once a second.
-    EverySec,
-    /// Never; the OS writes the pages back when it likes.
-    No,
-}
-
-impl FsyncPolicy {
-    /// The name CONFIG GET and `--appendfsync` use.
-    pub fn name(self) -> &'static str {
-        match self {
-            FsyncPolicy::Always => "always",
-            FsyncPolicy::EverySec => "everysec",
-            FsyncPolicy::No => "no",
-        }
-    }
-}
-
-impl fmt::Display for FsyncPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// `FsyncPolicy::from_str` got a name other than always, everysec or no.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnknownPolicy(pub String);
-
-impl fmt::Display for UnknownPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown fsync policy {:?} (always, everysec or no)",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for UnknownPolicy {}
-
-impl FromStr for FsyncPolicy {
-    type Err = UnknownPolicy;
-
-    /// Case-insensitive, as Redis takes CONFIG SET values.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "always" => Ok(FsyncPolicy::Always),
-            "everysec" => Ok(FsyncPolicy::EverySec),
-            "no" => Ok(FsyncPolicy::No),
-            _ => Err(UnknownPolicy(s.to_string())),
-        }
-    }
-}
+pub use store::log::{FsyncPolicy, UnknownPolicy};
 
 /// The ring, as the writer sees it.
 pub trait LogSource {

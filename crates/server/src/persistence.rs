@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use log::{FsyncPolicy as FilePolicy, LogSource, LogWriter, Phase, SnapshotSource};
+use log::{LogSource, LogWriter, Phase, SnapshotSource};
 use store::log::{record, FsyncPolicy, LogRing};
 use store::{Handle, Store};
 
@@ -44,14 +44,6 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-fn file_policy(p: FsyncPolicy) -> FilePolicy {
-    match p {
-        FsyncPolicy::Always => FilePolicy::Always,
-        FsyncPolicy::EverySec => FilePolicy::EverySec,
-        FsyncPolicy::No => FilePolicy::No,
-    }
 }
 
 /// Recovers the segment if it is new (snapshot + log), turns the log on and
@@ -332,8 +324,8 @@ impl LogSource for RingSource {
         self.ring.wait_frames(from, timeout);
     }
 
-    fn policy(&self) -> FilePolicy {
-        file_policy(self.ring.policy())
+    fn policy(&self) -> FsyncPolicy {
+        self.ring.policy()
     }
 }
 

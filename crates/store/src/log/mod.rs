@@ -10,4 +10,4 @@ pub(crate) mod ring;
 pub use apply::Applied;
 pub use frame::{decode_frame_header, encode_frame, frame_size, FrameError, FRAME_HEADER};
 pub use record::Record;
-pub use ring::{FsyncPolicy, LogRing, LogStatus, FIRST_LSN, GROUP_CONTINUES};
+pub use ring::{FsyncPolicy, LogRing, LogStatus, UnknownPolicy, FIRST_LSN, GROUP_CONTINUES};

@@ -50,8 +50,9 @@ pub const GROUP_CONTINUES: u8 = 0x80;
 /// The kind byte of a `Pad` record.
 const KIND_PAD: u8 = 15;
 
-/// The fsync policy clients' replies follow (`appendfsync`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The fsync policy clients' replies follow and the log writer keeps
+/// (Redis's `appendfsync`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FsyncPolicy {
     /// Reply only after the fsync that covers the write's frames.
     Always,
@@ -59,6 +60,37 @@ pub enum FsyncPolicy {
     EverySec,
     /// The operating system decides.
     No,
+}
+
+impl std::fmt::Display for FsyncPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `FsyncPolicy::from_str` got a name other than always, everysec or no.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownPolicy(pub String);
+
+impl std::fmt::Display for UnknownPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown fsync policy {:?} (always, everysec or no)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownPolicy {}
+
+impl std::str::FromStr for FsyncPolicy {
+    type Err = UnknownPolicy;
+
+    /// Case-insensitive, as Redis takes CONFIG SET values.
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        FsyncPolicy::from_name(s).ok_or_else(|| UnknownPolicy(s.to_string()))
+    }
 }
 
 impl FsyncPolicy {
