@@ -15,7 +15,9 @@ and is killed at teardown. Nothing is timed: the tests wait for states
 import os
 import random
 import re
+import signal
 import socket
+import subprocess
 import time
 
 import pytest
@@ -23,8 +25,8 @@ import redis
 import requests
 from pymemcache.client.base import Client as McClient
 
-from shoaltest import (DurableServer, Err, encode, fast_pipeline, info_section, raw_on_worker,
-                       state_diff, store_state, wait_for)
+from shoaltest import (SHOAL_BIN, DurableServer, Err, encode, fast_pipeline, info_section,
+                       raw_on_worker, state_diff, store_state, wait_for)
 
 pytestmark = pytest.mark.shoal_only
 
@@ -636,7 +638,7 @@ def test_killed_worker_is_replaced_and_logging_goes_on(durable):
     with s.raw() as c:
         assert c.cmd("SET", "a", "1") == "OK"
     victim = s.worker_pids()[0]
-    os.kill(victim, 9)
+    os.kill(victim, signal.SIGKILL)
     wait_for(lambda: victim not in s.worker_pids() and len(s.worker_pids()) == 2,
              what="the supervisor to replace the worker")
 
@@ -795,8 +797,6 @@ def test_save_bgsave_lastsave(durable):
 
 
 def test_ctl_snapshot(durable):
-    import subprocess
-    from shoaltest import SHOAL_BIN
     s = durable("everysec").start()
     with s.raw() as c:
         assert c.cmd("SET", "k", "v") == "OK"
