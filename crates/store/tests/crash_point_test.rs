@@ -399,98 +399,16 @@ fn every_write_is_all_or_nothing_at_every_crash_point() {
     );
 }
 
-/// Every key of every db: type, expiry, memcached flags and value, in a
-/// form two stores can be compared by.
-fn dump_all(h: &mut Handle) -> Vec<(u8, Vec<u8>, String)> {
-    let mut out = Vec::new();
-    for db in 0..NUM_DBS as u8 {
-        let mut cursor = 0;
-        loop {
-            let page = h.scan(db, cursor, None, 100, None).unwrap();
-            for key in page.keys {
-                let Some(meta) = h.meta(db, &key).unwrap() else {
-                    continue;
-                };
-                let value = match meta.vtype {
-                    ValueType::String => format!("{:?}", h.get(db, &key).unwrap()),
-                    ValueType::List => format!(
-                        "{:?}",
-                        h.read_collection::<List, _>(db, &key, |l| l.range(0, l.len()))
-                            .unwrap()
-                    ),
-                    ValueType::Hash => {
-                        let mut all = h
-                            .read_collection::<Hash, _>(db, &key, |x| x.entries())
-                            .unwrap()
-                            .unwrap_or_default();
-                        all.sort();
-                        format!("{all:?}")
-                    }
-                    ValueType::Set => {
-                        let mut all = h
-                            .read_collection::<Set, _>(db, &key, |x| x.members())
-                            .unwrap()
-                            .unwrap_or_default();
-                        all.sort();
-                        format!("{all:?}")
-                    }
-                    ValueType::ZSet => format!(
-                        "{:?}",
-                        h.read_collection::<ZSet, _>(db, &key, |z| z.range(0, z.len()))
-                            .unwrap()
-                    ),
-                    ValueType::Stream => String::new(),
-                };
-                out.push((
-                    db,
-                    key,
-                    format!(
-                        "{} exp={:?} flags={} {value}",
-                        meta.vtype.name(),
-                        meta.expire_at_ms,
-                        meta.mc_flags
-                    ),
-                ));
-            }
-            cursor = page.cursor;
-            if cursor == 0 {
-                break;
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-/// Replays every frame of the ring since LSN 8 into a fresh store; fails if
-/// a frame the recovered store owes is still incomplete.
+/// Replays every frame of the ring into a fresh store and dumps it.
 fn replay_ring(h: &mut Handle) -> Vec<(u8, Vec<u8>, String)> {
-    let ring = h.log_ring();
-    let head = ring.head();
-    let mut bytes = Vec::new();
-    let end = ring.read_frames(8, &mut bytes, usize::MAX).unwrap();
-    assert_eq!(end, head, "the ring has an incomplete frame at LSN {end}");
+    let frames = common::ring_frames(h, store::log::FIRST_LSN);
     let seg = TempSegment::new("crashreplay");
     let mut opts = seg.options(2 << 20);
     opts.contexts = 8;
     let fresh = Store::open(&opts).unwrap();
     let mut r = fresh.handle().unwrap();
-    let (mut pos, mut at) = (8u64, 0usize);
-    let mut group: Vec<(u64, Vec<u8>)> = Vec::new();
-    while at < bytes.len() {
-        let (_, payload, size) = store::log::frame::parse_frame(&bytes[at..], pos).unwrap();
-        let (_, continues) = store::log::Record::decode(payload).unwrap();
-        group.push((pos, payload.to_vec()));
-        if !continues {
-            for (lsn, p) in group.drain(..) {
-                r.apply_record(lsn, &p).unwrap();
-            }
-        }
-        pos += size;
-        at += size as usize;
-    }
-    assert!(group.is_empty(), "the log ends inside a group");
-    dump_all(&mut r)
+    common::replay(&mut r, &frames);
+    common::dump_all(&mut r)
 }
 
 /// With the log on, a crash anywhere in a write leaves the log agreeing with
@@ -527,7 +445,7 @@ fn the_log_agrees_with_the_store_after_a_crash_at_every_point() {
             let completed = String::from_utf8_lossy(&out.stdout).contains("completed");
             let mut h = store.handle().unwrap();
             before_or_after(&mut h, op).unwrap_or_else(|e| panic!("crash point {k}: {e}"));
-            let live = dump_all(&mut h);
+            let live = common::dump_all(&mut h);
             let replayed = replay_ring(&mut h);
             assert_eq!(
                 live, replayed,

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::TempSegment;
+use common::{dump_all, replay, Frame, TempSegment};
 use proptest::prelude::*;
 use store::log::frame::parse_frame;
 use store::log::record::CONTINUES;
@@ -18,9 +18,6 @@ use store::*;
 const SEGMENT: u64 = 32 << 20;
 /// The dbs the workload writes to.
 const DBS: u8 = 4;
-
-/// A logged frame: its LSN and payload.
-type Frame = (u64, Vec<u8>);
 
 /// The ring as a log writer drains it: frames copied out, space released.
 struct Drain {
@@ -70,92 +67,6 @@ impl Drain {
             "an incomplete frame in the ring"
         );
     }
-}
-
-/// Applies frames in order as recovery does: a group once its last frame
-/// arrives; `Pad`s are skipped (one without the group bit closes a group).
-fn replay(h: &mut Handle, frames: &[Frame]) {
-    let mut group: Vec<&Frame> = Vec::new();
-    for frame in frames {
-        let (record, continues) = Record::decode(&frame.1).unwrap();
-        if record != Record::Pad {
-            group.push(frame);
-        }
-        if !continues {
-            for (lsn, payload) in group.drain(..) {
-                h.apply_record(*lsn, payload)
-                    .unwrap_or_else(|e| panic!("record at LSN {lsn} ({record}): {e}"));
-            }
-        }
-    }
-    assert!(group.is_empty(), "the log ends inside a group");
-}
-
-/// Every key of every db: type, expiry, flags and value, comparable across
-/// stores (hash and set members sorted: their order depends on the form).
-fn dump_all(h: &mut Handle) -> Vec<(u8, Vec<u8>, String)> {
-    let mut out = Vec::new();
-    for db in 0..NUM_DBS as u8 {
-        let mut cursor = 0;
-        loop {
-            let page = h.scan(db, cursor, None, 100, None).unwrap();
-            for key in page.keys {
-                let Some(meta) = h.meta(db, &key).unwrap() else {
-                    continue;
-                };
-                let value = match meta.vtype {
-                    ValueType::String => format!("{:?}", h.get(db, &key).unwrap()),
-                    ValueType::List => format!(
-                        "{:?}",
-                        h.read_collection::<List, _>(db, &key, |l| l.range(0, l.len()))
-                            .unwrap()
-                    ),
-                    ValueType::Hash => {
-                        let mut all = h
-                            .read_collection::<Hash, _>(db, &key, |x| x.entries())
-                            .unwrap()
-                            .unwrap_or_default();
-                        all.sort();
-                        format!("{all:?}")
-                    }
-                    ValueType::Set => {
-                        let mut all = h
-                            .read_collection::<Set, _>(db, &key, |x| x.members())
-                            .unwrap()
-                            .unwrap_or_default();
-                        all.sort();
-                        format!("{all:?}")
-                    }
-                    ValueType::ZSet => {
-                        let all = h
-                            .read_collection::<ZSet, _>(db, &key, |z| z.range(0, z.len()))
-                            .unwrap()
-                            .unwrap_or_default();
-                        let bits: Vec<(Vec<u8>, u64)> =
-                            all.into_iter().map(|(m, s)| (m, s.to_bits())).collect();
-                        format!("{bits:?}")
-                    }
-                    ValueType::Stream => String::new(),
-                };
-                out.push((
-                    db,
-                    key,
-                    format!(
-                        "{} exp={:?} flags={} {value}",
-                        meta.vtype.name(),
-                        meta.expire_at_ms,
-                        meta.mc_flags
-                    ),
-                ));
-            }
-            cursor = page.cursor;
-            if cursor == 0 {
-                break;
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 /// Asserts two dumps are equal, naming the first difference (values cut

@@ -126,3 +126,118 @@ pub fn wait_for_line(child: &mut Child, line: &str) {
         }
     }
 }
+
+// ---------- the transaction log ----------
+
+use store::log::Record;
+use store::{Collection, Handle, Hash, List, Set, ValueType, ZSet, NUM_DBS};
+
+/// A log frame: its LSN and its record.
+pub type Frame = (u64, Vec<u8>);
+
+/// Every complete frame of the ring from `from` on; fails if one the
+/// store owes is still incomplete (the ring must end at its head).
+pub fn ring_frames(h: &Handle, from: u64) -> Vec<Frame> {
+    let ring = h.log_ring();
+    let mut bytes = Vec::new();
+    let end = ring.read_frames(from, &mut bytes, usize::MAX).unwrap();
+    assert_eq!(
+        end,
+        ring.head(),
+        "the ring has an incomplete frame at LSN {end}"
+    );
+    let (mut pos, mut at, mut out) = (from, 0usize, Vec::new());
+    while at < bytes.len() {
+        let (_, payload, size) = store::log::frame::parse_frame(&bytes[at..], pos).unwrap();
+        out.push((pos, payload.to_vec()));
+        pos += size;
+        at += size as usize;
+    }
+    out
+}
+
+/// Applies frames in order as recovery does: a group once its last frame
+/// arrives; `Pad`s are skipped (one without the group bit closes a group).
+pub fn replay(h: &mut Handle, frames: &[Frame]) {
+    let mut group: Vec<&Frame> = Vec::new();
+    for frame in frames {
+        let (record, continues) = Record::decode(&frame.1).unwrap();
+        if record != Record::Pad {
+            group.push(frame);
+        }
+        if !continues {
+            for (lsn, payload) in group.drain(..) {
+                h.apply_record(*lsn, payload)
+                    .unwrap_or_else(|e| panic!("record at LSN {lsn} ({record}): {e}"));
+            }
+        }
+    }
+    assert!(group.is_empty(), "the log ends inside a group");
+}
+
+/// Every key of every db: type, expiry, flags and value, comparable across
+/// stores (hash and set members sorted: their order depends on the form).
+pub fn dump_all(h: &mut Handle) -> Vec<(u8, Vec<u8>, String)> {
+    let mut out = Vec::new();
+    for db in 0..NUM_DBS as u8 {
+        let mut cursor = 0;
+        loop {
+            let page = h.scan(db, cursor, None, 100, None).unwrap();
+            for key in page.keys {
+                let Some(meta) = h.meta(db, &key).unwrap() else {
+                    continue;
+                };
+                let value = match meta.vtype {
+                    ValueType::String => format!("{:?}", h.get(db, &key).unwrap()),
+                    ValueType::List => format!(
+                        "{:?}",
+                        h.read_collection::<List, _>(db, &key, |l| l.range(0, l.len()))
+                            .unwrap()
+                    ),
+                    ValueType::Hash => {
+                        let mut all = h
+                            .read_collection::<Hash, _>(db, &key, |x| x.entries())
+                            .unwrap()
+                            .unwrap_or_default();
+                        all.sort();
+                        format!("{all:?}")
+                    }
+                    ValueType::Set => {
+                        let mut all = h
+                            .read_collection::<Set, _>(db, &key, |x| x.members())
+                            .unwrap()
+                            .unwrap_or_default();
+                        all.sort();
+                        format!("{all:?}")
+                    }
+                    ValueType::ZSet => {
+                        let all = h
+                            .read_collection::<ZSet, _>(db, &key, |z| z.range(0, z.len()))
+                            .unwrap()
+                            .unwrap_or_default();
+                        let bits: Vec<(Vec<u8>, u64)> =
+                            all.into_iter().map(|(m, s)| (m, s.to_bits())).collect();
+                        format!("{bits:?}")
+                    }
+                    ValueType::Stream => String::new(),
+                };
+                out.push((
+                    db,
+                    key,
+                    format!(
+                        "{} exp={:?} flags={} {value}",
+                        meta.vtype.name(),
+                        meta.expire_at_ms,
+                        meta.mc_flags
+                    ),
+                ));
+            }
+            cursor = page.cursor;
+            if cursor == 0 {
+                break;
+            }
+        }
+    }
+    out.sort();
+    out
+}
