@@ -337,6 +337,37 @@ fn crash_child_entry() {
     println!("completed");
 }
 
+/// A fresh segment set up (with the log on if `log`), and a child process
+/// that runs `op` until its `k`-th crash point: the segment, the store, the
+/// child's output and whether it ran to the end.
+fn crash_once(op: &str, k: u64, log: bool) -> (TempSegment, Store, std::process::Output, bool) {
+    let seg = TempSegment::new(if log { "crashlog" } else { "crashpoint" });
+    let mut opts = seg.options(2 << 20);
+    opts.contexts = 8;
+    let store = Store::open(&opts).unwrap();
+    {
+        let mut h = store.handle().unwrap();
+        if log {
+            h.log_ring().enable(0, store::log::FsyncPolicy::No).unwrap();
+        }
+        setup(&mut h);
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "crash_child_entry",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SHOAL_CRASH_OP", op)
+        .env("SHOAL_CRASH_AT", k.to_string())
+        .env("SHOAL_SEGMENT", &seg.path)
+        .output()
+        .unwrap();
+    let completed = String::from_utf8_lossy(&out.stdout).contains("completed");
+    (seg, store, out, completed)
+}
+
 #[test]
 fn every_write_is_all_or_nothing_at_every_crash_point() {
     let mut total_crashes = 0;
@@ -344,27 +375,7 @@ fn every_write_is_all_or_nothing_at_every_crash_point() {
         let mut k = 0u64;
         loop {
             assert!(k < 3000, "{op}: more than 3000 crash points?");
-            let seg = TempSegment::new("crashpoint");
-            let mut opts = seg.options(2 << 20);
-            opts.contexts = 8;
-            let store = Store::open(&opts).unwrap();
-            {
-                let mut h = store.handle().unwrap();
-                setup(&mut h);
-            }
-            let out = Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "crash_child_entry",
-                    "--exact",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env("SHOAL_CRASH_OP", op)
-                .env("SHOAL_CRASH_AT", k.to_string())
-                .env("SHOAL_SEGMENT", &seg.path)
-                .output()
-                .unwrap();
-            let completed = String::from_utf8_lossy(&out.stdout).contains("completed");
+            let (_seg, store, out, completed) = crash_once(op, k, false);
             // Recovery happens when this fresh handle attaches.
             let mut h = store.handle().unwrap();
             before_or_after(&mut h, op).unwrap_or_else(|e| panic!("crash point {k}: {e}"));
@@ -421,28 +432,7 @@ fn the_log_agrees_with_the_store_after_a_crash_at_every_point() {
         let mut k = 0u64;
         loop {
             assert!(k < 3000, "{op}: more than 3000 crash points?");
-            let seg = TempSegment::new("crashlog");
-            let mut opts = seg.options(2 << 20);
-            opts.contexts = 8;
-            let store = Store::open(&opts).unwrap();
-            {
-                let mut h = store.handle().unwrap();
-                h.log_ring().enable(0, store::log::FsyncPolicy::No).unwrap();
-                setup(&mut h);
-            }
-            let out = Command::new(std::env::current_exe().unwrap())
-                .args([
-                    "crash_child_entry",
-                    "--exact",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env("SHOAL_CRASH_OP", op)
-                .env("SHOAL_CRASH_AT", k.to_string())
-                .env("SHOAL_SEGMENT", &seg.path)
-                .output()
-                .unwrap();
-            let completed = String::from_utf8_lossy(&out.stdout).contains("completed");
+            let (_seg, store, _, completed) = crash_once(op, k, true);
             let mut h = store.handle().unwrap();
             before_or_after(&mut h, op).unwrap_or_else(|e| panic!("crash point {k}: {e}"));
             let live = common::dump_all(&mut h);
