@@ -705,7 +705,7 @@ def store_state(conn, dbs=16, batch=2000):
         assert conn.cmd("SELECT", db) == "OK"
         keys, cursor = [], b"0"
         while True:
-            cursor, page = conn.cmd("SCAN", cursor, "COUNT", 10000)
+            [(cursor, page)] = fast_pipeline(conn, [("SCAN", cursor, "COUNT", 10000)])
             keys += page
             if cursor == b"0":
                 break
