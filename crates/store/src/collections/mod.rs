@@ -110,33 +110,31 @@ pub struct Journal {
     on: bool,
     opaque: bool,
     ops: Vec<Op>,
+    /// The bytes the ops name, back to back: one buffer, not one
+    /// allocation per item.
+    bytes: Vec<u8>,
+}
+
+/// Where an op's bytes are in [`Journal::bytes`].
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: usize,
+    len: usize,
 }
 
 /// One logged change, as replay redoes it (log/apply.rs).
 #[derive(Debug)]
 enum Op {
     /// Pushed at the tail (else the head).
-    Push {
-        tail: bool,
-        item: Vec<u8>,
-    },
+    Push { tail: bool, item: Span },
     /// Popped `count` items from the tail (else the head).
-    Pop {
-        tail: bool,
-        count: u64,
-    },
-    HashSet {
-        field: Vec<u8>,
-        value: Vec<u8>,
-    },
-    HashDel(Vec<u8>),
-    SetAdd(Vec<u8>),
-    SetRem(Vec<u8>),
-    ZSetAdd {
-        member: Vec<u8>,
-        score: f64,
-    },
-    ZSetRem(Vec<u8>),
+    Pop { tail: bool, count: u64 },
+    HashSet { field: Span, value: Span },
+    HashDel(Span),
+    SetAdd(Span),
+    SetRem(Span),
+    ZSetAdd { member: Span, score: f64 },
+    ZSetRem(Span),
 }
 
 impl Op {
@@ -163,10 +161,10 @@ impl Op {
             | Op::HashDel(b)
             | Op::SetAdd(b)
             | Op::SetRem(b)
-            | Op::ZSetRem(b) => 4 + b.len(),
+            | Op::ZSetRem(b) => 4 + b.len,
             Op::Pop { .. } => 0,
-            Op::HashSet { field, value } => 8 + field.len() + value.len(),
-            Op::ZSetAdd { member, .. } => 12 + member.len(),
+            Op::HashSet { field, value } => 8 + field.len + value.len,
+            Op::ZSetAdd { member, .. } => 12 + member.len,
         }
     }
 }
@@ -187,56 +185,71 @@ impl Journal {
         if self.on {
             self.opaque = true;
             self.ops = Vec::new();
+            self.bytes = Vec::new();
         }
     }
 
-    fn record(&mut self, op: impl FnOnce() -> Op) {
+    fn keep(&mut self, b: &[u8]) -> Span {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(b);
+        Span {
+            start,
+            len: b.len(),
+        }
+    }
+
+    fn get(&self, span: Span) -> &[u8] {
+        &self.bytes[span.start..span.start + span.len]
+    }
+
+    fn record(&mut self, op: impl FnOnce(&mut Journal) -> Op) {
         if self.recording() {
-            self.ops.push(op());
+            let op = op(self);
+            self.ops.push(op);
         }
     }
 
     pub(crate) fn push(&mut self, tail: bool, item: &[u8]) {
-        self.record(|| Op::Push {
+        self.record(|j| Op::Push {
             tail,
-            item: item.to_vec(),
+            item: j.keep(item),
         });
     }
 
     pub(crate) fn pop(&mut self, tail: bool, count: u64) {
         if count > 0 {
-            self.record(|| Op::Pop { tail, count });
+            self.record(|_| Op::Pop { tail, count });
         }
     }
 
     pub(crate) fn hash_set(&mut self, field: &[u8], value: &[u8]) {
-        self.record(|| Op::HashSet {
-            field: field.to_vec(),
-            value: value.to_vec(),
+        self.record(|j| Op::HashSet {
+            field: j.keep(field),
+            value: j.keep(value),
         });
     }
 
     pub(crate) fn hash_del(&mut self, field: &[u8]) {
-        self.record(|| Op::HashDel(field.to_vec()));
+        self.record(|j| Op::HashDel(j.keep(field)));
     }
 
     pub(crate) fn set_add(&mut self, member: &[u8]) {
-        self.record(|| Op::SetAdd(member.to_vec()));
+        self.record(|j| Op::SetAdd(j.keep(member)));
     }
 
     pub(crate) fn set_rem(&mut self, member: &[u8]) {
-        self.record(|| Op::SetRem(member.to_vec()));
+        self.record(|j| Op::SetRem(j.keep(member)));
     }
 
     pub(crate) fn zset_add(&mut self, member: &[u8], score: f64) {
-        self.record(|| Op::ZSetAdd {
-            member: member.to_vec(),
+        self.record(|j| Op::ZSetAdd {
+            member: j.keep(member),
             score,
         });
     }
 
     pub(crate) fn zset_rem(&mut self, member: &[u8]) {
-        self.record(|| Op::ZSetRem(member.to_vec()));
+        self.record(|j| Op::ZSetRem(j.keep(member)));
     }
 
     /// Whether the write can log its changes instead of the whole value.
@@ -267,7 +280,7 @@ impl Journal {
                     let items: Vec<&[u8]> = run
                         .iter()
                         .filter_map(|op| match op {
-                            Op::Push { item, .. } => Some(&item[..]),
+                            Op::Push { item, .. } => Some(self.get(*item)),
                             _ => None,
                         })
                         .collect();
@@ -287,7 +300,9 @@ impl Journal {
                     let pairs: Vec<(&[u8], &[u8])> = run
                         .iter()
                         .filter_map(|op| match op {
-                            Op::HashSet { field, value } => Some((&field[..], &value[..])),
+                            Op::HashSet { field, value } => {
+                                Some((self.get(*field), self.get(*value)))
+                            }
                             _ => None,
                         })
                         .collect();
@@ -297,7 +312,7 @@ impl Journal {
                     let members: Vec<(&[u8], f64)> = run
                         .iter()
                         .filter_map(|op| match op {
-                            Op::ZSetAdd { member, score } => Some((&member[..], *score)),
+                            Op::ZSetAdd { member, score } => Some((self.get(*member), *score)),
                             _ => None,
                         })
                         .collect();
@@ -308,7 +323,7 @@ impl Journal {
                         .iter()
                         .filter_map(|op| match op {
                             Op::HashDel(b) | Op::SetAdd(b) | Op::SetRem(b) | Op::ZSetRem(b) => {
-                                Some(&b[..])
+                                Some(self.get(*b))
                             }
                             _ => None,
                         })
