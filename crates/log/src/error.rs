@@ -100,8 +100,14 @@ impl fmt::Display for Error {
             } => {
                 write!(f, "{path} is damaged before its end")?;
                 at(f)?;
-                write!(f, ": {what}. Valid data follows it. Restore the file from a copy")?;
-                if self.offset.is_some_and(|off| off >= crate::file::FILE_HEADER as u64) {
+                write!(
+                    f,
+                    ": {what}. Valid data follows it. Restore the file from a copy"
+                )?;
+                if self
+                    .offset
+                    .is_some_and(|off| off >= crate::file::FILE_HEADER as u64)
+                {
                     write!(
                         f,
                         ", or recover up to that point (losing every later record): \
