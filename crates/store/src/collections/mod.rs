@@ -126,14 +126,26 @@ struct Span {
 #[derive(Debug)]
 enum Op {
     /// Pushed at the tail (else the head).
-    Push { tail: bool, item: Span },
+    Push {
+        tail: bool,
+        item: Span,
+    },
     /// Popped `count` items from the tail (else the head).
-    Pop { tail: bool, count: u64 },
-    HashSet { field: Span, value: Span },
+    Pop {
+        tail: bool,
+        count: u64,
+    },
+    HashSet {
+        field: Span,
+        value: Span,
+    },
     HashDel(Span),
     SetAdd(Span),
     SetRem(Span),
-    ZSetAdd { member: Span, score: f64 },
+    ZSetAdd {
+        member: Span,
+        score: f64,
+    },
     ZSetRem(Span),
 }
 
