@@ -4,7 +4,7 @@ real redis-server for byte-for-byte comparisons."""
 
 import pytest
 
-from shoaltest import TARGET, Server, raw_on_worker
+from shoaltest import TARGET, DurableServer, Server, raw_on_worker
 
 
 def pytest_configure(config):
@@ -92,3 +92,20 @@ def conns():
     yield open_
     for c in opened:
         c.close()
+
+
+@pytest.fixture
+def durable(tmp_path):
+    """`durable(appendfsync, **kw)` makes a DurableServer on its own
+    directory under tmp_path (not started); all are killed and their
+    segments removed at teardown."""
+    made = []
+
+    def make(appendfsync="everysec", subdir="data", **kw):
+        s = DurableServer(tmp_path / subdir, appendfsync=appendfsync, **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.stop()

@@ -19,26 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from shoaltest import SHOAL_BIN, DurableServer, state_diff, store_state, wait_for
+from shoaltest import SHOAL_BIN, state_diff, store_state, wait_for
 
 pytestmark = pytest.mark.shoal_only
 
 FILE_HEADER = 32
 FRAME_HEADER = 16
-
-
-@pytest.fixture
-def durable(tmp_path):
-    made = []
-
-    def make(appendfsync="everysec", subdir="data", **kw):
-        s = DurableServer(tmp_path / subdir, appendfsync=appendfsync, **kw)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.stop()
 
 
 def shoal(*args):

@@ -25,7 +25,7 @@ import redis
 import requests
 from pymemcache.client.base import Client as McClient
 
-from shoaltest import (SHOAL_BIN, DurableServer, Err, encode, fast_pipeline, info_section,
+from shoaltest import (SHOAL_BIN, Err, encode, fast_pipeline, info_section,
                        raw_on_worker, state_diff, store_state, wait_for)
 
 pytestmark = pytest.mark.shoal_only
@@ -35,23 +35,6 @@ DAY_MS = 86_400_000
 # computes may trail the client's clock by a little: allowance for that,
 # not for speed.
 CLOCK_SLACK_MS = 1000
-
-
-@pytest.fixture
-def durable(tmp_path):
-    """`durable(appendfsync, **kw)` makes a DurableServer on its own
-    directory under tmp_path (not started); all are killed and their
-    segments removed at teardown."""
-    made = []
-
-    def make(appendfsync="everysec", subdir="data", **kw):
-        s = DurableServer(tmp_path / subdir, appendfsync=appendfsync, **kw)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.stop()
 
 
 def now_ms():
