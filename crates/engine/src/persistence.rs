@@ -43,10 +43,11 @@ pub(crate) const COMMANDS: &[Command] = &[
 
 fn save(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
     let ring = cx.h().log_ring();
-    if !ring.status().enabled {
+    let status = ring.status();
+    if !status.enabled {
         return Err(CmdError::msg(OFF));
     }
-    if ring.status().snapshot_running_since != 0 {
+    if status.snapshot_running_since != 0 {
         return Err(CmdError::msg("ERR Background save already in progress"));
     }
     let n = ring.request_snapshot().map_err(CmdError::from)?;
@@ -140,7 +141,7 @@ pub(crate) fn info_section(e: &mut Engine, s: &mut String) {
         st.snapshot_answered,
         st.enabled as u8,
         ok(st.write_failed),
-        st.policy.map_or("everysec", |p| p.name()),
+        st.policy.name(),
         st.head,
         st.released,
         st.fsynced,

@@ -497,12 +497,7 @@ fn param_value(e: &Engine, name: &str) -> String {
             true => "yes".into(),
             false => "no".into(),
         },
-        "appendfsync" => e
-            .store
-            .log_status()
-            .policy
-            .map_or("everysec", |p| p.name())
-            .into(),
+        "appendfsync" => e.store.log_status().policy.name().into(),
         "workers" => c.workers.to_string(),
         _ => String::new(),
     }

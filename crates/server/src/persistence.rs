@@ -59,7 +59,8 @@ pub fn start(store: &Store, opts: &PersistOptions) -> Result<Persistence, Error>
         let at = ring.enable(end, opts.policy)?;
         println!("shoal: logging to {} from LSN {at}", opts.dir.display());
     } else {
-        let (enabled, released) = ring.resume_point();
+        let status = ring.status();
+        let (enabled, released) = (status.enabled, status.released);
         let dir_empty = log::file::list_logs(&opts.dir).is_ok_and(|l| l.is_empty())
             && log::file::list_snapshots(&opts.dir).is_ok_and(|s| s.is_empty());
         if enabled {
@@ -361,7 +362,7 @@ impl SnapshotSource for StoreSnapshot {
         let end = self.ring.head();
         let began = Instant::now();
         let reached = |st: store::log::LogStatus| match st.policy {
-            Some(FsyncPolicy::No) => st.released >= end,
+            FsyncPolicy::No => st.released >= end,
             _ => st.fsynced >= end,
         };
         while !reached(self.ring.status()) && began.elapsed() < Duration::from_secs(60) {
@@ -382,7 +383,8 @@ fn snapshot_loop(store: Store, opts: PersistOptions, stop: Arc<AtomicBool>, mut 
         ring: ring.clone(),
     };
     let mut last = Instant::now();
-    let mut last_start = ring.status().snapshot_start_lsn.max(ring.status().released);
+    let status = ring.status();
+    let mut last_start = status.snapshot_start_lsn.max(status.released);
     while !stop.load(Ordering::Acquire) {
         let requested = ring.snapshot_requests();
         let answered = ring.snapshot_answered();

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use rustix::thread::futex;
 
-use super::frame::{encode_header_tail, frame_size, FRAME_HEADER};
+use super::frame::{decode_frame_header, encode_header_tail, frame_size, FRAME_HEADER};
 use crate::context::{Backoff, Ctx};
 use crate::error::{Error, Result};
 use crate::handle::Handle;
@@ -175,6 +175,16 @@ impl RingArea {
             r.zero(self.off, len - first)?;
         }
         Ok(())
+    }
+
+    /// The size of the frame at `lsn`, from its header's length field.
+    fn frame_size_at(&self, r: &Region, lsn: u64) -> Result<u64> {
+        let mut bytes = Vec::with_capacity(FRAME_HEADER);
+        self.read(r, lsn, FRAME_HEADER as u64, &mut bytes)?;
+        let header: &[u8; FRAME_HEADER] = bytes[..]
+            .try_into()
+            .map_err(|_| Error::Corrupted(self.off + lsn % self.size))?;
+        Ok(frame_size(decode_frame_header(header).len as usize))
     }
 
     /// The LSN word of a frame at `lsn` (8-aligned: every frame size is).
@@ -359,12 +369,8 @@ impl Ctx {
             return wake_writer(r, ring.size);
         }
         let mut pos = start;
-        let mut header = Vec::with_capacity(FRAME_HEADER);
         while pos < end {
-            header.clear();
-            ring.read(r, pos, FRAME_HEADER as u64, &mut header)?;
-            let len = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
-            let size = frame_size(len as usize);
+            let size = ring.frame_size_at(r, pos)?;
             if pos + size > end {
                 return write_pad(r, ring, pos, end, group_open)
                     .and_then(|_| wake_writer(r, ring.size));
@@ -447,15 +453,15 @@ impl Handle {
             self.ctx.crash_point();
             let ring = RingArea::of(&self.ctx.sh);
             let in_group = self.log.group.is_some();
-            let (mut pos, mut begin, mut last) = (lsn, 0, lsn);
+            let (mut pos, mut begin, mut last_lsn) = (lsn, 0, lsn);
             self.log.reserved_frames.clear();
             for (i, &end) in ends.iter().enumerate() {
                 self.log.reserved_frames.push(pos);
-                last = pos;
+                last_lsn = pos;
                 let payload = &mut staged[begin..end];
-                let last = i + 1 == ends.len();
+                let is_last = i + 1 == ends.len();
                 if let Some(kind) = payload.first_mut() {
-                    if !last || in_group {
+                    if !is_last || in_group {
                         *kind |= GROUP_CONTINUES;
                     }
                 }
@@ -467,7 +473,7 @@ impl Handle {
                 self.ctx.region().store64(self.ctx.off + C_LOG_GROUP, 1)?;
             }
             self.log.reserved = Some((lsn, lsn + total));
-            Ok(last)
+            Ok(last_lsn)
         })();
         staged.clear();
         self.log.staged = staged;
@@ -569,12 +575,12 @@ pub struct LogRing {
 }
 
 /// The log's positions and settings, read together (INFO persistence).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct LogStatus {
     /// Whether writes are logged.
     pub enabled: bool,
     /// The fsync policy.
-    pub policy: Option<FsyncPolicy>,
+    pub policy: FsyncPolicy,
     /// Bytes reserved so far: the next frame's LSN.
     pub head: u64,
     /// Written to files up to here.
@@ -619,7 +625,7 @@ impl LogRing {
     pub fn status(&self) -> LogStatus {
         LogStatus {
             enabled: self.word(H_LOG_ENABLED) != 0,
-            policy: Some(FsyncPolicy::from_word(self.word(H_LOG_POLICY))),
+            policy: FsyncPolicy::from_word(self.word(H_LOG_POLICY)),
             head: self.word(H_WRITE_VERSION),
             released: self.word(H_LOG_RELEASED),
             fsynced: self.word(H_LOG_FSYNCED),
@@ -652,12 +658,6 @@ impl LogRing {
         Ok(head)
     }
 
-    /// Whether the log is on and where its files end, as the writer resumes
-    /// on an attached segment: (enabled, released).
-    pub fn resume_point(&self) -> (bool, u64) {
-        (self.word(H_LOG_ENABLED) != 0, self.word(H_LOG_RELEASED))
-    }
-
     /// Turns logging off (the log's state stays for INFO).
     pub fn disable(&self) -> Result<()> {
         self.r().store64(H_LOG_ENABLED, 0)
@@ -685,15 +685,11 @@ impl LogRing {
         let r = self.r();
         let mut pos = from;
         let start_len = out.len();
-        let mut header = Vec::with_capacity(FRAME_HEADER);
         loop {
             if ring.lsn_word(r, pos)?.load(Ordering::Acquire) != pos {
                 return Ok(pos);
             }
-            header.clear();
-            ring.read(r, pos, FRAME_HEADER as u64, &mut header)?;
-            let len = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
-            let size = frame_size(len as usize);
+            let size = ring.frame_size_at(r, pos)?;
             if size > ring.max_frame() {
                 return Err(Error::Corrupted(ring.off + pos % ring.size));
             }
