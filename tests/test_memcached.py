@@ -200,6 +200,9 @@ def test_pymemcache_noreply(port):
     c = Client(("127.0.0.1", port), default_noreply=True)
     assert c.set("k", b"1") is True
     assert c.add("k", b"2") is True  # noreply: the client cannot know
+    # A reply on the same connection proves the server has read both lines;
+    # without it the other client's get can overtake them.
+    assert c.get("k") == b"1"
     c2 = Client(("127.0.0.1", port), default_noreply=False)
     assert c2.get("k") == b"1"
     c.close()
