@@ -19,9 +19,10 @@ mod listener;
 mod memcache;
 pub mod persistence;
 mod pubsub;
+pub mod simultaneous;
 pub mod supervisor;
 pub mod worker;
 
 pub use error::Error;
-pub use supervisor::{serve, ServeOptions};
+pub use supervisor::{control_socket_path, serve, Balance, ServeOptions};
 pub use worker::{run_worker, WorkerOptions};

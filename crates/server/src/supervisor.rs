@@ -32,6 +32,44 @@ pub struct ServeOptions {
     pub persist: Option<crate::persistence::PersistOptions>,
 }
 
+/// How connections are spread over the workers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Balance {
+    /// One SO_REUSEPORT listener per worker: the kernel hashes each new
+    /// connection to one of them, busy or not.
+    #[default]
+    Reuseport,
+    /// One listening socket shared by every worker: only a worker whose
+    /// event loop is free accepts, so a blocked worker takes no one.
+    Shared,
+}
+
+impl Balance {
+    /// The name `--balance` takes and `ctl status` prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Balance::Reuseport => "reuseport",
+            Balance::Shared => "shared",
+        }
+    }
+
+    /// The mode called `name`.
+    pub fn from_name(name: &str) -> Option<Balance> {
+        match name {
+            "reuseport" => Some(Balance::Reuseport),
+            "shared" => Some(Balance::Shared),
+            _ => None,
+        }
+    }
+}
+
+/// Where `shoal ctl` reaches the supervisor of the segment at `segment`.
+pub fn control_socket_path(segment: &std::path::Path) -> PathBuf {
+    let mut s = segment.as_os_str().to_owned();
+    s.push(".ctl");
+    PathBuf::from(s)
+}
+
 /// A worker that dies this soon after starting counts as failing to start.
 const FAST_EXIT: Duration = Duration::from_secs(2);
 /// Consecutive fast exits after which the supervisor gives up.
