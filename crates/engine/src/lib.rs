@@ -31,6 +31,7 @@
 pub mod command;
 mod config;
 mod connection;
+mod debug;
 mod decimal;
 mod engine;
 pub mod error;
