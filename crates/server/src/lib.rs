@@ -10,8 +10,10 @@
 
 mod blocking;
 mod bus;
+mod channel;
 mod clients;
 mod connection;
+mod control;
 mod durable;
 mod error;
 mod http;

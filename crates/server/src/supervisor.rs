@@ -1,8 +1,17 @@
-//! `shoal serve`: creates or attaches the segment, starts one worker process
-//! per slot, restarts a worker that dies (the data stays in the segment), and
-//! on SIGTERM/SIGINT asks every worker to drain and waits for them.
+//! `shoal serve`: creates or attaches the segment, binds every listening
+//! socket, starts the worker processes and hands each its sockets, restarts
+//! a worker that dies (the data stays in the segment, the sockets in the
+//! supervisor), answers `shoal ctl` (see `control`): scale, rolling upgrade,
+//! simultaneous execution; and on SIGTERM/SIGINT asks every worker to drain
+//! and waits for them.
+//!
+//! Workers live in registry slots. A slot's listeners outlive its worker: a
+//! restarted or upgraded worker takes the same sockets, so their accept
+//! queues never close and no queued connection is reset.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::rc::Rc;
@@ -10,12 +19,14 @@ use std::time::{Duration, Instant};
 
 use engine::Config;
 use rustix::process::{kill_process, Pid, Signal};
+use serde_json::{json, Value};
 use store::{Location, OpenOptions, Store, WorkerState, MAX_WORKERS};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::task::LocalSet;
 
+use crate::channel::Channel;
 use crate::error::{io, Error};
-use crate::listener;
+use crate::listener::{self, ListenerSet};
 
 /// What `shoal serve` was asked for.
 #[derive(Clone, Debug)]
@@ -30,6 +41,8 @@ pub struct ServeOptions {
     pub config: Config,
     /// Persistence (`--dir`); None = off.
     pub persist: Option<crate::persistence::PersistOptions>,
+    /// How connections are spread over the workers.
+    pub balance: Balance,
 }
 
 /// How connections are spread over the workers.
@@ -76,16 +89,52 @@ const FAST_EXIT: Duration = Duration::from_secs(2);
 const MAX_FAST_EXITS: u32 = 5;
 /// How long workers get to drain before they are killed.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a new worker gets to start serving.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
 
-struct Supervisor {
-    exe: PathBuf,
-    segment: PathBuf,
-    config: Config,
-    stopping: Cell<bool>,
-    pids: RefCell<Vec<Option<u32>>>,
+/// One registry slot the supervisor keeps a worker in.
+pub(crate) struct Slot {
+    /// The sockets its worker serves (shared with a replacement during an
+    /// upgrade, and with every slot under `--balance shared`).
+    pub listeners: Rc<ListenerSet>,
+    /// The binary its worker runs.
+    pub binary: PathBuf,
+    /// The running worker's pid.
+    pub pid: Option<u32>,
+    /// The version the worker reported when it connected.
+    pub version: String,
+    /// The worker's control channel, once it connected.
+    pub channel: Option<Rc<Channel>>,
+    /// Being removed: its worker is not started again.
+    pub retiring: bool,
+    /// Its keeper task ended (the worker exited and will not be restarted).
+    pub ended: bool,
+}
+
+pub(crate) struct Supervisor {
+    /// The binary new workers run (an upgrade changes it).
+    pub exe: RefCell<PathBuf>,
+    pub segment: PathBuf,
+    pub config: Config,
+    pub balance: Balance,
+    pub started: Instant,
+    pub stopping: Cell<bool>,
     failure: RefCell<Option<String>>,
-    stop: tokio::sync::Notify,
-    store: Store,
+    pub stop: tokio::sync::Notify,
+    pub store: Store,
+    /// The one set every worker serves under `--balance shared`.
+    shared: Option<Rc<ListenerSet>>,
+    /// The Unix socket, one for every set.
+    unix: Option<Rc<OwnedFd>>,
+    /// Slots in use, by slot number.
+    pub slots: RefCell<HashMap<u32, Slot>>,
+    /// Commands per second of each worker pid, sampled every second.
+    pub rates: RefCell<HashMap<u32, f64>>,
+    /// One scale or upgrade at a time.
+    pub changing: tokio::sync::Mutex<()>,
+    /// Replies awaited from workers (`ctl exec`), by request id.
+    pub pending: RefCell<HashMap<u64, tokio::sync::oneshot::Sender<Value>>>,
+    pub next_request: Cell<u64>,
 }
 
 /// Runs the supervisor until SIGTERM/SIGINT (or SHUTDOWN from a client).
@@ -111,27 +160,29 @@ pub fn serve(opts: ServeOptions) -> Result<(), Error> {
             )));
         }
     }
-    // Fail here, with one clear message, rather than in every worker.
+    // Every socket is bound here, so a port in use fails the start with one
+    // clear message rather than in every worker.
     let cfg = &opts.config;
-    for port in [cfg.port, cfg.memcached_port, cfg.http_port] {
-        if port != 0 {
-            drop(listener::reuseport_tcp(listener::resolve(
-                &cfg.bind, port,
-            )?)?);
-        }
-    }
-    if cfg.memcached_udp_port != 0 {
-        drop(listener::reuseport_udp(listener::resolve(
-            &cfg.bind,
-            cfg.memcached_udp_port,
-        )?)?);
-    }
+    let unix = if cfg.unixsocket.is_empty() {
+        None
+    } else {
+        Some(Rc::new(OwnedFd::from(listener::unix(
+            cfg.unixsocket.as_ref(),
+        )?)))
+    };
+    let shared = match opts.balance {
+        Balance::Shared => Some(Rc::new(ListenerSet::bind(cfg, false, unix.clone())?)),
+        Balance::Reuseport => None,
+    };
+    let control_path = control_socket_path(store.path());
+    let control = crate::control::bind(&control_path)?;
     store.set_supervisor_pid(me)?;
     let persistence = match &opts.persist {
         Some(p) => match crate::persistence::start(&store, p) {
             Ok(running) => Some(running),
             Err(e) => {
                 let _ = store.set_supervisor_pid(0);
+                let _ = std::fs::remove_file(&control_path);
                 return Err(e);
             }
         },
@@ -141,20 +192,35 @@ pub fn serve(opts: ServeOptions) -> Result<(), Error> {
         }
     };
     let sup = Rc::new(Supervisor {
-        exe: std::env::current_exe().map_err(io("find the shoal executable"))?,
+        exe: RefCell::new(std::env::current_exe().map_err(io("find the shoal executable"))?),
         segment: store.path().to_path_buf(),
         config: opts.config.clone(),
+        balance: opts.balance,
+        started: Instant::now(),
         stopping: Cell::new(false),
-        pids: RefCell::new(vec![None; opts.workers as usize]),
         failure: RefCell::new(None),
         stop: tokio::sync::Notify::new(),
         store: store.clone(),
+        shared,
+        unix,
+        slots: RefCell::new(HashMap::new()),
+        rates: RefCell::new(HashMap::new()),
+        changing: tokio::sync::Mutex::new(()),
+        pending: RefCell::new(HashMap::new()),
+        next_request: Cell::new(1),
     });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(io("start the event loop"))?;
-    let result = LocalSet::new().block_on(&rt, supervise(sup, store.clone(), opts));
+    let result = LocalSet::new().block_on(&rt, async {
+        let control = tokio::net::UnixListener::from_std(control)
+            .map_err(io(format!("listen on {}", control_path.display())))?;
+        tokio::task::spawn_local(crate::control::accept(sup.clone(), control));
+        tokio::task::spawn_local(sample_rates(sup.clone()));
+        supervise(sup.clone(), store.clone(), opts).await
+    });
+    let _ = std::fs::remove_file(&control_path);
     if let Some(p) = persistence {
         p.stop();
         println!("shoal: log flushed");
@@ -166,7 +232,7 @@ pub fn serve(opts: ServeOptions) -> Result<(), Error> {
 async fn supervise(sup: Rc<Supervisor>, store: Store, opts: ServeOptions) -> Result<(), Error> {
     let info = store.info()?;
     println!(
-        "shoal {} supervisor pid {}: segment {} ({} MiB{})",
+        "shoal {} supervisor pid {}: segment {} ({} MiB{}), balance {}",
         env!("CARGO_PKG_VERSION"),
         std::process::id(),
         info.path,
@@ -176,16 +242,17 @@ async fn supervise(sup: Rc<Supervisor>, store: Store, opts: ServeOptions) -> Res
         } else {
             ", attached"
         },
+        opts.balance.name(),
     );
-    let mut tasks = Vec::new();
-    for slot in 0..opts.workers {
-        tasks.push(tokio::task::spawn_local(keep_worker(sup.clone(), slot)));
+    let mut started = Vec::new();
+    for _ in 0..opts.workers {
+        started.push(sup.add_slot(None)?);
     }
     let mut term = signal(SignalKind::terminate()).map_err(io("install SIGTERM handler"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(io("install SIGINT handler"))?;
-    let ready = wait_ready(&store, opts.workers);
+    let ready = sup.wait_serving(&started);
     tokio::select! {
-        ok = ready => if ok {
+        ok = ready => if ok.is_ok() {
             let cfg = &opts.config;
             let mut what = Vec::new();
             if cfg.port != 0 {
@@ -218,11 +285,15 @@ async fn supervise(sup: Rc<Supervisor>, store: Store, opts: ServeOptions) -> Res
     }
     sup.stopping.set(true);
     println!("shoal: stopping workers");
-    signal_workers(&sup, Signal::TERM);
-    let all = futures_join(tasks);
-    if tokio::time::timeout(DRAIN_TIMEOUT, all).await.is_err() {
-        eprintln!("shoal: workers did not drain in time; killing them");
-        signal_workers(&sup, Signal::KILL);
+    sup.signal_workers(Signal::TERM);
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    while !sup.slots.borrow().values().all(|s| s.ended) {
+        if Instant::now() > deadline {
+            eprintln!("shoal: workers did not drain in time; killing them");
+            sup.signal_workers(Signal::KILL);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     println!("shoal: stopped");
     match sup.failure.borrow_mut().take() {
@@ -231,46 +302,231 @@ async fn supervise(sup: Rc<Supervisor>, store: Store, opts: ServeOptions) -> Res
     }
 }
 
-/// Waits for every task (no extra crate for a join of a few handles).
-async fn futures_join(tasks: Vec<tokio::task::JoinHandle<()>>) {
-    for t in tasks {
-        let _ = t.await;
-    }
-}
-
-/// True once `n` workers serve; false if that takes too long.
-async fn wait_ready(store: &Store, n: u32) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(30) {
-        let serving = store
-            .workers()
-            .map(|ws| {
-                ws.iter()
-                    .filter(|w| w.state == WorkerState::Serving)
-                    .count()
-            })
-            .unwrap_or(0);
-        if serving >= n as usize {
-            return true;
+/// Keeps `rates` current: each worker's commands per second over the last
+/// second, from its registry counter.
+async fn sample_rates(sup: Rc<Supervisor>) {
+    let mut last: HashMap<u32, (Instant, u64)> = HashMap::new();
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = Instant::now();
+        let mut rates = HashMap::new();
+        let mut seen = HashMap::new();
+        for w in sup.store.workers().unwrap_or_default() {
+            if let Some((at, commands)) = last.get(&w.pid) {
+                let secs = now.duration_since(*at).as_secs_f64().max(1e-3);
+                rates.insert(w.pid, w.commands.saturating_sub(*commands) as f64 / secs);
+            }
+            seen.insert(w.pid, (now, w.commands));
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        last = seen;
+        *sup.rates.borrow_mut() = rates;
     }
-    std::future::pending().await
 }
 
-fn signal_workers(sup: &Supervisor, sig: Signal) {
-    for pid in sup.pids.borrow().iter().flatten() {
-        if let Some(pid) = Pid::from_raw(*pid as i32) {
-            let _ = kill_process(pid, sig);
+impl Supervisor {
+    /// Workers that are kept running (not being removed).
+    pub fn wanted(&self) -> usize {
+        self.slots
+            .borrow()
+            .values()
+            .filter(|s| !s.retiring && !s.ended)
+            .count()
+    }
+
+    /// Takes a free slot and starts a worker in it, serving `listeners`
+    /// (a new set, or the shared one, when None).
+    pub fn add_slot(self: &Rc<Self>, listeners: Option<Rc<ListenerSet>>) -> Result<u32, Error> {
+        let free = (0..MAX_WORKERS).find(|n| !self.slots.borrow().contains_key(n));
+        let Some(slot) = free else {
+            return Err(Error::Config(format!(
+                "every one of the {MAX_WORKERS} worker slots is in use"
+            )));
+        };
+        let listeners = match (listeners, &self.shared) {
+            (Some(l), _) => l,
+            (None, Some(shared)) => shared.clone(),
+            (None, None) => Rc::new(ListenerSet::bind(&self.config, true, self.unix.clone())?),
+        };
+        self.slots.borrow_mut().insert(
+            slot,
+            Slot {
+                listeners,
+                binary: self.exe.borrow().clone(),
+                pid: None,
+                version: String::new(),
+                channel: None,
+                retiring: false,
+                ended: false,
+            },
+        );
+        tokio::task::spawn_local(keep_worker(self.clone(), slot));
+        Ok(slot)
+    }
+
+    /// Waits until the workers of `slots` all serve; an error names the
+    /// first that did not within [`START_TIMEOUT`] or whose keeper gave up.
+    pub async fn wait_serving(&self, slots: &[u32]) -> Result<(), Error> {
+        let start = Instant::now();
+        loop {
+            let serving: Vec<u32> = self
+                .store
+                .workers()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|w| w.state == WorkerState::Serving)
+                .map(|w| w.pid)
+                .collect();
+            let pending = slots.iter().find(|n| {
+                let slots = self.slots.borrow();
+                let s = slots.get(n);
+                !s.and_then(|s| s.pid).is_some_and(|pid| {
+                    serving.contains(&pid) && s.is_some_and(|s| s.channel.is_some())
+                })
+            });
+            let Some(&slot) = pending else {
+                return Ok(());
+            };
+            let ended = self.slots.borrow().get(&slot).is_none_or(|s| s.ended);
+            if ended || start.elapsed() > START_TIMEOUT || self.stopping.get() {
+                return Err(Error::Config(format!(
+                    "worker {slot} did not start serving"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Removes `slot`: its worker drains and exits and is not started
+    /// again. Its listeners close when no other slot serves them; any
+    /// connection still queued on them then goes to another worker.
+    pub async fn retire(&self, slot: u32) {
+        let pid = {
+            let mut slots = self.slots.borrow_mut();
+            let Some(s) = slots.get_mut(&slot) else {
+                return;
+            };
+            s.retiring = true;
+            s.pid
+        };
+        if let Some(pid) = pid.and_then(|p| Pid::from_raw(p as i32)) {
+            let _ = kill_process(pid, Signal::TERM);
+        }
+        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        while !self.slots.borrow().get(&slot).is_none_or(|s| s.ended) {
+            if Instant::now() > deadline {
+                if let Some(pid) = pid.and_then(|p| Pid::from_raw(p as i32)) {
+                    let _ = kill_process(pid, Signal::KILL);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let removed = self.slots.borrow_mut().remove(&slot);
+        if let Some(s) = removed {
+            if let Ok(set) = Rc::try_unwrap(s.listeners) {
+                crate::control::hand_over_queued(self, set).await;
+            }
+        }
+    }
+
+    /// Changes the number of workers to `n`; returns the number before.
+    pub async fn scale(self: &Rc<Self>, n: u32) -> Result<usize, Error> {
+        if n == 0 || n > MAX_WORKERS {
+            return Err(Error::Config(format!(
+                "the number of workers must be between 1 and {MAX_WORKERS}, not {n}"
+            )));
+        }
+        let _one = self.changing.lock().await;
+        let before = self.wanted();
+        let n = n as usize;
+        if n > before {
+            let mut added = Vec::new();
+            for _ in before..n {
+                added.push(self.add_slot(None)?);
+            }
+            if let Err(e) = self.wait_serving(&added).await {
+                for slot in added {
+                    self.retire(slot).await;
+                }
+                return Err(e);
+            }
+        } else {
+            let mut live: Vec<u32> = self
+                .slots
+                .borrow()
+                .iter()
+                .filter(|(_, s)| !s.retiring && !s.ended)
+                .map(|(n, _)| *n)
+                .collect();
+            live.sort_unstable();
+            for slot in live.into_iter().skip(n).rev() {
+                self.retire(slot).await;
+            }
+        }
+        Ok(before)
+    }
+
+    /// Replaces every worker, one at a time, with one running `binary`: the
+    /// new worker takes the old one's listeners and serves before the old
+    /// one drains, so no connection is refused. Returns (slot, old pid,
+    /// new pid, ms) for each.
+    pub async fn upgrade(self: &Rc<Self>, binary: PathBuf) -> Result<Vec<Value>, Error> {
+        if !binary.is_file() {
+            return Err(Error::Config(format!("{} is not a file", binary.display())));
+        }
+        let _one = self.changing.lock().await;
+        *self.exe.borrow_mut() = binary.clone();
+        let mut old: Vec<u32> = self
+            .slots
+            .borrow()
+            .iter()
+            .filter(|(_, s)| !s.retiring && !s.ended)
+            .map(|(n, _)| *n)
+            .collect();
+        old.sort_unstable();
+        let mut replaced = Vec::new();
+        for slot in old {
+            let began = Instant::now();
+            let Some((listeners, old_pid)) = self
+                .slots
+                .borrow()
+                .get(&slot)
+                .map(|s| (s.listeners.clone(), s.pid))
+            else {
+                continue;
+            };
+            let new = self.add_slot(Some(listeners))?;
+            if let Err(e) = self.wait_serving(&[new]).await {
+                self.retire(new).await;
+                return Err(e);
+            }
+            let new_pid = self.slots.borrow().get(&new).and_then(|s| s.pid);
+            self.retire(slot).await;
+            replaced.push(json!({
+                "slot": new,
+                "old_slot": slot,
+                "old_pid": old_pid,
+                "new_pid": new_pid,
+                "ms": began.elapsed().as_secs_f64() * 1e3,
+            }));
+        }
+        Ok(replaced)
+    }
+
+    fn signal_workers(&self, sig: Signal) {
+        for s in self.slots.borrow().values() {
+            if let Some(pid) = s.pid.and_then(|p| Pid::from_raw(p as i32)) {
+                let _ = kill_process(pid, sig);
+            }
         }
     }
 }
 
 /// Starts the worker of `slot` and starts it again whenever it dies, until
-/// the supervisor stops.
+/// the supervisor stops or the slot is removed.
 async fn keep_worker(sup: Rc<Supervisor>, slot: u32) {
     let mut fast_exits = 0;
-    while !sup.stopping.get() {
+    let retiring = |sup: &Supervisor| sup.slots.borrow().get(&slot).is_none_or(|s| s.retiring);
+    while !sup.stopping.get() && !retiring(&sup) {
         let started = Instant::now();
         let status = match run_child(&sup, slot).await {
             Ok(status) => status.to_string(),
@@ -279,7 +535,7 @@ async fn keep_worker(sup: Rc<Supervisor>, slot: u32) {
         // Publishers stop routing to the dead worker's subscribers now, not
         // when its successor starts.
         let _ = sup.store.pubsub_reset(slot);
-        if sup.stopping.get() {
+        if sup.stopping.get() || retiring(&sup) {
             break;
         }
         fast_exits = if started.elapsed() < FAST_EXIT {
@@ -298,11 +554,18 @@ async fn keep_worker(sup: Rc<Supervisor>, slot: u32) {
         eprintln!("shoal: worker {slot} exited ({status}); starting it again");
         tokio::time::sleep(Duration::from_millis(50 * fast_exits as u64)).await;
     }
+    if let Some(s) = sup.slots.borrow_mut().get_mut(&slot) {
+        s.ended = true;
+    }
 }
 
 async fn run_child(sup: &Supervisor, slot: u32) -> Result<ExitStatus, Error> {
     let cfg = &sup.config;
-    let mut cmd = tokio::process::Command::new(&sup.exe);
+    let binary = match sup.slots.borrow().get(&slot) {
+        Some(s) => s.binary.clone(),
+        None => return Err(Error::Config(format!("slot {slot} is gone"))),
+    };
+    let mut cmd = tokio::process::Command::new(&binary);
     cmd.arg("worker")
         .arg("--slot")
         .arg(slot.to_string())
@@ -331,9 +594,17 @@ async fn run_child(sup: &Supervisor, slot: u32) -> Result<ExitStatus, Error> {
     if !cfg.unixsocket.is_empty() {
         cmd.arg("--unixsocket").arg(&cfg.unixsocket);
     }
-    let mut child = cmd.spawn().map_err(io("start a worker"))?;
-    sup.pids.borrow_mut()[slot as usize] = child.id();
+    let mut child = cmd
+        .spawn()
+        .map_err(io(format!("start a worker ({})", binary.display())))?;
+    if let Some(s) = sup.slots.borrow_mut().get_mut(&slot) {
+        s.pid = child.id();
+        s.channel = None;
+    }
     let status = child.wait().await.map_err(io("wait for a worker"));
-    sup.pids.borrow_mut()[slot as usize] = None;
+    if let Some(s) = sup.slots.borrow_mut().get_mut(&slot) {
+        s.pid = None;
+        s.channel = None;
+    }
     status
 }

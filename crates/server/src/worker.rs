@@ -5,12 +5,14 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::os::fd::AsRawFd;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
-use engine::{Config, Engine, ServerInfo};
+use engine::{Config, Engine, ServerInfo, Session};
+use serde_json::json;
 use store::{Handle, Location, Message, OpenOptions, Store, WorkerState};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
@@ -18,10 +20,12 @@ use tokio::task::LocalSet;
 
 use crate::blocking::Blocking;
 use crate::bus::{self, Bus};
+use crate::channel::Channel;
 use crate::clients::Clients;
 use crate::connection;
 use crate::error::{io, Error};
-use crate::{http, listener, memcache, pubsub};
+use crate::listener::Kind;
+use crate::{http, memcache, pubsub, simultaneous};
 
 /// How a worker is started (the supervisor passes these on its command line).
 #[derive(Clone, Debug)]
@@ -137,46 +141,33 @@ fn run_id() -> String {
 }
 
 async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
-    let cfg = &opts.config;
+    let (channel, sockets, shared) = connect_supervisor(&worker, &opts).await?;
     let mut listeners = Vec::new();
-    if cfg.port != 0 {
-        let addr = listener::resolve(&cfg.bind, cfg.port)?;
-        let std_listener = listener::reuseport_tcp(addr)?;
-        let l = tokio::net::TcpListener::from_std(std_listener)
-            .map_err(io(format!("listen on {addr}")))?;
-        listeners.push(tokio::task::spawn_local(accept_tcp(worker.clone(), l)));
+    for (kind, fd) in sockets {
+        let what = format!("serve the {} listener", kind.name());
+        let task = match kind {
+            Kind::MemcachedUdp => {
+                let socket = std::net::UdpSocket::from(fd);
+                socket.set_nonblocking(true).map_err(io(what.clone()))?;
+                let s = tokio::net::UdpSocket::from_std(socket).map_err(io(what))?;
+                tokio::task::spawn_local(memcache::serve_udp(worker.clone(), s))
+            }
+            Kind::Unix => {
+                let l = std::os::unix::net::UnixListener::from(fd);
+                l.set_nonblocking(true).map_err(io(what.clone()))?;
+                let l = tokio::net::UnixListener::from_std(l).map_err(io(what))?;
+                tokio::task::spawn_local(accept_unix(worker.clone(), l))
+            }
+            Kind::Redis | Kind::Memcached | Kind::Http => {
+                let l = std::net::TcpListener::from(fd);
+                l.set_nonblocking(true).map_err(io(what.clone()))?;
+                let l = tokio::net::TcpListener::from_std(l).map_err(io(what))?;
+                tokio::task::spawn_local(accept_tcp(worker.clone(), l, kind, shared))
+            }
+        };
+        listeners.push(task);
     }
-    if cfg.memcached_port != 0 {
-        let addr = listener::resolve(&cfg.bind, cfg.memcached_port)?;
-        let l = tokio::net::TcpListener::from_std(listener::reuseport_tcp(addr)?)
-            .map_err(io(format!("listen on {addr}")))?;
-        listeners.push(tokio::task::spawn_local(memcache::accept_tcp(
-            worker.clone(),
-            l,
-        )));
-    }
-    if cfg.memcached_udp_port != 0 {
-        let addr = listener::resolve(&cfg.bind, cfg.memcached_udp_port)?;
-        let s = tokio::net::UdpSocket::from_std(listener::reuseport_udp(addr)?)
-            .map_err(io(format!("listen on udp {addr}")))?;
-        listeners.push(tokio::task::spawn_local(memcache::serve_udp(
-            worker.clone(),
-            s,
-        )));
-    }
-    if cfg.http_port != 0 {
-        let addr = listener::resolve(&cfg.bind, cfg.http_port)?;
-        let l = tokio::net::TcpListener::from_std(listener::reuseport_tcp(addr)?)
-            .map_err(io(format!("listen on {addr}")))?;
-        listeners.push(tokio::task::spawn_local(http::accept(worker.clone(), l)));
-    }
-    // A Unix socket path can be bound once: the first worker serves it.
-    if !cfg.unixsocket.is_empty() && opts.slot == 0 {
-        let std_listener = listener::unix(cfg.unixsocket.as_ref())?;
-        let l = tokio::net::UnixListener::from_std(std_listener)
-            .map_err(io(format!("listen on {}", cfg.unixsocket)))?;
-        listeners.push(tokio::task::spawn_local(accept_unix(worker.clone(), l)));
-    }
+    tokio::task::spawn_local(control_loop(worker.clone(), channel));
     let wake = worker.bus.bind()?;
     worker.bus_handle.borrow_mut().mailbox_reset(worker.slot)?;
     // A predecessor in this slot may have died with subscribers.
@@ -203,17 +194,20 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     worker
         .store
         .set_worker_state(worker.slot, WorkerState::Draining)?;
-    let _ = worker.shutdown.send(true);
     for l in listeners {
         l.abort();
     }
-    worker.clients.kill_all();
+    // Connections finish the requests they have read, then close (see
+    // `connection::run`); a connection stuck writing to a client that does
+    // not read is cut after the wait below.
+    let _ = worker.shutdown.send(true);
     for _ in 0..500 {
         if worker.clients.len() == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    worker.clients.kill_all();
     // Every blocked client left with its connection; a straggler's bits
     // would only cost other workers needless messages.
     let _ = worker.store.clear_waiters(worker.slot);
@@ -224,26 +218,190 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     Ok(())
 }
 
-async fn accept_tcp(worker: Rc<Worker>, listener: tokio::net::TcpListener) {
+/// Accepts connections of `kind` until the worker drains. Under
+/// `--balance shared` every free worker is woken for each connection and
+/// the first to call accept takes it; one that already serves more than its
+/// share lets the others go first, so that connections spread evenly.
+async fn accept_tcp(
+    worker: Rc<Worker>,
+    listener: tokio::net::TcpListener,
+    kind: Kind,
+    shared: bool,
+) {
     loop {
+        if shared {
+            listener_turn(&worker).await;
+        }
         match listener.accept().await {
-            Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
-                let local = stream
-                    .local_addr()
-                    .map(|a| a.to_string())
-                    .unwrap_or_default();
-                let fd = stream.as_raw_fd();
-                tokio::task::spawn_local(connection::run(
-                    worker.clone(),
-                    stream,
-                    (peer.to_string(), local, fd),
-                ));
-            }
+            Ok((stream, peer)) => serve_stream(&worker, kind, stream, peer),
             // Out of file descriptors and the like: back off, do not spin.
             Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
         }
     }
+}
+
+/// Under `--balance shared`: waits a moment when this worker has more
+/// connections than the least loaded serving worker, so that one wins the
+/// race to accept. Never long: a busy peer must not hold a client up.
+async fn listener_turn(worker: &Worker) {
+    let mine = worker.clients.len() as u64;
+    let least = worker
+        .store
+        .workers()
+        .unwrap_or_default()
+        .iter()
+        .filter(|w| w.state == WorkerState::Serving)
+        .map(|w| w.connections)
+        .min()
+        .unwrap_or(mine);
+    if mine > least {
+        tokio::time::sleep(SHARED_YIELD).await;
+    }
+}
+
+/// How long a worker with more than its share of connections lets the
+/// others accept first under `--balance shared`.
+const SHARED_YIELD: Duration = Duration::from_micros(500);
+
+/// Starts serving an accepted (or handed-over) TCP connection of `kind`.
+fn serve_stream(worker: &Rc<Worker>, kind: Kind, stream: tokio::net::TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    match kind {
+        Kind::Memcached => {
+            tokio::task::spawn_local(memcache::serve_tcp(worker.clone(), stream));
+        }
+        Kind::Http => {
+            tokio::task::spawn_local(http::serve(worker.clone(), stream, peer));
+        }
+        _ => {
+            let local = stream
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            let fd = stream.as_raw_fd();
+            tokio::task::spawn_local(connection::run(
+                worker.clone(),
+                stream,
+                (peer.to_string(), local, fd),
+            ));
+        }
+    }
+}
+
+/// Connects to the supervisor's control socket, says which slot this is and
+/// receives the listening sockets to serve (SCM_RIGHTS): the supervisor
+/// owns them, so this worker's exit never closes an accept queue.
+async fn connect_supervisor(
+    worker: &Worker,
+    opts: &WorkerOptions,
+) -> Result<(Rc<Channel>, Vec<(Kind, OwnedFd)>, bool), Error> {
+    let path = crate::control_socket_path(&opts.segment);
+    let what = format!("reach the supervisor at {}", path.display());
+    let stream = tokio::net::UnixStream::connect(&path)
+        .await
+        .map_err(io(what.clone()))?;
+    let channel = Rc::new(Channel::new(stream));
+    let hello = json!({
+        "hello": worker.slot,
+        "pid": std::process::id(),
+        "version": env!("CARGO_PKG_VERSION"),
+    });
+    channel.send(&hello, &[]).await.map_err(io(what.clone()))?;
+    let (msg, fds) = channel
+        .recv()
+        .await
+        .map_err(io(what.clone()))?
+        .ok_or_else(|| {
+            Error::Config(format!(
+                "the supervisor at {} refused worker {}",
+                path.display(),
+                worker.slot
+            ))
+        })?;
+    let kinds: Vec<Kind> = msg["kinds"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|k| k.as_str().and_then(Kind::from_name))
+                .collect()
+        })
+        .unwrap_or_default();
+    if kinds.len() != fds.len() {
+        return Err(Error::Config(format!(
+            "{what}: sockets do not match their kinds"
+        )));
+    }
+    let shared = msg["shared"].as_bool().unwrap_or(false);
+    Ok((channel, kinds.into_iter().zip(fds).collect(), shared))
+}
+
+/// Requests from the supervisor: `exec` (run a command at a given instant)
+/// and `adopt` (serve a connection it hands over).
+async fn control_loop(worker: Rc<Worker>, channel: Rc<Channel>) {
+    while let Ok(Some((msg, mut fds))) = channel.recv().await {
+        match msg["op"].as_str() {
+            Some("exec") => {
+                tokio::task::spawn_local(exec(worker.clone(), channel.clone(), msg));
+            }
+            Some("adopt") => {
+                let kind = msg["kind"].as_str().and_then(Kind::from_name);
+                if let (Some(kind), Some(fd)) = (kind, fds.pop()) {
+                    let stream = std::net::TcpStream::from(fd);
+                    let peer = stream.peer_addr();
+                    if stream.set_nonblocking(true).is_ok() {
+                        if let (Ok(stream), Ok(peer)) =
+                            (tokio::net::TcpStream::from_std(stream), peer)
+                        {
+                            serve_stream(&worker, kind, stream, peer);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Runs one `ctl exec` command: waits for its target instant (spinning on
+/// CLOCK_MONOTONIC for the last stretch; target 0 = now), runs it as a
+/// client of its own would, and reports when it started and what it
+/// replied.
+async fn exec(worker: Rc<Worker>, channel: Rc<Channel>, msg: serde_json::Value) {
+    let target = msg["target_ns"].as_u64().unwrap_or(0);
+    let argv: Vec<Vec<u8>> = msg["argv"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str())
+                .map(|s| s.as_bytes().to_vec())
+                .collect()
+        })
+        .unwrap_or_default();
+    // Sleep on the event loop until shortly before the target, so the loop
+    // keeps serving; spin only the last stretch.
+    let lead = simultaneous::SPIN_LEAD.as_nanos() as u64;
+    let now = simultaneous::monotonic_ns();
+    if target > now + lead {
+        tokio::time::sleep(Duration::from_nanos(target - now - lead)).await;
+    }
+    let start = simultaneous::spin_until(target);
+    let mut out = Vec::new();
+    {
+        let mut engine = worker.engine.borrow_mut();
+        let id = worker.store.next_client_id().unwrap_or(0);
+        let mut session = Session::new(id, engine.now_ms());
+        session.worker = worker.slot;
+        let args: Vec<engine::command::Arg<'_>> =
+            argv.iter().map(|a| a.as_slice().into()).collect();
+        engine.execute(&mut session, &args, &mut out);
+    }
+    worker.flush_pubsub();
+    let reply = json!({
+        "id": msg["id"],
+        "start_ns": start,
+        "reply": String::from_utf8_lossy(&out),
+    });
+    let _ = channel.send(&reply, &[]).await;
 }
 
 async fn accept_unix(worker: Rc<Worker>, listener: tokio::net::UnixListener) {

@@ -22,21 +22,14 @@ mod term;
 mod websocket;
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use crate::worker::Worker;
 
-/// Accepts HTTP connections until the worker drains (the worker aborts this
-/// task then).
-pub(crate) async fn accept(worker: Rc<Worker>, listener: tokio::net::TcpListener) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
-                tokio::task::spawn_local(conn::serve(worker.clone(), stream, peer));
-            }
-            // Out of file descriptors and the like: back off, do not spin.
-            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
-    }
+/// Serves one HTTP (or WebSocket) connection.
+pub(crate) async fn serve(
+    worker: Rc<Worker>,
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+) {
+    conn::serve(worker, stream, peer).await
 }

@@ -6,7 +6,6 @@ mod text;
 mod udp;
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::AsyncReadExt;
@@ -32,19 +31,9 @@ async fn read_more(
     }
 }
 
-/// Accepts memcached TCP connections until the worker drains (the worker
-/// then aborts this task; each connection watches the drain itself).
-pub(crate) async fn accept_tcp(worker: Rc<Worker>, listener: tokio::net::TcpListener) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                let _ = stream.set_nodelay(true);
-                tokio::task::spawn_local(text::run(worker.clone(), stream));
-            }
-            // Out of file descriptors and the like: back off, do not spin.
-            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
-    }
+/// Serves one memcached TCP connection (text, meta or binary).
+pub(crate) async fn serve_tcp(worker: Rc<Worker>, stream: tokio::net::TcpStream) {
+    text::run(worker, stream).await
 }
 
 /// Serves memcached UDP requests until the worker drains.

@@ -93,6 +93,11 @@ pub struct ServeArgs {
     /// Start a new log file past this size.
     #[arg(long, default_value = "64m")]
     log_file_size: String,
+    /// How connections are spread: reuseport (a listener per worker, the
+    /// kernel hashes each connection to one) or shared (one accept queue;
+    /// only a worker that is free accepts, so a blocked one takes no one).
+    #[arg(long, default_value = "reuseport")]
+    balance: String,
 }
 
 /// Parses `90`, `30s`, `5m`, `2h` (seconds by default; 0 = never).
@@ -162,7 +167,14 @@ pub fn run(args: ServeArgs) -> Result<()> {
     };
     let opts = args.segment.options(true)?;
     let persist = args.persist()?;
+    let balance = server::Balance::from_name(&args.balance).ok_or_else(|| {
+        anyhow!(
+            "--balance takes reuseport or shared, not {:?}",
+            args.balance
+        )
+    })?;
     server::serve(ServeOptions {
+        balance,
         workers,
         location: opts.location,
         memory: opts.size,
