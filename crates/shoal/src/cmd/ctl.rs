@@ -442,7 +442,12 @@ fn render_exec(v: &Value) -> String {
                 w["start_offset_us"]
                     .as_f64()
                     .map_or("-".into(), |f| format!("{f:.2}")),
-                w["reply"].as_str().map_or("-".into(), escape_controls),
+                match (w["reply"].as_str(), w["error"].as_str()) {
+                    (Some(reply), _) => escape_controls(reply),
+                    // A worker that did not answer in time.
+                    (None, Some(e)) => format!("({e})"),
+                    (None, None) => "-".into(),
+                },
             ]
         })
         .collect();
@@ -610,13 +615,15 @@ mod tests {
     fn exec_shows_replies_escaped() {
         let v: Value = serde_json::from_str(
             r#"{"mode":"spin","at_ms":100,"workers":[
-                {"slot":0,"pid":9,"start_offset_us":1.25,"reply":"-ERR 'x'\r\n"}],"max_skew_us":2.5}"#,
+                {"slot":0,"pid":9,"start_offset_us":1.25,"reply":"-ERR 'x'\r\n"},
+                {"slot":1,"pid":10,"error":"no reply"}],"max_skew_us":2.5}"#,
         )
         .unwrap();
         assert_eq!(
             render_exec(&v),
             "SLOT  PID  START_OFFSET_US  REPLY\n\
              0     9    1.25             -ERR 'x'\\r\\n\n\
+             1     10   -                (no reply)\n\
              max skew: 2.50 us (spin, at +100 ms)\n"
         );
     }
