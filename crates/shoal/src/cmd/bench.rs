@@ -1,7 +1,8 @@
 //! `shoal bench store`: the embedded store against `std::collections::HashMap`
 //! in the same run (one thread), then two processes on the same segment, and
 //! the memory each key costs; `shoal bench pubsub` (its own module,
-//! `bench_pubsub`): a pub/sub load generator for any RESP server. Both print
+//! `bench_pubsub`): a pub/sub load generator for any RESP server; `shoal
+//! bench skew` (`bench_skew`): how in step client processes start. All print
 //! figures and assert nothing.
 
 use std::collections::HashMap;
@@ -29,6 +30,9 @@ enum What {
     /// One publisher and N subscribers on a RESP server: delivered
     /// messages/s, then publish-to-receive latency.
     Pubsub(super::bench_pubsub::PubsubBench),
+    /// How in step K client processes start: spinning to a shared
+    /// CLOCK_MONOTONIC instant against a "go" sent to each.
+    Skew(super::bench_skew::SkewBench),
 }
 
 #[derive(Args)]
@@ -64,6 +68,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             None => store_bench(&b),
         },
         What::Pubsub(b) => super::bench_pubsub::run(&b),
+        What::Skew(b) => super::bench_skew::run(&b),
     }
 }
 

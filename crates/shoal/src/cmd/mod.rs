@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_pubsub;
+pub mod bench_skew;
 pub mod ctl;
 pub mod log;
 pub mod serve;
