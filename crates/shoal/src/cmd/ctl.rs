@@ -117,11 +117,7 @@ pub fn run(args: CtlArgs) -> Result<()> {
             if json {
                 print!("{text}");
             } else {
-                println!(
-                    "scaled from {} to {} workers",
-                    num(&v["from"]),
-                    num(&v["to"])
-                );
+                println!("scaled from {} to {}", num(&v["from"]), n_workers(&v["to"]));
             }
         }
         CtlCommand::Upgrade { binary, json } => {
@@ -275,6 +271,12 @@ fn num(v: &Value) -> String {
     }
 }
 
+/// `1 worker`, `3 workers`.
+fn n_workers(n: &Value) -> String {
+    let s = if n.as_u64() == Some(1) { "" } else { "s" };
+    format!("{} worker{s}", num(n))
+}
+
 /// Seconds as the largest two units: `42.1s`, `5m03s`, `2h05m`, `3d04h`.
 fn duration(v: &Value) -> String {
     let Some(s) = v.as_f64() else {
@@ -341,12 +343,12 @@ fn render_status(v: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "supervisor  pid {}, version {}, up {}, balance {}, {} workers wanted",
+        "supervisor  pid {}, version {}, up {}, balance {}, {} wanted",
         num(&sup["pid"]),
         num(&sup["version"]),
         duration(&sup["uptime_s"]),
         num(&sup["balance"]),
-        num(&sup["workers_wanted"]),
+        n_workers(&sup["workers_wanted"]),
     );
     let _ = writeln!(out, "binary      {}", num(&sup["binary"]));
     let _ = writeln!(
