@@ -125,9 +125,10 @@ pub fn run(b: &SkewBench) -> Result<()> {
             .map(|(name, skews)| {
                 let s = Stats::of(skews);
                 format!(
-                    "{{\"method\":\"{name}\",\"runs\":{},\"avg_us\":{:.3},\"max_us\":{:.3},\"stddev_us\":{:.3}}}",
+                    "{{\"method\":\"{name}\",\"runs\":{},\"avg_us\":{:.3},\"median_us\":{:.3},\"max_us\":{:.3},\"stddev_us\":{:.3}}}",
                     skews.len(),
                     s.avg,
+                    s.median,
                     s.max,
                     s.stddev
                 )
@@ -149,15 +150,18 @@ pub fn run(b: &SkewBench) -> Result<()> {
     );
     println!();
     println!(
-        "{:<22}{:>12}{:>12}{:>14}",
-        "method", "avg us", "max us", "stddev us"
+        "{:<22}{:>12}{:>12}{:>12}{:>14}",
+        "method", "avg us", "median us", "max us", "stddev us"
     );
     for (name, skews) in rows {
         if skews.is_empty() {
             continue;
         }
         let s = Stats::of(skews);
-        println!("{name:<22}{:>12.2}{:>12.2}{:>14.2}", s.avg, s.max, s.stddev);
+        println!(
+            "{name:<22}{:>12.2}{:>12.2}{:>12.2}{:>14.2}",
+            s.avg, s.median, s.max, s.stddev
+        );
     }
     Ok(())
 }
@@ -246,14 +250,24 @@ fn spread_us(clock: impl Iterator<Item = u64> + Clone) -> f64 {
 
 struct Stats {
     avg: f64,
+    median: f64,
     max: f64,
     stddev: f64,
 }
 
 impl Stats {
-    /// Mean, maximum and sample standard deviation.
+    /// Mean, median, maximum and sample standard deviation. The median
+    /// shows what most runs got when a few runs were preempted.
     fn of(v: &[f64]) -> Stats {
         let n = v.len() as f64;
+        let mut sorted = v.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let mid = sorted.len() / 2;
+        let median = if sorted.len() % 2 == 1 {
+            sorted[mid]
+        } else {
+            (sorted[mid - 1] + sorted[mid]) / 2.0
+        };
         let avg = v.iter().sum::<f64>() / n;
         let max = v.iter().copied().fold(0.0, f64::max);
         let var = if v.len() > 1 {
@@ -263,6 +277,7 @@ impl Stats {
         };
         Stats {
             avg,
+            median,
             max,
             stddev: var.sqrt(),
         }
