@@ -94,6 +94,18 @@ impl Session {
         }
     }
 
+    /// Whether the whole state of this client is in the fields another
+    /// worker can take over (an upgrade hands idle connections over): no
+    /// transaction or WATCH, no subscription or MONITOR, not blocked,
+    /// replies on.
+    pub fn can_move(&self) -> bool {
+        self.tx.is_empty()
+            && self.subs.total() == 0
+            && !self.subs.monitoring()
+            && !self.blocked
+            && self.reply == ReplyMode::On
+    }
+
     /// The client's subscriptions.
     pub fn subs(&self) -> &ClientSubs {
         &self.subs

@@ -111,6 +111,11 @@ impl Transaction {
         self.executing
     }
 
+    /// No MULTI open, nothing watched, no EXEC running.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_none() && self.watched.is_empty() && !self.executing
+    }
+
     /// Dooms an open transaction (a command was refused while queuing).
     pub fn flag_error(&mut self) {
         if self.queue.is_some() {

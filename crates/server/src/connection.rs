@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::{Buf, BytesMut};
 use engine::command::{Arg, Command};
 use engine::{BlockRequest, Engine, Flow, ServerRequest, Session};
-use proto::resp::{ReplyWriter, RequestParser, PROTO_IOBUF_LEN};
+use proto::resp::{Protocol, ReplyWriter, RequestParser, PROTO_IOBUF_LEN};
 use store::WorkerCounter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{watch, Notify};
@@ -45,14 +45,39 @@ enum Resumed {
     Closed,
 }
 
+/// How `serve` ended.
+enum Ended {
+    /// The client closed, was closed, or broke a limit.
+    Closed,
+    /// The worker drains; `clean` when no partial request was read, so the
+    /// connection could go on in another worker.
+    Drained { clean: bool },
+}
+
+/// How long a draining worker keeps reading (and dropping) what a client
+/// still sends after its last reply and the FIN, so that closing does not
+/// reset the connection under replies the client has not read yet.
+const LINGER: Duration = Duration::from_secs(2);
+
 /// Serves one accepted connection until it closes. `peer` is the remote
 /// address, the local address and the socket's descriptor (for CLIENT LIST).
-pub(crate) async fn run<S>(worker: Rc<Worker>, mut stream: S, peer: (String, String, i32))
+/// `moved` is the state of a client another worker handed over.
+///
+/// Returns the stream with the client's state when the worker drains for a
+/// hand-over while the connection is idle and all of its state can move
+/// (see [`Session::can_move`]): the caller passes both to the next worker.
+pub(crate) async fn run<S>(
+    worker: Rc<Worker>,
+    mut stream: S,
+    peer: (String, String, i32),
+    moved: Option<serde_json::Value>,
+) -> Option<(S, serde_json::Value)>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let Ok(id) = worker.store.next_client_id() else {
-        return;
+    let id = match moved.as_ref().and_then(|m| m["id"].as_u64()) {
+        Some(id) => id,
+        None => worker.store.next_client_id().ok()?,
     };
     let (now, maxclients) = {
         let e = worker.engine.borrow();
@@ -62,19 +87,85 @@ where
         let _ = stream
             .write_all(b"-ERR max number of clients reached\r\n")
             .await;
-        return;
+        return None;
     }
     let mut s = Session::new(id, now);
+    if let Some(m) = &moved {
+        apply_moved_state(&mut s, m);
+    }
     (s.addr, s.laddr, s.fd) = (peer.0, peer.1, peer.2 as i64);
     s.worker = worker.slot;
     let (session, kill) = worker.admit(s);
     let push = worker.clients.push_of(id).unwrap_or_default();
-    let _ = serve(&worker, &mut stream, &session, &kill, &push).await;
-    let _ = stream.shutdown().await;
+    let ended = serve(&worker, &mut stream, &session, &kill, &push).await;
+    let moving = matches!(ended, Ok(Ended::Drained { clean: true }))
+        && worker.hands_over()
+        && session.borrow().can_move()
+        && push.is_empty();
+    let state = moving.then(|| moved_state(&session.borrow()));
     // However the connection ended, it waits on no key any more.
     worker.blocking.unblock(id);
     worker.blocking.take_outcome(id);
     worker.release(id);
+    if let Some(state) = state {
+        return Some((stream, state));
+    }
+    let _ = stream.shutdown().await;
+    if matches!(ended, Ok(Ended::Drained { .. })) {
+        let mut sink = [0u8; 4096];
+        let _ = tokio::time::timeout(LINGER, async {
+            while let Ok(n) = stream.read(&mut sink).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+    None
+}
+
+/// The state of a client that goes with its connection to another worker.
+fn moved_state(s: &Session) -> serde_json::Value {
+    serde_json::json!({
+        "id": s.id,
+        "db": s.db,
+        "resp3": s.protocol == Protocol::Resp3,
+        "name": s.name,
+        "lib_name": s.lib_name,
+        "lib_ver": s.lib_ver,
+        "no_evict": s.no_evict,
+        "created_ms": s.created_ms,
+    })
+}
+
+/// Restores what [`moved_state`] carried (anything malformed is left at
+/// its default: the peer is our own supervisor, but the line is input).
+fn apply_moved_state(s: &mut Session, m: &serde_json::Value) {
+    let bytes = |v: &serde_json::Value| -> Vec<u8> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|b| b.as_u64())
+                    .map(|b| b as u8)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    s.db = m["db"]
+        .as_u64()
+        .filter(|db| *db < store::NUM_DBS as u64)
+        .unwrap_or(0) as u8;
+    if m["resp3"].as_bool() == Some(true) {
+        s.protocol = Protocol::Resp3;
+    }
+    s.name = bytes(&m["name"]);
+    s.lib_name = bytes(&m["lib_name"]);
+    s.lib_ver = bytes(&m["lib_ver"]);
+    s.no_evict = m["no_evict"].as_bool().unwrap_or(false);
+    if let Some(created) = m["created_ms"].as_u64() {
+        s.created_ms = created;
+    }
 }
 
 async fn serve<S>(
@@ -83,7 +174,7 @@ async fn serve<S>(
     session: &Rc<RefCell<Session>>,
     kill: &Notify,
     push: &Push,
-) -> std::io::Result<()>
+) -> std::io::Result<Ended>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -135,7 +226,7 @@ where
         if output_limit != 0 && out.len() as u64 > output_limit {
             // client-output-buffer-limit: the client is closed, its replies
             // dropped, as Redis does.
-            return Ok(());
+            return Ok(Ended::Closed);
         }
         if let Step::Blocked(req) = step {
             if !out.is_empty() {
@@ -152,7 +243,7 @@ where
             step = match park(worker, session, parked, req, &mut out).await? {
                 // The reply is in `out`: go round for the requests after it.
                 Resumed::Go => continue,
-                Resumed::Closed => return Ok(()),
+                Resumed::Closed => return Ok(Ended::Closed),
                 Resumed::Flow(Flow::Server(req)) => Step::Server(req),
                 Resumed::Flow(Flow::Close) => Step::Close,
                 Resumed::Flow(_) => continue,
@@ -184,12 +275,17 @@ where
                 out.shrink_to(PROTO_IOBUF_LEN);
             }
         }
-        if close || *shutdown.borrow() {
-            return Ok(());
+        if close {
+            return Ok(Ended::Closed);
+        }
+        if *shutdown.borrow() {
+            return Ok(Ended::Drained {
+                clean: buf.is_empty(),
+            });
         }
         if buf.len() as u64 > query_limit {
             // As Redis: the client is closed without a reply.
-            return Ok(());
+            return Ok(Ended::Closed);
         }
         if !push.is_empty() {
             continue;
@@ -198,14 +294,14 @@ where
         tokio::select! {
             n = stream.read_buf(&mut buf) => {
                 if n? == 0 {
-                    return Ok(());
+                    return Ok(Ended::Closed);
                 }
             }
             _ = push.ready.notified() => {}
-            _ = kill.notified() => return Ok(()),
-            _ = shutdown.changed() => return Ok(()),
+            _ = kill.notified() => return Ok(Ended::Closed),
+            _ = shutdown.changed() => return Ok(Ended::Drained { clean: buf.is_empty() }),
             // `timeout`: an idle client is closed, as Redis does.
-            _ = idle(idle_timeout) => return Ok(()),
+            _ = idle(idle_timeout) => return Ok(Ended::Closed),
         }
     }
 }

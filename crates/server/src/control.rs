@@ -109,14 +109,47 @@ async fn worker_channel(sup: Rc<Supervisor>, channel: Rc<Channel>) {
     if channel.send(&msg, &fds).await.is_err() {
         return;
     }
+    drop(fds);
+    // Not a strong reference: whether a slot's listeners are still served
+    // is counted by the slots alone.
+    let listeners = Rc::downgrade(&listeners);
     if let Some(s) = sup.slots.borrow_mut().get_mut(&(slot as u32)) {
         s.channel = Some(channel.clone());
     }
-    while let Ok(Some((msg, _))) = channel.recv().await {
+    while let Ok(Some((msg, mut fds))) = channel.recv().await {
+        if msg["op"] == "handover" {
+            if let Some(fd) = fds.pop() {
+                let kind = msg["kind"].as_str().unwrap_or("redis");
+                let adopt = json!({"op": "adopt", "kind": kind, "state": msg["state"]});
+                pass_on(&sup, listeners.as_ptr(), &adopt, fd).await;
+            }
+            continue;
+        }
         let id = msg["id"].as_u64().unwrap_or(0);
         if let Some(reply) = sup.pending.borrow_mut().remove(&id) {
             let _ = reply.send(msg);
         }
+    }
+}
+
+/// Sends a connection to a worker that stays: one serving the same
+/// listeners (the replacement in an upgrade) when there is one, else any.
+/// With none left (the server stops) the connection closes.
+async fn pass_on(sup: &Supervisor, listeners: *const ListenerSet, msg: &Value, fd: OwnedFd) {
+    let channel = {
+        let slots = sup.slots.borrow();
+        let staying = || {
+            slots
+                .values()
+                .filter(|s| !s.retiring && !s.ended && s.channel.is_some())
+        };
+        staying()
+            .find(|s| std::ptr::eq(Rc::as_ptr(&s.listeners), listeners))
+            .or_else(|| staying().next())
+            .and_then(|s| s.channel.clone())
+    };
+    if let Some(channel) = channel {
+        let _ = channel.send(msg, &[fd.as_fd()]).await;
     }
 }
 
@@ -394,25 +427,15 @@ async fn exec(sup: &Supervisor, at_ms: u64, spin: bool, argv: &[Vec<u8>]) -> Res
 /// Before a removed worker's own listeners close: accepts what is still
 /// queued on them and hands each connection to a serving worker, so closing
 /// resets no one.
-pub(crate) async fn hand_over_queued(sup: &Supervisor, set: ListenerSet) {
+pub(crate) async fn hand_over_queued(sup: &Supervisor, set: Rc<ListenerSet>) {
     for (kind, fd) in set.tcp() {
         let Ok(listener) = fd.try_clone().map(std::net::TcpListener::from) else {
             continue;
         };
         let _ = listener.set_nonblocking(true);
         while let Ok((stream, _)) = listener.accept() {
-            let fd = OwnedFd::from(stream);
-            let channel = sup
-                .slots
-                .borrow()
-                .values()
-                .filter(|s| !s.retiring && !s.ended)
-                .find_map(|s| s.channel.clone());
-            let Some(channel) = channel else {
-                break;
-            };
             let msg = json!({"op": "adopt", "kind": kind.name()});
-            let _ = channel.send(&msg, &[fd.as_fd()]).await;
+            pass_on(sup, Rc::as_ptr(&set), &msg, OwnedFd::from(stream)).await;
         }
     }
 }

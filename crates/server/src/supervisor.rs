@@ -400,16 +400,27 @@ impl Supervisor {
     /// again. Its listeners close when no other slot serves them; any
     /// connection still queued on them then goes to another worker.
     pub async fn retire(&self, slot: u32) {
-        let pid = {
+        let (pid, channel) = {
             let mut slots = self.slots.borrow_mut();
             let Some(s) = slots.get_mut(&slot) else {
                 return;
             };
             s.retiring = true;
-            s.pid
+            (s.pid, s.channel.clone())
         };
-        if let Some(pid) = pid.and_then(|p| Pid::from_raw(p as i32)) {
-            let _ = kill_process(pid, Signal::TERM);
+        // Over the channel the worker hands its idle clients over; a
+        // signal (no channel yet) only drains it.
+        let asked = match channel {
+            Some(c) => c
+                .send(&json!({"op": "drain", "handover": true}), &[])
+                .await
+                .is_ok(),
+            None => false,
+        };
+        if !asked {
+            if let Some(pid) = pid.and_then(|p| Pid::from_raw(p as i32)) {
+                let _ = kill_process(pid, Signal::TERM);
+            }
         }
         let deadline = Instant::now() + DRAIN_TIMEOUT;
         while !self.slots.borrow().get(&slot).is_none_or(|s| s.ended) {
@@ -422,8 +433,9 @@ impl Supervisor {
         }
         let removed = self.slots.borrow_mut().remove(&slot);
         if let Some(s) = removed {
-            if let Ok(set) = Rc::try_unwrap(s.listeners) {
-                crate::control::hand_over_queued(self, set).await;
+            // The last slot serving these listeners: they close now.
+            if Rc::strong_count(&s.listeners) == 1 {
+                crate::control::hand_over_queued(self, s.listeners).await;
             }
         }
     }

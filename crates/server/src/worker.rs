@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
@@ -58,9 +58,19 @@ pub(crate) struct Worker {
     pub pubsub_output: Rc<tokio::sync::Notify>,
     /// Replies held for the log's fsync (`appendfsync always`).
     pub durable: crate::durable::Durable,
+    /// The channel to the supervisor (set once connected).
+    pub control: RefCell<Option<Rc<Channel>>>,
+    /// This drain hands idle connections to another worker (an upgrade or
+    /// a scale-down) instead of closing them (a shutdown).
+    pub handover: std::cell::Cell<bool>,
 }
 
 impl Worker {
+    /// Whether a draining connection should move to another worker.
+    pub fn hands_over(&self) -> bool {
+        self.handover.get() && self.control.borrow().is_some()
+    }
+
     /// Other live workers' slots.
     pub fn peers(&self) -> Vec<u32> {
         self.store
@@ -108,6 +118,8 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
         backlog_pending: tokio::sync::Notify::new(),
         pubsub_output: Rc::new(tokio::sync::Notify::new()),
         durable: crate::durable::Durable::new(&store_for_durable),
+        control: RefCell::new(None),
+        handover: std::cell::Cell::new(false),
     });
     let output = worker.pubsub_output.clone();
     worker
@@ -167,6 +179,7 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
         };
         listeners.push(task);
     }
+    *worker.control.borrow_mut() = Some(channel.clone());
     tokio::task::spawn_local(control_loop(worker.clone(), channel));
     let wake = worker.bus.bind()?;
     worker.bus_handle.borrow_mut().mailbox_reset(worker.slot)?;
@@ -233,7 +246,7 @@ async fn accept_tcp(
             listener_turn(&worker).await;
         }
         match listener.accept().await {
-            Ok((stream, peer)) => serve_stream(&worker, kind, stream, peer),
+            Ok((stream, peer)) => serve_stream(&worker, kind, stream, peer, None),
             // Out of file descriptors and the like: back off, do not spin.
             Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
         }
@@ -263,8 +276,15 @@ async fn listener_turn(worker: &Worker) {
 /// others accept first under `--balance shared`.
 const SHARED_YIELD: Duration = Duration::from_micros(500);
 
-/// Starts serving an accepted (or handed-over) TCP connection of `kind`.
-fn serve_stream(worker: &Rc<Worker>, kind: Kind, stream: tokio::net::TcpStream, peer: SocketAddr) {
+/// Starts serving an accepted (or handed-over) TCP connection of `kind`;
+/// `moved` is the state of a client handed over by another worker.
+fn serve_stream(
+    worker: &Rc<Worker>,
+    kind: Kind,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    moved: Option<serde_json::Value>,
+) {
     let _ = stream.set_nodelay(true);
     match kind {
         Kind::Memcached => {
@@ -279,12 +299,47 @@ fn serve_stream(worker: &Rc<Worker>, kind: Kind, stream: tokio::net::TcpStream, 
                 .map(|a| a.to_string())
                 .unwrap_or_default();
             let fd = stream.as_raw_fd();
-            tokio::task::spawn_local(connection::run(
-                worker.clone(),
-                stream,
-                (peer.to_string(), local, fd),
-            ));
+            let worker = worker.clone();
+            tokio::task::spawn_local(async move {
+                let peer = (peer.to_string(), local, fd);
+                if let Some((stream, state)) =
+                    connection::run(worker.clone(), stream, peer, moved).await
+                {
+                    if let Ok(stream) = stream.into_std() {
+                        hand_over(&worker, kind, OwnedFd::from(stream), state).await;
+                    }
+                }
+            });
         }
+    }
+}
+
+/// Starts serving a Unix-socket connection (accepted or handed over).
+fn serve_unix(
+    worker: &Rc<Worker>,
+    stream: tokio::net::UnixStream,
+    path: String,
+    moved: Option<serde_json::Value>,
+) {
+    let fd = stream.as_raw_fd();
+    let worker = worker.clone();
+    tokio::task::spawn_local(async move {
+        let peer = (format!("{path}:0"), path, fd);
+        if let Some((stream, state)) = connection::run(worker.clone(), stream, peer, moved).await {
+            if let Ok(stream) = stream.into_std() {
+                hand_over(&worker, Kind::Unix, OwnedFd::from(stream), state).await;
+            }
+        }
+    });
+}
+
+/// Gives an idle client connection and its state to the supervisor, which
+/// passes them to another worker: the client sees no disconnect.
+async fn hand_over(worker: &Worker, kind: Kind, fd: OwnedFd, state: serde_json::Value) {
+    let channel = worker.control.borrow().clone();
+    if let Some(channel) = channel {
+        let msg = json!({"op": "handover", "kind": kind.name(), "state": state});
+        let _ = channel.send(&msg, &[fd.as_fd()]).await;
     }
 }
 
@@ -345,19 +400,40 @@ async fn control_loop(worker: Rc<Worker>, channel: Rc<Channel>) {
             }
             Some("adopt") => {
                 let kind = msg["kind"].as_str().and_then(Kind::from_name);
+                let moved = msg.get("state").cloned();
                 if let (Some(kind), Some(fd)) = (kind, fds.pop()) {
-                    let stream = std::net::TcpStream::from(fd);
-                    let peer = stream.peer_addr();
-                    if stream.set_nonblocking(true).is_ok() {
-                        if let (Ok(stream), Ok(peer)) =
-                            (tokio::net::TcpStream::from_std(stream), peer)
-                        {
-                            serve_stream(&worker, kind, stream, peer);
-                        }
-                    }
+                    adopt(&worker, kind, fd, moved);
                 }
             }
+            Some("drain") => {
+                worker
+                    .handover
+                    .set(msg["handover"].as_bool().unwrap_or(false));
+                let _ = worker.shutdown.send(true);
+            }
             _ => {}
+        }
+    }
+}
+
+/// Serves a connection the supervisor hands over (queued on a removed
+/// worker's listener, or moved with its state from a draining worker).
+fn adopt(worker: &Rc<Worker>, kind: Kind, fd: OwnedFd, moved: Option<serde_json::Value>) {
+    if kind == Kind::Unix {
+        let stream = std::os::unix::net::UnixStream::from(fd);
+        let path = worker.engine.borrow().config().unixsocket.clone();
+        if stream.set_nonblocking(true).is_ok() {
+            if let Ok(stream) = tokio::net::UnixStream::from_std(stream) {
+                serve_unix(worker, stream, path, moved);
+            }
+        }
+        return;
+    }
+    let stream = std::net::TcpStream::from(fd);
+    let peer = stream.peer_addr();
+    if stream.set_nonblocking(true).is_ok() {
+        if let (Ok(stream), Ok(peer)) = (tokio::net::TcpStream::from_std(stream), peer) {
+            serve_stream(worker, kind, stream, peer, moved);
         }
     }
 }
@@ -412,14 +488,7 @@ async fn accept_unix(worker: Rc<Worker>, listener: tokio::net::UnixListener) {
         .unwrap_or_default();
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => {
-                let fd = stream.as_raw_fd();
-                tokio::task::spawn_local(connection::run(
-                    worker.clone(),
-                    stream,
-                    (format!("{path}:0"), path.clone(), fd),
-                ));
-            }
+            Ok((stream, _)) => serve_unix(&worker, stream, path.clone(), None),
             Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
         }
     }

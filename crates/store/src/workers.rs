@@ -101,7 +101,11 @@ impl Store {
         let r = &self.sh.region;
         let off = rec(slot)?;
         let pid = std::process::id();
-        let restarts = if r.load64(off + W_PID)? != 0 {
+        // A predecessor that left without marking the slot free died: this
+        // is a restart. A slot freed by a clean exit (a scale-down, an
+        // upgrade) starts counting afresh.
+        let died = r.load64(off + W_PID)? != 0 && r.load64(off + W_STATE)? != 0;
+        let restarts = if died {
             r.load64(off + W_RESTARTS)?.saturating_add(1)
         } else {
             0

@@ -93,7 +93,7 @@ pub(crate) async fn serve(
     peer: (String, String, i32),
 ) {
     let (mut pipe, theirs) = tokio::io::duplex(PIPE_BYTES);
-    let mut resp_side = tokio::task::spawn_local(connection::run(worker, theirs, peer));
+    let mut resp_side = tokio::task::spawn_local(connection::run(worker, theirs, peer, None));
     let command: &[u8] = match kind {
         Kind::Channel => b"SUBSCRIBE",
         Kind::Pattern => b"PSUBSCRIBE",

@@ -111,7 +111,7 @@ pub(crate) async fn serve(
     peer: (String, String, i32),
 ) {
     let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
-    tokio::task::spawn_local(connection::run(worker.clone(), theirs, peer));
+    tokio::task::spawn_local(connection::run(worker.clone(), theirs, peer, None));
     let (mut pipe_r, mut pipe_w) = tokio::io::split(ours);
     let shared = RefCell::new(Shared {
         sub,
