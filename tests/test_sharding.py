@@ -224,6 +224,7 @@ def test_connection_spread_reuseport(make_server):
         for slot, count in counts.items():
             assert 0.20 <= count / n <= 0.30, (
                 f"worker {slot} has {count / n:.1%} of the connections: {shares_text(counts, n)}")
+
         # ctl status counts the same connections per worker.
         def agree():
             st = status(s)
@@ -285,7 +286,15 @@ def reconnecting_load(port, prefix, stop, tally, acked, progress=None, batch=1,
     connection and opens a new one (so new workers get some); with
     `track_slots` each connection's first batch also asks CLIENT INFO for
     its worker slot, recorded in `tally.slots` as (tally.epoch when the
-    connection was opened, slot)."""
+    connection was opened, slot). Anything else that goes wrong ends the
+    client as a failure."""
+    try:
+        load_loop(port, prefix, stop, tally, acked, progress, batch, reconnect_every, track_slots)
+    except BaseException as e:
+        tally.failures.append(f"{prefix}: client stopped by {e!r}")
+
+
+def load_loop(port, prefix, stop, tally, acked, progress, batch, reconnect_every, track_slots):
     conn, fresh, i, on_conn = None, True, 0, 0
     while not stop.is_set() and len(tally.failures) < 20:
         if conn is not None and reconnect_every and on_conn >= reconnect_every:
@@ -411,6 +420,7 @@ def test_scale_1_3_1_under_load(make_server):
             assert st["supervisor"]["workers_wanted"] == to
             assert sorted(w["slot"] for w in st["workers"]) == list(range(to)), st["workers"]
             assert all(w["state"] == "serving" for w in st["workers"]), st["workers"]
+            assert all(w["restarts"] == 0 for w in st["workers"]), st["workers"]
             assert serving_pids(st) == worker_slot_pids(s)
             progressed(300)
             seen = {slot for tally, _ in clients for e, slot in tally.slots if e == epoch}
@@ -481,11 +491,8 @@ def upgrade_client(port, prefix, stop, progress, out, reconnect_every):
     `reconnect_every` batches (None: only when the server closed it), then
     puts its tally and acked keys on `out`."""
     tally, acked = Tally(), set()
-    try:
-        reconnecting_load(port, prefix, stop, tally, acked, progress=progress, batch=10,
-                          reconnect_every=reconnect_every)
-    except BaseException as e:  # reported, not lost with the process
-        tally.failures.append(f"client crashed: {e!r}")
+    reconnecting_load(port, prefix, stop, tally, acked, progress=progress, batch=10,
+                      reconnect_every=reconnect_every)
     out.put((prefix, tally.as_dict(), sorted(acked)))
 
 
@@ -533,6 +540,9 @@ def test_rolling_upgrade_under_load(make_server, tmp_path):
             assert not set(new.values()) & set(pids.values()), (pids, new)
             assert new == worker_slot_pids(s)
             assert all(w["state"] == "serving" for w in st["workers"])
+            # A worker started by an upgrade replaced one that exited
+            # cleanly: not a restart.
+            assert [w["restarts"] for w in st["workers"]] == [0, 0], st["workers"]
             for pid in pids.values():
                 wait_for(lambda: process_gone(pid), what=f"old worker {pid} to exit")
             if n % 2:
