@@ -74,7 +74,7 @@ pub(crate) fn unix(path: &Path) -> Result<std::os::unix::net::UnixListener, Erro
 }
 
 /// What a listening socket serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kind {
     /// RESP over TCP.
     Redis,
@@ -162,4 +162,49 @@ impl ListenerSet {
             .filter(|(k, _)| !matches!(k, Kind::MemcachedUdp | Kind::Unix))
             .map(|(k, fd)| (*k, &**fd))
     }
+}
+
+/// Points new connections of a SO_REUSEPORT group at the sockets in
+/// `targets` (their indexes in the kernel's array for the group), chosen at
+/// random; `None` gives the choice back to the kernel's hash. The program
+/// is classic BPF attached with SO_ATTACH_REUSEPORT_CBPF to any member
+/// (`member`); a program's index out of range means "hash as usual".
+pub(crate) fn steer(member: &OwnedFd, targets: Option<&[u32]>) -> Result<(), Error> {
+    use nix::libc::{sock_filter, sock_fprog};
+    // Classic BPF opcodes (linux/filter.h) and the ancillary random load.
+    const LD_W_ABS: u16 = 0x20;
+    const ALU_MOD_K: u16 = 0x94;
+    const JMP_JEQ_K: u16 = 0x15;
+    const RET_K: u16 = 0x06;
+    const SKF_AD_RANDOM: u32 = (-0x1000i32 + 56) as u32;
+    let op = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    let mut program = Vec::new();
+    match targets {
+        Some(targets) if !targets.is_empty() => {
+            program.push(op(LD_W_ABS, 0, 0, SKF_AD_RANDOM));
+            program.push(op(ALU_MOD_K, 0, 0, targets.len() as u32));
+            for (i, index) in targets.iter().enumerate() {
+                if i + 1 < targets.len() {
+                    program.push(op(JMP_JEQ_K, 0, 1, i as u32));
+                }
+                program.push(op(RET_K, 0, 0, *index));
+            }
+        }
+        _ => program.push(op(RET_K, 0, 0, u32::MAX)),
+    }
+    let fprog = sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_mut_ptr(),
+    };
+    nix::sys::socket::setsockopt(
+        member,
+        nix::sys::socket::sockopt::AttachReusePortCbpf,
+        &fprog,
+    )
+    .map_err(|e| {
+        Error::Io(
+            "steer new connections (SO_ATTACH_REUSEPORT_CBPF)".into(),
+            e.into(),
+        )
+    })
 }

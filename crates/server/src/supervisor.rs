@@ -11,7 +11,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::rc::Rc;
@@ -128,6 +128,11 @@ pub(crate) struct Supervisor {
     unix: Option<Rc<OwnedFd>>,
     /// Slots in use, by slot number.
     pub slots: RefCell<HashMap<u32, Slot>>,
+    /// Under `--balance reuseport`: the kernel's array of each port's
+    /// SO_REUSEPORT group, mirrored (a socket joins at the end when it
+    /// listens; one that closes is replaced by the last), so that a
+    /// program can steer connections away from a worker being removed.
+    groups: RefCell<HashMap<listener::Kind, Vec<RawFd>>>,
     /// Commands per second of each worker pid, sampled every second.
     pub rates: RefCell<HashMap<u32, f64>>,
     /// One scale or upgrade at a time.
@@ -204,6 +209,7 @@ pub fn serve(opts: ServeOptions) -> Result<(), Error> {
         shared,
         unix,
         slots: RefCell::new(HashMap::new()),
+        groups: RefCell::new(HashMap::new()),
         rates: RefCell::new(HashMap::new()),
         changing: tokio::sync::Mutex::new(()),
         pending: RefCell::new(HashMap::new()),
@@ -345,7 +351,14 @@ impl Supervisor {
         let listeners = match (listeners, &self.shared) {
             (Some(l), _) => l,
             (None, Some(shared)) => shared.clone(),
-            (None, None) => Rc::new(ListenerSet::bind(&self.config, true, self.unix.clone())?),
+            (None, None) => {
+                let set = Rc::new(ListenerSet::bind(&self.config, true, self.unix.clone())?);
+                let mut groups = self.groups.borrow_mut();
+                for (kind, fd) in set.tcp() {
+                    groups.entry(kind).or_default().push(fd.as_raw_fd());
+                }
+                set
+            }
         };
         self.slots.borrow_mut().insert(
             slot,
@@ -400,14 +413,21 @@ impl Supervisor {
     /// again. Its listeners close when no other slot serves them; any
     /// connection still queued on them then goes to another worker.
     pub async fn retire(&self, slot: u32) {
-        let (pid, channel) = {
+        let (pid, channel, listeners) = {
             let mut slots = self.slots.borrow_mut();
             let Some(s) = slots.get_mut(&slot) else {
                 return;
             };
             s.retiring = true;
-            (s.pid, s.channel.clone())
+            (s.pid, s.channel.clone(), s.listeners.clone())
         };
+        // Its listeners close with it (no other slot serves them): new
+        // connections go to the other members of each group from now on.
+        let closing = Rc::strong_count(&listeners) == 2 && self.shared.is_none();
+        if closing {
+            self.steer_away_from(&listeners);
+        }
+        drop(listeners);
         // Over the channel the worker hands its idle clients over; a
         // signal (no channel yet) only drains it.
         let asked = match channel {
@@ -435,7 +455,66 @@ impl Supervisor {
         if let Some(s) = removed {
             // The last slot serving these listeners: they close now.
             if Rc::strong_count(&s.listeners) == 1 {
-                crate::control::hand_over_queued(self, s.listeners).await;
+                crate::control::hand_over_queued(self, s.listeners.clone()).await;
+                self.leave_groups(&s.listeners);
+                drop(s);
+                self.steer_away_from_none();
+            }
+        }
+    }
+
+    /// Steers each port's new connections to the sockets of the slots that
+    /// stay, away from `leaving` (its worker drains, its queue empties).
+    fn steer_away_from(&self, leaving: &ListenerSet) {
+        let staying: Vec<RawFd> = self
+            .slots
+            .borrow()
+            .values()
+            .filter(|s| !s.retiring && !s.ended)
+            .flat_map(|s| {
+                s.listeners
+                    .tcp()
+                    .map(|(_, fd)| fd.as_raw_fd())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let groups = self.groups.borrow();
+        for (kind, fd) in leaving.tcp() {
+            let Some(group) = groups.get(&kind) else {
+                continue;
+            };
+            let targets: Vec<u32> = (0..group.len() as u32)
+                .filter(|i| staying.contains(&group[*i as usize]))
+                .collect();
+            if let Err(e) = listener::steer(fd, Some(&targets)) {
+                eprintln!("shoal: {e}; connections queued on the removed worker may be reset");
+            }
+        }
+    }
+
+    /// Gives connection spreading back to the kernel's hash, once no
+    /// listener is being removed.
+    fn steer_away_from_none(&self) {
+        let slots = self.slots.borrow();
+        if slots.values().any(|s| s.retiring && !s.ended) {
+            return;
+        }
+        if let Some(s) = slots.values().next() {
+            for (_, fd) in s.listeners.tcp() {
+                let _ = listener::steer(fd, None);
+            }
+        }
+    }
+
+    /// Mirrors the kernel as `set`'s sockets close: each one's place in its
+    /// group goes to the group's last socket.
+    fn leave_groups(&self, set: &ListenerSet) {
+        let mut groups = self.groups.borrow_mut();
+        for (kind, fd) in set.tcp() {
+            if let Some(group) = groups.get_mut(&kind) {
+                if let Some(i) = group.iter().position(|g| *g == fd.as_raw_fd()) {
+                    group.swap_remove(i);
+                }
             }
         }
     }
