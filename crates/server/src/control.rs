@@ -370,14 +370,19 @@ async fn exec(sup: &Supervisor, at_ms: u64, spin: bool, argv: &[Vec<u8>]) -> Res
     } else {
         0
     };
+    // Spinners get a CPU each while there are CPUs enough.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut waits = Vec::new();
     let sent = monotonic_ns();
-    for (slot, pid, channel) in &targets {
+    for (i, (slot, pid, channel)) in targets.iter().enumerate() {
         let id = sup.next_request.get();
         sup.next_request.set(id + 1);
         let (tx, rx) = tokio::sync::oneshot::channel();
         sup.pending.borrow_mut().insert(id, tx);
-        let msg = json!({"op": "exec", "id": id, "target_ns": target, "argv": argv});
+        let mut msg = json!({"op": "exec", "id": id, "target_ns": target, "argv": argv});
+        if spin && targets.len() <= cpus {
+            msg["cpu"] = (i % cpus).into();
+        }
         if channel.send(&msg, &[]).await.is_ok() {
             waits.push((*slot, *pid, id, rx));
         } else {

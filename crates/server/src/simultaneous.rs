@@ -34,6 +34,23 @@ pub fn spin_until(target_ns: u64) -> u64 {
     }
 }
 
+/// Runs `f` with the calling thread bound to CPU `cpu`, then restores its
+/// CPU mask. Processes that spin to one instant each on a CPU of their own
+/// cannot queue behind one another (on a 2-core machine two unbound
+/// spinners often share a core and one starts a time slice late).
+pub fn on_cpu<T>(cpu: usize, f: impl FnOnce() -> T) -> T {
+    use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+    let before = sched_getaffinity(None).ok();
+    let mut one = CpuSet::new();
+    one.set(cpu % CpuSet::MAX_CPU);
+    let bound = sched_setaffinity(None, &one).is_ok();
+    let out = f();
+    if let (true, Some(before)) = (bound, before) {
+        let _ = sched_setaffinity(None, &before);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -438,6 +438,9 @@ fn adopt(worker: &Rc<Worker>, kind: Kind, fd: OwnedFd, moved: Option<serde_json:
     }
 }
 
+/// How long before an `exec` target the worker leaves its event loop.
+const EXEC_LOOP_LEAD: Duration = Duration::from_millis(5);
+
 /// Runs one `ctl exec` command: waits for its target instant (spinning on
 /// CLOCK_MONOTONIC for the last stretch; target 0 = now), runs it as a
 /// client of its own would, and reports when it started and what it
@@ -454,15 +457,16 @@ async fn exec(worker: Rc<Worker>, channel: Rc<Channel>, msg: serde_json::Value) 
         })
         .unwrap_or_default();
     // Sleep on the event loop until shortly before the target, so the loop
-    // keeps serving; spin only the last stretch.
-    let lead = simultaneous::SPIN_LEAD.as_nanos() as u64;
+    // keeps serving; then `spin_until` sleeps precisely (the loop's timer
+    // has millisecond grain and may wake late) and spins the last stretch.
+    let lead = EXEC_LOOP_LEAD.as_nanos() as u64;
     let now = simultaneous::monotonic_ns();
     if target > now + lead {
         tokio::time::sleep(Duration::from_nanos(target - now - lead)).await;
     }
-    let start = simultaneous::spin_until(target);
     let mut out = Vec::new();
-    {
+    let mut run = || {
+        let start = simultaneous::spin_until(target);
         let mut engine = worker.engine.borrow_mut();
         let id = worker.store.next_client_id().unwrap_or(0);
         let mut session = Session::new(id, engine.now_ms());
@@ -470,7 +474,12 @@ async fn exec(worker: Rc<Worker>, channel: Rc<Channel>, msg: serde_json::Value) 
         let args: Vec<engine::command::Arg<'_>> =
             argv.iter().map(|a| a.as_slice().into()).collect();
         engine.execute(&mut session, &args, &mut out);
-    }
+        start
+    };
+    let start = match msg["cpu"].as_u64() {
+        Some(cpu) => simultaneous::on_cpu(cpu as usize, run),
+        None => run(),
+    };
     worker.flush_pubsub();
     let reply = json!({
         "id": msg["id"],
