@@ -14,6 +14,8 @@ use std::time::Duration;
 use engine::{Config, Engine, ServerInfo, Session};
 use serde_json::json;
 use store::{Handle, Location, Message, OpenOptions, Store, WorkerState};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use tokio::task::LocalSet;
@@ -172,8 +174,7 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
             }
             Kind::Redis | Kind::Memcached | Kind::Http => {
                 let l = std::net::TcpListener::from(fd);
-                l.set_nonblocking(true).map_err(io(what.clone()))?;
-                let l = tokio::net::TcpListener::from_std(l).map_err(io(what))?;
+                l.set_nonblocking(true).map_err(io(what))?;
                 tokio::task::spawn_local(accept_tcp(worker.clone(), l, kind, shared))
             }
         };
@@ -235,27 +236,44 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
 /// `--balance shared` every free worker is woken for each connection and
 /// the first to call accept takes it; one that already serves more than its
 /// share lets the others go first, so that connections spread evenly.
-async fn accept_tcp(
-    worker: Rc<Worker>,
-    listener: tokio::net::TcpListener,
-    kind: Kind,
-    shared: bool,
-) {
+async fn accept_tcp(worker: Rc<Worker>, listener: std::net::TcpListener, kind: Kind, shared: bool) {
+    // tokio's TcpListener cannot wait for a connection without taking it,
+    // which the shared queue's turn-taking needs. `with_interest` is
+    // deprecated because a `T` that does not own its descriptor could close
+    // it while registered; a TcpListener owns its descriptor, so this use
+    // is sound.
+    #[allow(deprecated)]
+    let Ok(listener) = AsyncFd::with_interest(listener, Interest::READABLE) else {
+        return;
+    };
     loop {
+        let Ok(mut ready) = listener.readable().await else {
+            return;
+        };
         if shared {
             listener_turn(&worker).await;
         }
-        match listener.accept().await {
-            Ok((stream, peer)) => serve_stream(&worker, kind, stream, peer, None),
+        match listener.get_ref().accept() {
+            Ok((stream, peer)) => {
+                let stream = stream
+                    .set_nonblocking(true)
+                    .and_then(|()| tokio::net::TcpStream::from_std(stream));
+                if let Ok(stream) = stream {
+                    serve_stream(&worker, kind, stream, peer, None);
+                }
+            }
+            // Another worker took it (shared queue), or nothing is left.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => ready.clear_ready(),
             // Out of file descriptors and the like: back off, do not spin.
             Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
         }
     }
 }
 
-/// Under `--balance shared`: waits a moment when this worker has more
-/// connections than the least loaded serving worker, so that one wins the
-/// race to accept. Never long: a busy peer must not hold a client up.
+/// Under `--balance shared`, once a connection waits: waits a moment when
+/// this worker has more connections than the least loaded serving worker,
+/// so that one wins the race to accept. Never long: a busy peer must not
+/// hold a client up.
 async fn listener_turn(worker: &Worker) {
     let mine = worker.clients.len() as u64;
     let least = worker
