@@ -21,7 +21,7 @@ use tokio::net::{UnixListener, UnixStream};
 
 use crate::channel::Channel;
 use crate::error::{io, Error};
-use crate::listener::ListenerSet;
+use crate::listener::{Kind, ListenerSet};
 use crate::simultaneous::monotonic_ns;
 use crate::supervisor::Supervisor;
 
@@ -86,11 +86,44 @@ async fn connection(sup: Rc<Supervisor>, stream: UnixStream) {
 
 /// A worker's channel: its hello, then its sockets, then its replies.
 async fn worker_channel(sup: Rc<Supervisor>, channel: Rc<Channel>) {
-    let Ok(Some((hello, _))) = channel.recv().await else {
+    let Ok(Some((hello, fds))) = channel.recv().await else {
         return;
     };
     let slot = hello["hello"].as_u64().unwrap_or(u64::MAX);
     let pid = hello["pid"].as_u64().unwrap_or(0);
+    if hello["resume"] == true {
+        // A worker of the previous image of this supervisor, giving its
+        // sockets back.
+        let known = sup
+            .slots
+            .borrow()
+            .get(&(slot as u32))
+            .is_some_and(|s| s.pid.map(u64::from) == Some(pid) && s.channel.is_none());
+        let kinds: Vec<Kind> = hello["kinds"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|k| k.as_str().and_then(Kind::from_name))
+            .collect();
+        if !known || kinds.len() != fds.len() {
+            return;
+        }
+        let set = ListenerSet {
+            sockets: kinds
+                .into_iter()
+                .zip(fds.into_iter().map(Rc::new))
+                .collect(),
+        };
+        sup.resumed_sockets(slot as u32, set);
+        let listeners = match sup.slots.borrow_mut().get_mut(&(slot as u32)) {
+            Some(s) => {
+                s.channel = Some(channel.clone());
+                Rc::downgrade(&s.listeners)
+            }
+            None => return,
+        };
+        return serve_worker(&sup, &channel, listeners).await;
+    }
     let listeners = {
         let mut slots = sup.slots.borrow_mut();
         match slots.get_mut(&(slot as u32)) {
@@ -116,12 +149,17 @@ async fn worker_channel(sup: Rc<Supervisor>, channel: Rc<Channel>) {
     if let Some(s) = sup.slots.borrow_mut().get_mut(&(slot as u32)) {
         s.channel = Some(channel.clone());
     }
+    serve_worker(&sup, &channel, listeners).await;
+}
+
+/// A worker's messages: connections it hands over, replies to `exec`.
+async fn serve_worker(sup: &Supervisor, channel: &Channel, listeners: std::rc::Weak<ListenerSet>) {
     while let Ok(Some((msg, mut fds))) = channel.recv().await {
         if msg["op"] == "handover" {
             if let Some(fd) = fds.pop() {
                 let kind = msg["kind"].as_str().unwrap_or("redis");
                 let adopt = json!({"op": "adopt", "kind": kind, "state": msg["state"]});
-                pass_on(&sup, listeners.as_ptr(), &adopt, fd).await;
+                pass_on(sup, listeners.as_ptr(), &adopt, fd).await;
             }
             continue;
         }
@@ -261,13 +299,34 @@ async fn request(sup: &Rc<Supervisor>, args: &[Vec<u8>]) -> Result<Reply, Error>
             };
             Ok(Reply::Json(exec(sup, at_ms, spin, &args[3..]).await?))
         }
+        b"REEXEC" => {
+            let binary = match args.len() {
+                1 => std::env::current_exe().map_err(io("find the shoal executable"))?,
+                2 => PathBuf::from(text(1)),
+                _ => return Err(wrong()),
+            };
+            if !binary.is_file() {
+                return Err(Error::Config(format!("{} is not a file", binary.display())));
+            }
+            // No scale or upgrade half done: the new image takes over whole
+            // slots. The guard is released by the exec itself.
+            std::mem::forget(sup.changing.lock().await);
+            let workers = sup.wanted();
+            *sup.reexec.borrow_mut() = Some(binary.clone());
+            sup.stop.notify_one();
+            Ok(Reply::Json(json!({
+                "pid": std::process::id(),
+                "binary": binary.display().to_string(),
+                "workers": workers,
+            })))
+        }
         b"SHUTDOWN" => {
             sup.stopping.set(true);
             sup.stop.notify_one();
             Ok(Reply::Ok)
         }
         other => Err(Error::Config(format!(
-            "unknown command '{}' (STATUS, SCALE, UPGRADE, EXEC, SHUTDOWN)",
+            "unknown command '{}' (STATUS, SCALE, UPGRADE, REEXEC, EXEC, SHUTDOWN)",
             String::from_utf8_lossy(other)
         ))),
     }
@@ -332,6 +391,8 @@ fn status(sup: &Supervisor) -> Value {
             "uptime_s": sup.started.elapsed().as_secs_f64(),
             "balance": sup.balance.name(),
             "workers_wanted": sup.wanted(),
+            // Workers a re-executed supervisor still waits to hear from.
+            "reconnecting": slots.values().filter(|s| !s.ended && s.channel.is_none()).count(),
         },
         "workers": workers,
         "memory": memory,

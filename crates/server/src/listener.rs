@@ -118,6 +118,7 @@ impl Kind {
 /// them and hands copies to the worker, so a worker's exit (an upgrade, a
 /// crash) never closes an accept queue: the next worker takes the same
 /// sockets. Under `--balance shared` every worker gets the same set.
+#[derive(Default)]
 pub(crate) struct ListenerSet {
     /// Each socket with what it serves; the Unix socket is one for all sets.
     pub sockets: Vec<(Kind, Rc<OwnedFd>)>,

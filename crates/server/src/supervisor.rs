@@ -122,10 +122,11 @@ pub(crate) struct Supervisor {
     failure: RefCell<Option<String>>,
     pub stop: tokio::sync::Notify,
     pub store: Store,
-    /// The one set every worker serves under `--balance shared`.
-    shared: Option<Rc<ListenerSet>>,
+    /// The one set every worker serves under `--balance shared` (after a
+    /// re-exec, taken back from the first worker that reconnects).
+    pub shared: RefCell<Option<Rc<ListenerSet>>>,
     /// The Unix socket, one for every set.
-    unix: Option<Rc<OwnedFd>>,
+    pub unix: RefCell<Option<Rc<OwnedFd>>>,
     /// Slots in use, by slot number.
     pub slots: RefCell<HashMap<u32, Slot>>,
     /// Under `--balance reuseport`: the kernel's array of each port's
@@ -133,6 +134,13 @@ pub(crate) struct Supervisor {
     /// listens; one that closes is replaced by the last), so that a
     /// program can steer connections away from a worker being removed.
     groups: RefCell<HashMap<listener::Kind, Vec<RawFd>>>,
+    /// Whether `groups` matches the kernel. After a re-exec it is rebuilt
+    /// from the old image's order once every worker has reconnected
+    /// (`resumed_groups` holds that order by slot until then).
+    groups_known: Cell<bool>,
+    pub resumed_groups: RefCell<HashMap<listener::Kind, Vec<u32>>>,
+    /// Set by `ctl upgrade --supervisor`: the binary to re-execute.
+    pub reexec: RefCell<Option<PathBuf>>,
     /// Commands per second of each worker pid, sampled every second.
     pub rates: RefCell<HashMap<u32, f64>>,
     /// One scale or upgrade at a time.
@@ -144,6 +152,7 @@ pub(crate) struct Supervisor {
 
 /// Runs the supervisor until SIGTERM/SIGINT (or SHUTDOWN from a client).
 pub fn serve(opts: ServeOptions) -> Result<(), Error> {
+    let resumed = take_resume_state();
     if opts.workers == 0 || opts.workers > MAX_WORKERS {
         return Err(Error::Config(format!(
             "--workers must be between 1 and {MAX_WORKERS}, not {}",
@@ -167,8 +176,10 @@ pub fn serve(opts: ServeOptions) -> Result<(), Error> {
     }
     // Every socket is bound here, so a port in use fails the start with one
     // clear message rather than in every worker.
+    // After a re-exec the workers still hold every socket and give them
+    // back when they reconnect.
     let cfg = &opts.config;
-    let unix = if cfg.unixsocket.is_empty() {
+    let unix = if cfg.unixsocket.is_empty() || resumed.is_some() {
         None
     } else {
         Some(Rc::new(OwnedFd::from(listener::unix(
@@ -176,8 +187,10 @@ pub fn serve(opts: ServeOptions) -> Result<(), Error> {
         )?)))
     };
     let shared = match opts.balance {
-        Balance::Shared => Some(Rc::new(ListenerSet::bind(cfg, false, unix.clone())?)),
-        Balance::Reuseport => None,
+        Balance::Shared if resumed.is_none() => {
+            Some(Rc::new(ListenerSet::bind(cfg, false, unix.clone())?))
+        }
+        _ => None,
     };
     let control_path = control_socket_path(store.path());
     let control = crate::control::bind(&control_path)?;
@@ -206,10 +219,13 @@ pub fn serve(opts: ServeOptions) -> Result<(), Error> {
         failure: RefCell::new(None),
         stop: tokio::sync::Notify::new(),
         store: store.clone(),
-        shared,
-        unix,
+        shared: RefCell::new(shared),
+        unix: RefCell::new(unix),
         slots: RefCell::new(HashMap::new()),
         groups: RefCell::new(HashMap::new()),
+        groups_known: Cell::new(true),
+        resumed_groups: RefCell::new(HashMap::new()),
+        reexec: RefCell::new(None),
         rates: RefCell::new(HashMap::new()),
         changing: tokio::sync::Mutex::new(()),
         pending: RefCell::new(HashMap::new()),
@@ -224,18 +240,63 @@ pub fn serve(opts: ServeOptions) -> Result<(), Error> {
             .map_err(io(format!("listen on {}", control_path.display())))?;
         tokio::task::spawn_local(crate::control::accept(sup.clone(), control));
         tokio::task::spawn_local(sample_rates(sup.clone()));
-        supervise(sup.clone(), store.clone(), opts).await
+        supervise(sup.clone(), store.clone(), opts, resumed).await
     });
+    drop(rt);
     let _ = std::fs::remove_file(&control_path);
     if let Some(p) = persistence {
         p.stop();
         println!("shoal: log flushed");
     }
-    let _ = store.set_supervisor_pid(0);
-    result
+    match result {
+        Ok(Some((binary, state))) => {
+            drop(store);
+            reexec(&binary, &state)
+        }
+        Ok(None) => {
+            let _ = store.set_supervisor_pid(0);
+            Ok(())
+        }
+        Err(e) => {
+            let _ = store.set_supervisor_pid(0);
+            Err(e)
+        }
+    }
 }
 
-async fn supervise(sup: Rc<Supervisor>, store: Store, opts: ServeOptions) -> Result<(), Error> {
+/// The environment variable that carries a supervisor's state into the
+/// binary it re-executes.
+const RESUME_STATE: &str = "SHOAL_SUPERVISOR_STATE";
+
+/// The state a re-executed supervisor was handed, if it was (and removes
+/// it from the environment, so workers do not inherit it).
+fn take_resume_state() -> Option<Value> {
+    let text = std::env::var(RESUME_STATE).ok()?;
+    std::env::remove_var(RESUME_STATE);
+    serde_json::from_str(&text).ok()
+}
+
+/// Replaces this process's image with `binary`, same arguments, same pid:
+/// the workers stay its children and reconnect to the new image's control
+/// socket with their listening sockets. Returns only if exec failed.
+fn reexec(binary: &std::path::Path, state: &Value) -> Result<(), Error> {
+    use std::os::unix::process::CommandExt;
+    println!("shoal: supervisor re-executing {}", binary.display());
+    let err = std::process::Command::new(binary)
+        .args(std::env::args_os().skip(1))
+        .env(RESUME_STATE, state.to_string())
+        .exec();
+    Err(Error::Io(format!("re-execute {}", binary.display()), err))
+}
+
+/// Runs until the supervisor stops (`Ok(None)`, workers drained) or
+/// re-executes (`Ok(Some((binary, state)))`, workers left running).
+async fn supervise(
+    sup: Rc<Supervisor>,
+    store: Store,
+    opts: ServeOptions,
+    resumed: Option<Value>,
+) -> Result<Option<(PathBuf, Value)>, Error> {
     let info = store.info()?;
     println!(
         "shoal {} supervisor pid {}: segment {} ({} MiB{}), balance {}",
@@ -250,10 +311,16 @@ async fn supervise(sup: Rc<Supervisor>, store: Store, opts: ServeOptions) -> Res
         },
         opts.balance.name(),
     );
-    let mut started = Vec::new();
-    for _ in 0..opts.workers {
-        started.push(sup.add_slot(None)?);
-    }
+    let started = match &resumed {
+        Some(state) => sup.resume(state),
+        None => {
+            let mut started = Vec::new();
+            for _ in 0..opts.workers {
+                started.push(sup.add_slot(None)?);
+            }
+            started
+        }
+    };
     let mut term = signal(SignalKind::terminate()).map_err(io("install SIGTERM handler"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(io("install SIGINT handler"))?;
     let ready = sup.wait_serving(&started);
@@ -276,18 +343,28 @@ async fn supervise(sup: Rc<Supervisor>, store: Store, opts: ServeOptions) -> Res
             if cfg.http_port != 0 {
                 what.push(format!("http on {}:{}", cfg.bind, cfg.http_port));
             }
-            println!("shoal ready: {} ({} workers)", what.join(", "), opts.workers);
+            if resumed.is_some() {
+                println!("shoal: supervisor upgraded; workers reconnected: {}", started.len());
+            } else {
+                println!("shoal ready: {} ({} workers)", what.join(", "), opts.workers);
+            }
         },
         _ = sup.stop.notified() => {}
         _ = term.recv() => sup.stopping.set(true),
         _ = int.recv() => sup.stopping.set(true),
     }
-    if !sup.stopping.get() {
+    if !sup.stopping.get() && sup.reexec.borrow().is_none() {
         tokio::select! {
             _ = term.recv() => {}
             _ = int.recv() => {}
             _ = sup.stop.notified() => {}
         }
+    }
+    let reexec = sup.reexec.borrow_mut().take();
+    if let Some(binary) = reexec {
+        // Let the `ctl` reply go out before the control socket closes.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        return Ok(Some((binary, sup.resume_state())));
     }
     sup.stopping.set(true);
     println!("shoal: stopping workers");
@@ -304,7 +381,7 @@ async fn supervise(sup: Rc<Supervisor>, store: Store, opts: ServeOptions) -> Res
     println!("shoal: stopped");
     match sup.failure.borrow_mut().take() {
         Some(msg) => Err(Error::Config(msg)),
-        None => Ok(()),
+        None => Ok(None),
     }
 }
 
@@ -348,11 +425,13 @@ impl Supervisor {
                 "every one of the {MAX_WORKERS} worker slots is in use"
             )));
         };
-        let listeners = match (listeners, &self.shared) {
+        let shared = self.shared.borrow().clone();
+        let listeners = match (listeners, shared) {
             (Some(l), _) => l,
-            (None, Some(shared)) => shared.clone(),
+            (None, Some(shared)) => shared,
             (None, None) => {
-                let set = Rc::new(ListenerSet::bind(&self.config, true, self.unix.clone())?);
+                let unix = self.unix.borrow().clone();
+                let set = Rc::new(ListenerSet::bind(&self.config, true, unix)?);
                 let mut groups = self.groups.borrow_mut();
                 for (kind, fd) in set.tcp() {
                     groups.entry(kind).or_default().push(fd.as_raw_fd());
@@ -423,7 +502,7 @@ impl Supervisor {
         };
         // Its listeners close with it (no other slot serves them): new
         // connections go to the other members of each group from now on.
-        let closing = Rc::strong_count(&listeners) == 2 && self.shared.is_none();
+        let closing = Rc::strong_count(&listeners) == 2 && self.balance == Balance::Reuseport;
         if closing {
             self.steer_away_from(&listeners);
         }
@@ -466,6 +545,10 @@ impl Supervisor {
     /// Steers each port's new connections to the sockets of the slots that
     /// stay, away from `leaving` (its worker drains, its queue empties).
     fn steer_away_from(&self, leaving: &ListenerSet) {
+        if !self.groups_known.get() {
+            eprintln!("shoal: the reuseport groups' order is unknown since a worker was lost in a supervisor upgrade; connections queued on the removed worker may be reset");
+            return;
+        }
         let staying: Vec<RawFd> = self
             .slots
             .borrow()
@@ -603,6 +686,142 @@ impl Supervisor {
         Ok(replaced)
     }
 
+    /// What a re-executed image needs: the slots with their workers and
+    /// binaries, and each reuseport group's order (as the slots whose
+    /// sockets fill it).
+    fn resume_state(&self) -> Value {
+        let slots = self.slots.borrow();
+        let live: Vec<Value> = slots
+            .iter()
+            .filter(|(_, s)| !s.ended && s.pid.is_some())
+            .map(
+                |(n, s)| json!({"slot": n, "pid": s.pid, "binary": s.binary, "version": s.version}),
+            )
+            .collect();
+        let mut groups = serde_json::Map::new();
+        for (kind, fds) in self.groups.borrow().iter() {
+            let order: Vec<Option<u32>> = fds
+                .iter()
+                .map(|fd| {
+                    slots
+                        .iter()
+                        .find(|(_, s)| s.listeners.tcp().any(|(_, f)| f.as_raw_fd() == *fd))
+                        .map(|(n, _)| *n)
+                })
+                .collect();
+            groups.insert(kind.name().into(), json!(order));
+        }
+        json!({
+            "exe": *self.exe.borrow(),
+            "slots": live,
+            "groups": groups,
+            "groups_known": self.groups_known.get(),
+        })
+    }
+
+    /// Takes over the workers the previous image left running; their
+    /// sockets arrive when each reconnects (see `control`).
+    fn resume(self: &Rc<Self>, state: &Value) -> Vec<u32> {
+        if let Some(exe) = state["exe"].as_str() {
+            *self.exe.borrow_mut() = PathBuf::from(exe);
+        }
+        let mut resumed = Vec::new();
+        for w in state["slots"].as_array().into_iter().flatten() {
+            let (Some(slot), Some(pid)) = (w["slot"].as_u64(), w["pid"].as_u64()) else {
+                continue;
+            };
+            let slot = slot as u32;
+            self.slots.borrow_mut().insert(
+                slot,
+                Slot {
+                    listeners: Rc::new(ListenerSet::default()),
+                    binary: w["binary"]
+                        .as_str()
+                        .map(PathBuf::from)
+                        .unwrap_or_else(|| self.exe.borrow().clone()),
+                    pid: Some(pid as u32),
+                    version: w["version"].as_str().unwrap_or("").to_string(),
+                    channel: None,
+                    retiring: false,
+                    ended: false,
+                },
+            );
+            tokio::task::spawn_local(keep_worker(self.clone(), slot));
+            resumed.push(slot);
+        }
+        let mut order = HashMap::new();
+        for (name, slots) in state["groups"].as_object().into_iter().flatten() {
+            let Some(kind) = listener::Kind::from_name(name) else {
+                continue;
+            };
+            let slots: Option<Vec<u32>> = slots
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| s.as_u64().map(|s| s as u32))
+                .collect();
+            match slots {
+                Some(slots) => {
+                    order.insert(kind, slots);
+                }
+                None => self.groups_known.set(false),
+            }
+        }
+        if state["groups_known"] == false {
+            self.groups_known.set(false);
+        }
+        if self.balance == Balance::Reuseport && self.groups_known.get() {
+            // Known again once every worker has given its sockets back.
+            self.groups_known.set(false);
+            *self.resumed_groups.borrow_mut() = order;
+        }
+        resumed
+    }
+
+    /// A resumed worker gave its sockets back: they become its slot's set
+    /// (or the shared set), and once every resumed worker has, the
+    /// reuseport groups' order is known again.
+    pub fn resumed_sockets(&self, slot: u32, set: ListenerSet) {
+        let set = Rc::new(set);
+        if let Some((_, fd)) = set.sockets.iter().find(|(k, _)| *k == listener::Kind::Unix) {
+            self.unix.borrow_mut().get_or_insert_with(|| fd.clone());
+        }
+        let set = match self.balance {
+            Balance::Shared => self.shared.borrow_mut().get_or_insert(set).clone(),
+            Balance::Reuseport => set,
+        };
+        if let Some(s) = self.slots.borrow_mut().get_mut(&slot) {
+            s.listeners = set;
+        }
+        let order = self.resumed_groups.borrow();
+        if order.is_empty() {
+            return;
+        }
+        let slots = self.slots.borrow();
+        let mut groups = HashMap::new();
+        for (kind, members) in order.iter() {
+            let mut fds = Vec::new();
+            for member in members {
+                let fd = slots.get(member).and_then(|s| {
+                    s.listeners
+                        .tcp()
+                        .find(|(k, _)| k == kind)
+                        .map(|(_, fd)| fd.as_raw_fd())
+                });
+                match fd {
+                    Some(fd) => fds.push(fd),
+                    None => return,
+                }
+            }
+            groups.insert(*kind, fds);
+        }
+        drop(slots);
+        drop(order);
+        *self.groups.borrow_mut() = groups;
+        self.resumed_groups.borrow_mut().clear();
+        self.groups_known.set(true);
+    }
+
     fn signal_workers(&self, sig: Signal) {
         for s in self.slots.borrow().values() {
             if let Some(pid) = s.pid.and_then(|p| Pid::from_raw(p as i32)) {
@@ -617,6 +836,26 @@ impl Supervisor {
 async fn keep_worker(sup: Rc<Supervisor>, slot: u32) {
     let mut fast_exits = 0;
     let retiring = |sup: &Supervisor| sup.slots.borrow().get(&slot).is_none_or(|s| s.retiring);
+    // A worker a previous image of this process started: still our child,
+    // but not a tokio `Child`, so its exit is polled.
+    let inherited = sup.slots.borrow().get(&slot).and_then(|s| s.pid);
+    if let Some(pid) = inherited.and_then(|p| Pid::from_raw(p as i32)) {
+        let status = loop {
+            match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG) {
+                Ok(None) => tokio::time::sleep(Duration::from_millis(20)).await,
+                Ok(Some((_, status))) => break format!("{status:?}"),
+                Err(e) => break e.to_string(),
+            }
+        };
+        if !sup.stopping.get() && !retiring(&sup) {
+            eprintln!("shoal: worker {slot} exited ({status}); starting it again");
+        }
+        if let Some(s) = sup.slots.borrow_mut().get_mut(&slot) {
+            s.pid = None;
+            s.channel = None;
+        }
+        let _ = sup.store.pubsub_reset(slot);
+    }
     while !sup.stopping.get() && !retiring(&sup) {
         let started = Instant::now();
         let status = match run_child(&sup, slot).await {

@@ -62,6 +62,9 @@ pub(crate) struct Worker {
     pub durable: crate::durable::Durable,
     /// The channel to the supervisor (set once connected).
     pub control: RefCell<Option<Rc<Channel>>>,
+    /// Copies of the listening sockets, to give back to a supervisor that
+    /// re-executed (it holds none of them then).
+    pub sockets: RefCell<Vec<(Kind, OwnedFd)>>,
     /// This drain hands idle connections to another worker (an upgrade or
     /// a scale-down) instead of closing them (a shutdown).
     pub handover: std::cell::Cell<bool>,
@@ -121,6 +124,7 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
         pubsub_output: Rc::new(tokio::sync::Notify::new()),
         durable: crate::durable::Durable::new(&store_for_durable),
         control: RefCell::new(None),
+        sockets: RefCell::new(Vec::new()),
         handover: std::cell::Cell::new(false),
     });
     let output = worker.pubsub_output.clone();
@@ -157,6 +161,11 @@ fn run_id() -> String {
 async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     let (channel, sockets, shared) = connect_supervisor(&worker, &opts).await?;
     let mut listeners = Vec::new();
+    for (kind, fd) in &sockets {
+        if let Ok(copy) = fd.try_clone() {
+            worker.sockets.borrow_mut().push((*kind, copy));
+        }
+    }
     for (kind, fd) in sockets {
         let what = format!("serve the {} listener", kind.name());
         let task = match kind {
@@ -410,8 +419,19 @@ async fn connect_supervisor(
 
 /// Requests from the supervisor: `exec` (run a command at a given instant)
 /// and `adopt` (serve a connection it hands over).
-async fn control_loop(worker: Rc<Worker>, channel: Rc<Channel>) {
-    while let Ok(Some((msg, mut fds))) = channel.recv().await {
+async fn control_loop(worker: Rc<Worker>, mut channel: Rc<Channel>) {
+    loop {
+        let Ok(Some((msg, mut fds))) = channel.recv().await else {
+            // The supervisor re-executes (or died, and then this worker is
+            // sent SIGTERM): connect to its new image.
+            match reconnect(&worker).await {
+                Some(c) => {
+                    channel = c;
+                    continue;
+                }
+                None => return,
+            }
+        };
         match msg["op"].as_str() {
             Some("exec") => {
                 tokio::task::spawn_local(exec(worker.clone(), channel.clone(), msg));
@@ -432,6 +452,46 @@ async fn control_loop(worker: Rc<Worker>, channel: Rc<Channel>) {
             _ => {}
         }
     }
+}
+
+/// Connects to a re-executed supervisor and gives it back this worker's
+/// listening sockets; None if none answers within 30 s.
+async fn reconnect(worker: &Worker) -> Option<Rc<Channel>> {
+    let path = crate::control_socket_path(&worker.store.path().to_path_buf());
+    for _ in 0..1500 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let Ok(stream) = tokio::net::UnixStream::connect(&path).await else {
+            continue;
+        };
+        let channel = Rc::new(Channel::new(stream));
+        let (kinds, sent) = {
+            let sockets = worker.sockets.borrow();
+            let kinds: Vec<&str> = sockets.iter().map(|(k, _)| k.name()).collect();
+            let fds: Vec<_> = sockets.iter().map(|(_, fd)| fd.as_fd()).collect();
+            let hello = json!({
+                "hello": worker.slot,
+                "pid": std::process::id(),
+                "version": env!("CARGO_PKG_VERSION"),
+                "resume": true,
+                "kinds": kinds,
+            });
+            (
+                hello,
+                fds.iter()
+                    .map(|fd| fd.try_clone_to_owned())
+                    .collect::<Result<Vec<_>, _>>(),
+            )
+        };
+        let Ok(fds) = sent else {
+            return None;
+        };
+        let borrowed: Vec<_> = fds.iter().map(|fd| fd.as_fd()).collect();
+        if channel.send(&kinds, &borrowed).await.is_ok() {
+            *worker.control.borrow_mut() = Some(channel.clone());
+            return Some(channel);
+        }
+    }
+    None
 }
 
 /// Serves a connection the supervisor hands over (queued on a removed

@@ -65,6 +65,11 @@ enum CtlCommand {
         /// The binary the new workers run.
         #[arg(long)]
         binary: Option<PathBuf>,
+        /// Upgrade the supervisor instead: it re-executes itself (same pid,
+        /// default: the file it was started from) while the workers go on
+        /// serving, and they reconnect to the new image.
+        #[arg(long)]
+        supervisor: bool,
         /// Print the supervisor's JSON.
         #[arg(long)]
         json: bool,
@@ -120,7 +125,11 @@ pub fn run(args: CtlArgs) -> Result<()> {
                 println!("scaled from {} to {}", num(&v["from"]), n_workers(&v["to"]));
             }
         }
-        CtlCommand::Upgrade { binary, json } => {
+        CtlCommand::Upgrade {
+            binary,
+            json,
+            supervisor,
+        } => {
             // The supervisor runs this file for every later restart too, so
             // it gets the file the link points to now, from any directory.
             let binary = match binary {
@@ -130,12 +139,28 @@ pub fn run(args: CtlArgs) -> Result<()> {
                 ),
                 None => None,
             };
-            let mut req: Vec<&[u8]> = vec![b"UPGRADE"];
+            let mut req: Vec<&[u8]> = vec![if supervisor { b"REEXEC" } else { b"UPGRADE" }];
             if let Some(b) = &binary {
                 req.push(b.as_os_str().as_bytes());
             }
             let (text, v) = ctl.json(&req)?;
-            print!("{}", if json { text } else { render_upgrade(&v) });
+            if supervisor {
+                let path = server::control_socket_path(&segment);
+                let status = await_new_supervisor(&path, &serve_hint)?;
+                if json {
+                    print!("{text}");
+                } else {
+                    println!(
+                        "supervisor pid {} re-executed {}; {} of {} workers reconnected",
+                        num(&v["pid"]),
+                        v["binary"].as_str().unwrap_or("?"),
+                        status,
+                        num(&v["workers"]),
+                    );
+                }
+            } else {
+                print!("{}", if json { text } else { render_upgrade(&v) });
+            }
         }
         CtlCommand::Exec {
             at,
@@ -401,6 +426,28 @@ fn render_status(v: &Value) -> String {
 }
 
 /// `shoal ctl upgrade` without `--json`.
+/// Waits until the re-executed supervisor answers STATUS with every worker
+/// back on its channel (its `workers_wanted` counts them); returns how
+/// many serve.
+fn await_new_supervisor(path: &Path, serve_hint: &str) -> Result<usize> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let status = Control::connect(path, serve_hint).and_then(|mut c| c.json(&[b"STATUS"]));
+        if let Ok((_, v)) = status {
+            if v["supervisor"]["reconnecting"] == 0 {
+                let serving = v["workers"].as_array().map_or(0, |ws| {
+                    ws.iter().filter(|w| w["state"] == "serving").count()
+                });
+                return Ok(serving);
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            bail!("the supervisor did not come back within 60 s");
+        }
+    }
+}
+
 fn render_upgrade(v: &Value) -> String {
     let replaced = v["replaced"]
         .as_array()
