@@ -122,11 +122,14 @@ class Server:
         self.remove_segment()
 
     def remove_segment(self):
+        """The segment and the supervisor's control socket beside it (left
+        behind when a test kills the supervisor)."""
         if self.kind == "shoal" and self.name:
-            try:
-                os.unlink(f"/dev/shm/{self.name}")
-            except FileNotFoundError:
-                pass
+            for path in (f"/dev/shm/{self.name}", f"/dev/shm/{self.name}.ctl"):
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
 
     def restart(self):
         self.stop()

@@ -576,6 +576,94 @@ def test_rolling_upgrade_under_load(make_server, tmp_path):
     assert missing == [], f"{len(missing)} acknowledged writes lost: {missing[:10]}"
 
 
+def test_supervisor_upgrade_under_load(make_server, tmp_path):
+    """`ctl upgrade --supervisor`: the supervisor re-executes itself (same
+    pid) while its workers keep serving; they reconnect and give their
+    listening sockets back. Clients see nothing; afterwards the new image
+    scales, upgrades workers, restarts a killed one and keeps the log."""
+    data = tmp_path / "data"
+    s = make_server(workers=2, extra_args=["--dir", str(data)])
+    copy = tmp_path / "shoal-copy"
+    shutil.copy2(SHOAL_BIN, copy)
+    ctx = multiprocessing.get_context("fork")
+    stop, out = ctx.Event(), ctx.Queue()
+    progress = [ctx.Value("q", 0) for _ in range(2)]
+    reconnect = [None, 2]
+    procs = [ctx.Process(target=upgrade_client,
+                         args=(s.port, f"sup{n}", stop, progress[n], out, reconnect[n]),
+                         daemon=True) for n in range(2)]
+    for p in procs:
+        p.start()
+
+    def progressed(rounds):
+        want = [p.value + rounds for p in progress]
+        wait_for(lambda: all(p.value >= w for p, w in zip(progress, want))
+                 or not all(pr.is_alive() for pr in procs),
+                 timeout=60, what=f"every client to do {rounds} more batches")
+
+    results = {}
+    try:
+        progressed(20)
+        pids = worker_slot_pids(s)
+        for n in range(3):
+            args = ["upgrade", "--supervisor"] + (["--binary", str(copy)] if n % 2 else [])
+            reply = ctl_json(s, *args, timeout=120)
+            print(f"supervisor upgrade {n + 1}: {reply}")
+            st = status(s)
+            assert reply["pid"] == s.pid == st["supervisor"]["pid"]
+            assert s.proc.poll() is None, "the supervisor process ended"
+            # The workers were not touched: same pids, all serving, and the
+            # new image knows each one.
+            assert serving_pids(st) == pids == worker_slot_pids(s)
+            assert all(w["state"] == "serving" for w in st["workers"])
+            assert st["supervisor"]["reconnecting"] == 0
+            assert st["log"]["enabled"] is True
+            # Without --binary the supervisor runs its current file again.
+            expect = copy if n >= 1 else Path(SHOAL_BIN)
+            assert os.path.realpath(st["supervisor"]["binary"]) == str(expect.resolve())
+            progressed(20)
+        # The new image runs the server as the first did.
+        assert ctl_json(s, "scale", "3") == {"from": 2, "to": 3}
+        progressed(10)
+        assert ctl_json(s, "scale", "1") == {"from": 3, "to": 1}
+        progressed(10)
+        assert len(ctl_json(s, "upgrade")["replaced"]) == 1
+        progressed(10)
+    finally:
+        stop.set()
+        for _ in procs:
+            try:
+                prefix, t, acked = out.get(timeout=120)
+                results[prefix] = (t, acked)
+            except Exception:
+                break
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+
+    assert len(results) == 2, f"only {len(results)} clients reported"
+    all_acked = set()
+    for prefix, (t, acked) in sorted(results.items()):
+        print(f"{prefix}: {len(acked)} writes acknowledged, {t}")
+        all_acked |= set(acked)
+    failures = [f for t, _ in results.values() for f in t["failures"]]
+    assert failures == []
+    assert sum(t["refused_or_reset"] for t, _ in results.values()) == 0
+    missing = missing_writes(s.port, all_acked)
+    assert missing == [], f"{len(missing)} acknowledged writes lost: {missing[:10]}"
+    # A worker the new image started dies: it is started again.
+    victim = next(iter(worker_slot_pids(s).values()))
+    os.kill(victim, 9)
+    wait_for(lambda: victim not in worker_slot_pids(s).values()
+             and len(worker_slot_pids(s)) == 1, timeout=30,
+             what="the killed worker to be started again")
+    # The log went on through every image: a reboot brings it all back.
+    s.stop()
+    s.start()
+    assert missing_writes(s.port, all_acked) == []
+
+
 # ---------------------------------------------------------------------------
 # A blocked worker
 

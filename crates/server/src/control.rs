@@ -387,7 +387,9 @@ fn status(sup: &Supervisor) -> Value {
         "supervisor": {
             "pid": std::process::id(),
             "version": env!("CARGO_PKG_VERSION"),
-            "binary": sup.exe.borrow().display().to_string(),
+            "binary": std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+            // What new workers run (the last `ctl upgrade`'s binary).
+            "worker_binary": sup.exe.borrow().display().to_string(),
             "uptime_s": sup.started.elapsed().as_secs_f64(),
             "balance": sup.balance.name(),
             "workers_wanted": sup.wanted(),
