@@ -496,30 +496,70 @@ def upgrade_client(port, prefix, stop, progress, out, reconnect_every):
     out.put((prefix, tally.as_dict(), sorted(acked)))
 
 
+class ClientProcesses:
+    """Forked `upgrade_client`s, one per entry of `reconnect`, writing keys
+    `<prefix><n>:…` to the server at `port`."""
+
+    def __init__(self, port, prefix, reconnect):
+        ctx = multiprocessing.get_context("fork")
+        self.stop, self.out = ctx.Event(), ctx.Queue()
+        self.progress = [ctx.Value("q", 0) for _ in reconnect]
+        self.procs = [ctx.Process(target=upgrade_client,
+                                  args=(port, f"{prefix}{n}", self.stop, self.progress[n],
+                                        self.out, every),
+                                  daemon=True) for n, every in enumerate(reconnect)]
+        for p in self.procs:
+            p.start()
+
+    def progressed(self, rounds):
+        """Waits until every client has done `rounds` more batches."""
+        want = [p.value + rounds for p in self.progress]
+        wait_for(lambda: all(p.value >= w for p, w in zip(self.progress, want))
+                 or not all(pr.is_alive() for pr in self.procs),
+                 timeout=60, what=f"every client to do {rounds} more batches")
+
+    def finish(self):
+        """Stops the clients; returns {prefix: (tally, acked keys)}."""
+        self.stop.set()
+        results = {}
+        for _ in self.procs:
+            try:
+                prefix, t, acked = self.out.get(timeout=120)
+                results[prefix] = (t, acked)
+            except Exception:
+                break
+        for p in self.procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+        return results
+
+
+def check_clients(results, port, clients):
+    """Every client reported, none failed or had a connection refused or
+    reset, and every acknowledged write is there; returns the written keys."""
+    assert len(results) == clients, f"only {len(results)} clients reported"
+    all_acked = set()
+    for prefix, (t, acked) in sorted(results.items()):
+        print(f"{prefix}: {len(acked)} writes acknowledged, {t}")
+        all_acked |= set(acked)
+    failures = [f for t, _ in results.values() for f in t["failures"]]
+    assert failures == []
+    assert sum(t["refused_or_reset"] for t, _ in results.values()) == 0
+    missing = missing_writes(port, all_acked)
+    assert missing == [], f"{len(missing)} acknowledged writes lost: {missing[:10]}"
+    return all_acked
+
+
 def test_rolling_upgrade_under_load(make_server, tmp_path):
     s = make_server(workers=2)
     copy = tmp_path / "shoal-copy"
     shutil.copy2(SHOAL_BIN, copy)
-    ctx = multiprocessing.get_context("fork")
-    stop, out = ctx.Event(), ctx.Queue()
-    progress = [ctx.Value("q", 0) for _ in range(3)]
     # One client keeps its connection (handed over or closed by each
     # upgrade); two open a new one every other batch, so that connection
     # attempts arrive all through each upgrade.
-    reconnect = [None, 2, 2]
-    procs = [ctx.Process(target=upgrade_client,
-                         args=(s.port, f"up{n}", stop, progress[n], out, reconnect[n]),
-                         daemon=True) for n in range(3)]
-    for p in procs:
-        p.start()
-
-    def progressed(rounds):
-        want = [p.value + rounds for p in progress]
-        wait_for(lambda: all(p.value >= w for p, w in zip(progress, want))
-                 or not all(pr.is_alive() for pr in procs),
-                 timeout=60, what=f"every client to do {rounds} more batches")
-
-    results = {}
+    clients = ClientProcesses(s.port, "up", reconnect=[None, 2, 2])
+    progressed = clients.progressed
     try:
         progressed(20)
         pids = worker_slot_pids(s)
@@ -552,28 +592,8 @@ def test_rolling_upgrade_under_load(make_server, tmp_path):
             pids = new
             progressed(20)
     finally:
-        stop.set()
-        for _ in procs:
-            try:
-                prefix, t, acked = out.get(timeout=120)
-                results[prefix] = (t, acked)
-            except Exception:
-                break
-        for p in procs:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
-
-    assert len(results) == 3, f"only {len(results)} clients reported"
-    all_acked = set()
-    for prefix, (t, acked) in sorted(results.items()):
-        print(f"{prefix}: {len(acked)} writes acknowledged, {t}")
-        all_acked |= set(acked)
-    failures = [f for t, _ in results.values() for f in t["failures"]]
-    assert failures == []
-    assert sum(t["refused_or_reset"] for t, _ in results.values()) == 0
-    missing = missing_writes(s.port, all_acked)
-    assert missing == [], f"{len(missing)} acknowledged writes lost: {missing[:10]}"
+        results = clients.finish()
+    check_clients(results, s.port, 3)
 
 
 def test_supervisor_upgrade_under_load(make_server, tmp_path):
@@ -585,23 +605,8 @@ def test_supervisor_upgrade_under_load(make_server, tmp_path):
     s = make_server(workers=2, extra_args=["--dir", str(data)])
     copy = tmp_path / "shoal-copy"
     shutil.copy2(SHOAL_BIN, copy)
-    ctx = multiprocessing.get_context("fork")
-    stop, out = ctx.Event(), ctx.Queue()
-    progress = [ctx.Value("q", 0) for _ in range(2)]
-    reconnect = [None, 2]
-    procs = [ctx.Process(target=upgrade_client,
-                         args=(s.port, f"sup{n}", stop, progress[n], out, reconnect[n]),
-                         daemon=True) for n in range(2)]
-    for p in procs:
-        p.start()
-
-    def progressed(rounds):
-        want = [p.value + rounds for p in progress]
-        wait_for(lambda: all(p.value >= w for p, w in zip(progress, want))
-                 or not all(pr.is_alive() for pr in procs),
-                 timeout=60, what=f"every client to do {rounds} more batches")
-
-    results = {}
+    clients = ClientProcesses(s.port, "sup", reconnect=[None, 2])
+    progressed = clients.progressed
     try:
         progressed(20)
         pids = worker_slot_pids(s)
@@ -630,28 +635,8 @@ def test_supervisor_upgrade_under_load(make_server, tmp_path):
         assert len(ctl_json(s, "upgrade")["replaced"]) == 1
         progressed(10)
     finally:
-        stop.set()
-        for _ in procs:
-            try:
-                prefix, t, acked = out.get(timeout=120)
-                results[prefix] = (t, acked)
-            except Exception:
-                break
-        for p in procs:
-            p.join(30)
-            if p.is_alive():
-                p.kill()
-
-    assert len(results) == 2, f"only {len(results)} clients reported"
-    all_acked = set()
-    for prefix, (t, acked) in sorted(results.items()):
-        print(f"{prefix}: {len(acked)} writes acknowledged, {t}")
-        all_acked |= set(acked)
-    failures = [f for t, _ in results.values() for f in t["failures"]]
-    assert failures == []
-    assert sum(t["refused_or_reset"] for t, _ in results.values()) == 0
-    missing = missing_writes(s.port, all_acked)
-    assert missing == [], f"{len(missing)} acknowledged writes lost: {missing[:10]}"
+        results = clients.finish()
+    all_acked = check_clients(results, s.port, 2)
     # A worker the new image started dies: it is started again.
     victim = next(iter(worker_slot_pids(s).values()))
     os.kill(victim, 9)

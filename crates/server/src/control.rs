@@ -35,13 +35,7 @@ const EXEC_AT_MAX_MS: u64 = 60_000;
 /// Binds the control socket at `path`, replacing a stale file (the caller
 /// has checked that no live supervisor owns the segment).
 pub(crate) fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, Error> {
-    let what = format!("listen on {}", path.display());
-    if path.exists() {
-        std::fs::remove_file(path).map_err(io(what.clone()))?;
-    }
-    let l = std::os::unix::net::UnixListener::bind(path).map_err(io(what.clone()))?;
-    l.set_nonblocking(true).map_err(io(what))?;
-    Ok(l)
+    crate::listener::unix(path)
 }
 
 /// Accepts control connections until the supervisor stops.

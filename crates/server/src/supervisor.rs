@@ -409,11 +409,20 @@ async fn sample_rates(sup: Rc<Supervisor>) {
 impl Supervisor {
     /// Workers that are kept running (not being removed).
     pub fn wanted(&self) -> usize {
-        self.slots
+        self.kept_slots().len()
+    }
+
+    /// The slots whose workers are kept running, in order.
+    fn kept_slots(&self) -> Vec<u32> {
+        let mut kept: Vec<u32> = self
+            .slots
             .borrow()
-            .values()
-            .filter(|s| !s.retiring && !s.ended)
-            .count()
+            .iter()
+            .filter(|(_, s)| !s.retiring && !s.ended)
+            .map(|(n, _)| *n)
+            .collect();
+        kept.sort_unstable();
+        kept
     }
 
     /// Takes a free slot and starts a worker in it, serving `listeners`
@@ -624,15 +633,7 @@ impl Supervisor {
                 return Err(e);
             }
         } else {
-            let mut live: Vec<u32> = self
-                .slots
-                .borrow()
-                .iter()
-                .filter(|(_, s)| !s.retiring && !s.ended)
-                .map(|(n, _)| *n)
-                .collect();
-            live.sort_unstable();
-            for slot in live.into_iter().skip(n).rev() {
+            for slot in self.kept_slots().into_iter().skip(n).rev() {
                 self.retire(slot).await;
             }
         }
@@ -649,16 +650,8 @@ impl Supervisor {
         }
         let _one = self.changing.lock().await;
         *self.exe.borrow_mut() = binary.clone();
-        let mut old: Vec<u32> = self
-            .slots
-            .borrow()
-            .iter()
-            .filter(|(_, s)| !s.retiring && !s.ended)
-            .map(|(n, _)| *n)
-            .collect();
-        old.sort_unstable();
         let mut replaced = Vec::new();
-        for slot in old {
+        for slot in self.kept_slots() {
             let began = Instant::now();
             let Some((listeners, old_pid)) = self
                 .slots

@@ -457,7 +457,7 @@ async fn control_loop(worker: Rc<Worker>, mut channel: Rc<Channel>) {
 /// Connects to a re-executed supervisor and gives it back this worker's
 /// listening sockets; None if none answers within 30 s.
 async fn reconnect(worker: &Worker) -> Option<Rc<Channel>> {
-    let path = crate::control_socket_path(&worker.store.path().to_path_buf());
+    let path = crate::control_socket_path(worker.store.path());
     for _ in 0..1500 {
         tokio::time::sleep(Duration::from_millis(20)).await;
         let Ok(stream) = tokio::net::UnixStream::connect(&path).await else {

@@ -397,10 +397,7 @@ fn render_status(v: &Value) -> String {
         out.push_str("log         off\n");
     }
     out.push('\n');
-    let rows: Vec<Vec<String>> = v["workers"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+    let rows: Vec<Vec<String>> = workers(v)
         .iter()
         .map(|w| {
             vec![
@@ -477,12 +474,17 @@ fn render_upgrade(v: &Value) -> String {
     out
 }
 
-/// `shoal ctl exec` without `--json`.
-fn render_exec(v: &Value) -> String {
-    let rows: Vec<Vec<String>> = v["workers"]
+/// The `workers` array of a status or exec reply.
+fn workers(v: &Value) -> &[Value] {
+    v["workers"]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default()
+}
+
+/// `shoal ctl exec` without `--json`.
+fn render_exec(v: &Value) -> String {
+    let rows: Vec<Vec<String>> = workers(v)
         .iter()
         .map(|w| {
             vec![
