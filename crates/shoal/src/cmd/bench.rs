@@ -293,8 +293,11 @@ fn two_processes(b: &StoreBench, path: &Path) -> Result<()> {
             }
             kids.push((child, out));
         }
+        // Both start at one CLOCK_MONOTONIC instant (as `ctl exec` does),
+        // not one after the other as each reads its "go".
+        let start = server::simultaneous::monotonic_ns() + 20_000_000;
         for (child, _) in &mut kids {
-            writeln!(child.stdin.as_mut().context("worker stdin")?, "go")?;
+            writeln!(child.stdin.as_mut().context("worker stdin")?, "go {start}")?;
         }
         let mut rates = Vec::new();
         for (mut child, mut out) in kids {
@@ -333,6 +336,9 @@ fn store_child(b: &StoreBench, role: &str) -> Result<()> {
     println!("ready");
     let mut go = String::new();
     std::io::stdin().read_line(&mut go)?;
+    if let Some(start) = go.trim().strip_prefix("go ").and_then(|t| t.parse().ok()) {
+        server::simultaneous::spin_until(start);
+    }
     let opts = SetOptions::default();
     let rate = match role {
         "get" => best_rate(b.runs, n, |_| {
