@@ -77,12 +77,7 @@ fn sleep(cx: &mut Cx<'_>, arg: &[u8]) -> CmdResult {
 /// shoal refuses those (and more than [`MAX_SLEEP_SECS`]) so a mistyped
 /// argument is seen.
 fn sleep_duration(arg: &[u8]) -> Result<Duration, CmdError> {
-    let secs: f64 = std::str::from_utf8(arg)
-        .ok()
-        .filter(|s| !s.is_empty() && !s.starts_with(char::is_whitespace))
-        .and_then(|s| s.parse().ok())
-        .filter(|f: &f64| !f.is_nan())
-        .ok_or(CmdError::msg(NOT_FLOAT))?;
+    let secs = parse::seconds(arg).ok_or(CmdError::msg(NOT_FLOAT))?;
     if !(0.0..=MAX_SLEEP_SECS).contains(&secs) {
         return Err(CmdError::msg(
             "ERR DEBUG SLEEP takes between 0 and 3600 seconds",

@@ -9,16 +9,21 @@ pub(crate) fn int(arg: &[u8]) -> Result<i64, CmdError> {
     store::parse_i64(arg).ok_or(CmdError::not_integer())
 }
 
-/// A blocking command's timeout in seconds (a float, as Redis 6+ takes it),
-/// as milliseconds; None for 0, which waits forever.
-pub(crate) fn timeout(arg: &[u8]) -> Result<Option<u64>, CmdError> {
-    const NOT_FLOAT: &str = "ERR timeout is not a float or out of range";
-    let secs: f64 = std::str::from_utf8(arg)
+/// A number of seconds as a float (decimals and exponents allowed, no
+/// leading space, not NaN); None when `arg` is not one.
+pub(crate) fn seconds(arg: &[u8]) -> Option<f64> {
+    std::str::from_utf8(arg)
         .ok()
         .filter(|s| !s.is_empty() && !s.starts_with(char::is_whitespace))
         .and_then(|s| s.parse().ok())
         .filter(|f: &f64| !f.is_nan())
-        .ok_or(CmdError::msg(NOT_FLOAT))?;
+}
+
+/// A blocking command's timeout in seconds (a float, as Redis 6+ takes it),
+/// as milliseconds; None for 0, which waits forever.
+pub(crate) fn timeout(arg: &[u8]) -> Result<Option<u64>, CmdError> {
+    const NOT_FLOAT: &str = "ERR timeout is not a float or out of range";
+    let secs = seconds(arg).ok_or(CmdError::msg(NOT_FLOAT))?;
     if secs < 0.0 {
         return Err(CmdError::msg("ERR timeout is negative"));
     }
