@@ -284,18 +284,13 @@ async fn accept_tcp(worker: Rc<Worker>, listener: std::net::TcpListener, kind: K
 /// so that one wins the race to accept. Never long: a busy peer must not
 /// hold a client up.
 async fn listener_turn(worker: &Worker) {
-    let mine = worker.clients.len() as u64;
-    let least = worker
-        .store
-        .workers()
-        .unwrap_or_default()
-        .iter()
-        .filter(|w| w.state == WorkerState::Serving)
-        .map(|w| w.connections)
-        .min()
-        .unwrap_or(mine);
-    if mine > least {
-        tokio::time::sleep(SHARED_YIELD).await;
+    let counts = worker.store.serving_connections().unwrap_or_default();
+    let mine = counts.iter().find(|(slot, _)| *slot == worker.slot);
+    let least = counts.iter().map(|(_, n)| *n).min();
+    if let (Some((_, mine)), Some(least)) = (mine, least) {
+        if *mine > least {
+            tokio::time::sleep(SHARED_YIELD).await;
+        }
     }
 }
 

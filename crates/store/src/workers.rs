@@ -180,6 +180,23 @@ impl Store {
         Ok(out)
     }
 
+    /// Each serving slot's open connections, read from the registry alone:
+    /// unlike [`Store::workers`] it does not check that each pid is alive
+    /// (a read of /proc per worker), so it is cheap enough for every accept.
+    /// A worker that died a moment ago may still be listed until its slot
+    /// is started again.
+    pub fn serving_connections(&self) -> Result<Vec<(u32, u64)>> {
+        let r = &self.sh.region;
+        let mut out = Vec::new();
+        for slot in 0..MAX_WORKERS {
+            let off = rec(slot)?;
+            if WorkerState::from_u64(r.load64(off + W_STATE)?) == WorkerState::Serving {
+                out.push((slot, r.load64(off + W_CONNECTIONS)?));
+            }
+        }
+        Ok(out)
+    }
+
     /// A new CLIENT ID, unique across every worker of the segment.
     pub fn next_client_id(&self) -> Result<u64> {
         Ok(self

@@ -270,6 +270,10 @@ fn register_state_and_counters() {
     }
     let w = &store.workers().unwrap()[0];
     assert_eq!((w.connections, w.total_connections, w.commands), (3, 5, 70));
+    // The accept path's cheap view: serving slots only.
+    assert_eq!(store.serving_connections().unwrap(), vec![]);
+    store.set_worker_state(3, WorkerState::Serving).unwrap();
+    assert_eq!(store.serving_connections().unwrap(), vec![(3, 3)]);
 
     // Another slot, seen through a second attachment of the same segment.
     store.register_worker(0, 6381).unwrap();
