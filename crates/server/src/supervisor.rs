@@ -297,13 +297,16 @@ async fn supervise(
     opts: ServeOptions,
     resumed: Option<Value>,
 ) -> Result<Option<(PathBuf, Value)>, Error> {
-    let info = store.info()?;
+    // The segment's size from its file: `Store::info` walks the arena and
+    // can report damage it sees mid-write while the workers of a
+    // re-executed supervisor run on, which must not stop the supervisor.
+    let bytes = std::fs::metadata(store.path()).map_or(0, |m| m.len());
     println!(
         "shoal {} supervisor pid {}: segment {} ({} MiB{}), balance {}",
         env!("CARGO_PKG_VERSION"),
         std::process::id(),
-        info.path,
-        info.segment_bytes >> 20,
+        store.path().display(),
+        bytes >> 20,
         if store.created() {
             ", created"
         } else {
