@@ -57,7 +57,7 @@ enum Ended {
 /// How long a draining worker keeps reading (and dropping) what a client
 /// still sends after its last reply and the FIN, so that closing does not
 /// reset the connection under replies the client has not read yet.
-const LINGER: Duration = Duration::from_secs(2);
+pub(crate) const LINGER: Duration = Duration::from_secs(2);
 
 /// Serves one accepted connection until it closes. `peer` is the remote
 /// address, the local address and the socket's descriptor (for CLIENT LIST).
@@ -110,19 +110,34 @@ where
     if let Some(state) = state {
         return Some((stream, state));
     }
-    let _ = stream.shutdown().await;
-    if matches!(ended, Ok(Ended::Drained { .. })) {
-        let mut sink = [0u8; 4096];
-        let _ = tokio::time::timeout(LINGER, async {
-            while let Ok(n) = stream.read(&mut sink).await {
-                if n == 0 {
-                    break;
-                }
-            }
-        })
-        .await;
+    if matches!(ended, Ok(Ended::Drained { .. })) && worker.hands_over() {
+        close_drained(&mut stream).await;
+    } else {
+        let _ = stream.shutdown().await;
     }
     None
+}
+
+/// Closes a connection that its worker, draining for an upgrade or a
+/// scale-down, cannot hand over: FIN first, then what the client still
+/// sends is read and dropped until it closes too (at most [`LINGER`]).
+/// Closing with unread input would make the kernel answer with a reset,
+/// which a client that reconnects on a close would see as a failed
+/// request. (A server that stops just closes, as Redis does.)
+pub(crate) async fn close_drained<S>(stream: &mut S)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let _ = stream.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let _ = tokio::time::timeout(LINGER, async {
+        while let Ok(n) = stream.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
 }
 
 /// The state of a client that goes with its connection to another worker.

@@ -137,9 +137,11 @@ async fn worker_channel(sup: Rc<Supervisor>, channel: Rc<Channel>) {
         return;
     }
     drop(fds);
-    // Not a strong reference: whether a slot's listeners are still served
-    // is counted by the slots alone.
-    let listeners = Rc::downgrade(&listeners);
+    // Not a strong reference: a slot's listeners close when the last slot
+    // serving them goes, not when this task ends.
+    let weak = Rc::downgrade(&listeners);
+    drop(listeners);
+    let listeners = weak;
     if let Some(s) = sup.slots.borrow_mut().get_mut(&(slot as u32)) {
         s.channel = Some(channel.clone());
     }

@@ -512,13 +512,13 @@ impl Supervisor {
             s.retiring = true;
             (s.pid, s.channel.clone(), s.listeners.clone())
         };
-        // Its listeners close with it (no other slot serves them): new
-        // connections go to the other members of each group from now on.
-        let closing = Rc::strong_count(&listeners) == 2 && self.balance == Balance::Reuseport;
-        if closing {
+        // Its listeners close with it when no other slot serves them (an
+        // upgrade's new worker does): new connections go to the other
+        // members of each group from now on.
+        let closing = !self.served_by_another(slot, &listeners);
+        if closing && self.balance == Balance::Reuseport {
             self.steer_away_from(&listeners);
         }
-        drop(listeners);
         // Over the channel the worker hands its idle clients over; a
         // signal (no channel yet) only drains it.
         let asked = match channel {
@@ -542,16 +542,24 @@ impl Supervisor {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let removed = self.slots.borrow_mut().remove(&slot);
-        if let Some(s) = removed {
-            // The last slot serving these listeners: they close now.
-            if Rc::strong_count(&s.listeners) == 1 {
-                crate::control::hand_over_queued(self, s.listeners.clone()).await;
-                self.leave_groups(&s.listeners);
-                drop(s);
-                self.steer_away_from_none();
-            }
+        self.slots.borrow_mut().remove(&slot);
+        if !self.served_by_another(slot, &listeners) {
+            // The last slot serving these listeners is gone: what is still
+            // queued goes to another worker, then they close (the slots
+            // held the only references).
+            crate::control::hand_over_queued(self, listeners.clone()).await;
+            self.leave_groups(&listeners);
+            drop(listeners);
+            self.steer_away_from_none();
         }
+    }
+
+    /// Whether a slot other than `slot` serves `listeners`.
+    fn served_by_another(&self, slot: u32, listeners: &Rc<ListenerSet>) -> bool {
+        self.slots
+            .borrow()
+            .iter()
+            .any(|(n, s)| *n != slot && Rc::ptr_eq(&s.listeners, listeners))
     }
 
     /// Steers each port's new connections to the sockets of the slots that

@@ -68,6 +68,30 @@ pub(crate) struct Worker {
     /// This drain hands idle connections to another worker (an upgrade or
     /// a scale-down) instead of closing them (a shutdown).
     pub handover: std::cell::Cell<bool>,
+    /// Connection tasks still running, counted until each has handed its
+    /// connection over or closed it: a descriptor the process drops as it
+    /// exits would reset its client.
+    connection_tasks: std::cell::Cell<usize>,
+}
+
+/// Held by each connection task for its whole life (see
+/// `Worker::connection_tasks`).
+struct ConnectionTask(Rc<Worker>);
+
+impl ConnectionTask {
+    fn new(worker: &Rc<Worker>) -> ConnectionTask {
+        worker
+            .connection_tasks
+            .set(worker.connection_tasks.get() + 1);
+        ConnectionTask(worker.clone())
+    }
+}
+
+impl Drop for ConnectionTask {
+    fn drop(&mut self) {
+        let tasks = &self.0.connection_tasks;
+        tasks.set(tasks.get() - 1);
+    }
 }
 
 impl Worker {
@@ -126,6 +150,7 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
         control: RefCell::new(None),
         sockets: RefCell::new(Vec::new()),
         handover: std::cell::Cell::new(false),
+        connection_tasks: std::cell::Cell::new(0),
     });
     let output = worker.pubsub_output.clone();
     worker
@@ -224,13 +249,17 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     // `connection::run`); a connection stuck writing to a client that does
     // not read is cut after the wait below.
     let _ = worker.shutdown.send(true);
-    for _ in 0..500 {
-        if worker.clients.len() == 0 {
-            break;
-        }
+    let deadline = tokio::time::Instant::now() + DRAIN_WAIT;
+    while worker.connection_tasks.get() > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     worker.clients.kill_all();
+    // Killed connections close at once; hand-overs and lingering closes
+    // already under way finish (each is bounded by `connection::LINGER`).
+    let deadline = tokio::time::Instant::now() + connection::LINGER + Duration::from_millis(500);
+    while worker.connection_tasks.get() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     // Every blocked client left with its connection; a straggler's bits
     // would only cost other workers needless messages.
     let _ = worker.store.clear_waiters(worker.slot);
@@ -294,6 +323,10 @@ async fn listener_turn(worker: &Worker) {
     }
 }
 
+/// How long a draining worker lets its connections finish the requests they
+/// have read before it closes them.
+const DRAIN_WAIT: Duration = Duration::from_secs(5);
+
 /// How long a worker with more than its share of connections lets the
 /// others accept first under `--balance shared`.
 const SHARED_YIELD: Duration = Duration::from_micros(500);
@@ -308,12 +341,21 @@ fn serve_stream(
     moved: Option<serde_json::Value>,
 ) {
     let _ = stream.set_nodelay(true);
+    let task = ConnectionTask::new(worker);
     match kind {
         Kind::Memcached => {
-            tokio::task::spawn_local(memcache::serve_tcp(worker.clone(), stream));
+            let serve = memcache::serve_tcp(worker.clone(), stream);
+            tokio::task::spawn_local(async move {
+                serve.await;
+                drop(task);
+            });
         }
         Kind::Http => {
-            tokio::task::spawn_local(http::serve(worker.clone(), stream, peer));
+            let serve = http::serve(worker.clone(), stream, peer);
+            tokio::task::spawn_local(async move {
+                serve.await;
+                drop(task);
+            });
         }
         _ => {
             let local = stream
@@ -323,6 +365,7 @@ fn serve_stream(
             let fd = stream.as_raw_fd();
             let worker = worker.clone();
             tokio::task::spawn_local(async move {
+                let _task = task;
                 let peer = (peer.to_string(), local, fd);
                 if let Some((stream, state)) =
                     connection::run(worker.clone(), stream, peer, moved).await
@@ -344,8 +387,10 @@ fn serve_unix(
     moved: Option<serde_json::Value>,
 ) {
     let fd = stream.as_raw_fd();
+    let task = ConnectionTask::new(worker);
     let worker = worker.clone();
     tokio::task::spawn_local(async move {
+        let _task = task;
         let peer = (format!("{path}:0"), path, fd);
         if let Some((stream, state)) = connection::run(worker.clone(), stream, peer, moved).await {
             if let Ok(stream) = stream.into_std() {

@@ -152,6 +152,9 @@ pub(crate) async fn serve(worker: Rc<Worker>, mut stream: TcpStream, peer: Socke
             websocket::serve(worker, stream, sub, leftover, peer).await
         }
         Some(Handoff::Events(kind, name)) => sse::serve(worker, stream, kind, name, peer).await,
+        None if *worker.shutdown.borrow() && worker.hands_over() => {
+            crate::connection::close_drained(&mut stream).await;
+        }
         None => {
             let _ = stream.shutdown().await;
         }

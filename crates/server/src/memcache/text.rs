@@ -62,7 +62,11 @@ pub(crate) async fn run(worker: Rc<Worker>, mut stream: TcpStream) {
         .store
         .add_worker_counter(worker.slot, WorkerCounter::TotalConnections, 1);
     let _ = serve(&worker, &mut stream).await;
-    let _ = stream.shutdown().await;
+    if *worker.shutdown.borrow() && worker.hands_over() {
+        crate::connection::close_drained(&mut stream).await;
+    } else {
+        let _ = stream.shutdown().await;
+    }
     count(-1);
 }
 
