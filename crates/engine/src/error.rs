@@ -97,6 +97,8 @@ impl From<store::Error> for CmdError {
             E::TooLarge => CmdError::msg(TOO_LARGE),
             E::BadDb => CmdError::msg(BAD_DB),
             E::SameObject => CmdError::msg(SAME_OBJECT),
+            // Redis's reply when its AOF cannot be written.
+            gone @ E::LogWriterGone(_) => CmdError::owned(format!("MISCONF {gone}")),
             other => CmdError::owned(format!("ERR {other}")),
         }
     }

@@ -38,6 +38,10 @@ pub enum Error {
     /// The write's log record (bytes) is larger than the log ring takes
     /// (the limit): nothing was written.
     LogRecordTooLarge(u64, u64),
+    /// The log is on but the process that writes its files (this pid) is
+    /// gone, so a write waiting for ring space would wait forever: nothing
+    /// was written.
+    LogWriterGone(u64),
 }
 
 /// Result alias used across the store.
@@ -66,6 +70,10 @@ impl fmt::Display for Error {
             Error::LogRecordTooLarge(size, max) => write!(
                 f,
                 "the write's log record ({size} bytes) exceeds the log ring's limit of {max} bytes"
+            ),
+            Error::LogWriterGone(pid) => write!(
+                f,
+                "the log writer (pid {pid}) is gone: no write can be logged until the server restarts"
             ),
         }
     }

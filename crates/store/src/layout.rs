@@ -83,6 +83,9 @@ const _: () = assert!(H_LFU_DECAY_TIME + 8 <= H_WRITE_VERSION);
 pub(crate) const H_LOG_ENABLED: u64 = 1536;
 /// The fsync policy workers follow for replies (0 always, 1 everysec, 2 no).
 pub(crate) const H_LOG_POLICY: u64 = 1544;
+/// The pid of the process that writes the log files (set with
+/// `H_LOG_ENABLED`): a write waiting for ring space gives up once it is gone.
+pub(crate) const H_LOG_WRITER_PID: u64 = 1552;
 /// Everything before this LSN is in the log files: its ring space is free.
 pub(crate) const H_LOG_RELEASED: u64 = 1600;
 /// Futex word bumped whenever `H_LOG_RELEASED` moves (producers waiting for
@@ -115,6 +118,7 @@ pub(crate) const H_LOG_WRITE_FAILED: u64 = 1856;
 pub(crate) const H_FLUSH_REDO: u64 = 1872;
 pub(crate) const H_FLUSH_REDO_DB: u64 = 1880;
 const _: () = assert!(H_FLUSH_EPOCH + 64 <= H_LOG_ENABLED);
+const _: () = assert!(H_LOG_WRITER_PID + 8 <= H_LOG_RELEASED);
 const _: () = assert!(H_FLUSH_REDO_DB + 8 <= A_USED_BYTES);
 
 // --- header: allocator state (alloc.rs), every word written through the undo log ---

@@ -15,6 +15,9 @@ use crate::index;
 use crate::layout::*;
 use crate::segment::{self, OpenOptions, Shared};
 
+/// How many times [`Store::arena_stats`] reads before it reports damage.
+const ARENA_STATS_TRIES: u32 = 4;
+
 /// An attached segment. Cheap to clone; every thread makes its own [`Handle`].
 #[derive(Clone)]
 pub struct Store {
@@ -153,9 +156,22 @@ impl Store {
         self.sh.region.load32(H_SAMPLES)
     }
 
-    /// Arena figures.
+    /// Arena figures. They are read without locks while other processes
+    /// allocate, so a free block can change under the read and look
+    /// damaged: a failed read is tried again, and only damage seen on
+    /// every try is reported.
     pub fn arena_stats(&self) -> Result<ArenaStats> {
-        alloc::stats(&self.sh.region, &self.sh.geo)
+        let mut tries = 0;
+        loop {
+            match alloc::stats(&self.sh.region, &self.sh.geo) {
+                Ok(stats) => return Ok(stats),
+                Err(e) if tries + 1 >= ARENA_STATS_TRIES => return Err(e),
+                Err(_) => {
+                    tries += 1;
+                    std::thread::yield_now();
+                }
+            }
+        }
     }
 
     /// Everything `shoal store info` prints.

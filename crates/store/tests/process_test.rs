@@ -178,6 +178,10 @@ fn child_entry() {
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
+        "enable-log" => {
+            // The log's writer, as far as the segment knows; it exits at once.
+            h.log_ring().enable(0, log::FsyncPolicy::No).unwrap();
+        }
         "die-holding-allocator" => {
             store::testing::hold_allocator_lock(&mut h).unwrap();
             // No destructors: the context stays registered, lock held.
@@ -353,6 +357,41 @@ fn waiting_on_a_dead_allocator_holder_recovers_it() {
             .1,
         1
     );
+}
+
+/// The log is on but the process that writes its files has exited (or a
+/// scribble turned the log on): writes fill the ring, then fail with
+/// `LogWriterGone` instead of waiting forever for room, and the failed
+/// write leaves nothing behind.
+#[test]
+fn a_full_log_ring_without_its_writer_fails_writes() {
+    let seg = TempSegment::new("writer-gone");
+    let store = seg.open(32 * MB);
+    let mut child = spawn_child("enable-log", &seg, 0, &[]);
+    assert!(child.wait().unwrap().success());
+    let mut h = store.handle().unwrap();
+    assert!(h.log_ring().status().enabled);
+    let value = vec![7u8; 1000];
+    let failed = (0..100_000u32).find_map(|i| {
+        h.set(
+            0,
+            format!("k{i}").as_bytes(),
+            &value,
+            &SetOptions::default(),
+        )
+        .err()
+        .map(|e| (i, e))
+    });
+    let (i, e) = failed.expect("the ring never filled");
+    assert!(
+        matches!(e, Error::LogWriterGone(pid) if pid == u64::from(child.id())),
+        "{e}"
+    );
+    assert!(i > 100, "only {i} writes fitted in the ring");
+    assert_eq!(h.get(0, format!("k{i}").as_bytes()).unwrap(), None);
+    assert_eq!(h.get(0, b"k0").unwrap(), Some(value));
+    drop(h);
+    store.check().unwrap();
 }
 
 #[test]

@@ -208,6 +208,20 @@ fn futex_wait(word: &AtomicU32, seen: u32, timeout: Duration) {
     let _ = futex::wait(word, futex::Flags::empty(), seen, Some(&ts));
 }
 
+/// Whether a process with this pid runs (the word comes from shared
+/// memory: anything that is not a pid is no process).
+fn process_alive(pid: u64) -> bool {
+    i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .is_some_and(|pid| {
+            !matches!(
+                rustix::process::test_kill_process(pid),
+                Err(rustix::io::Errno::SRCH)
+            )
+        })
+}
+
 /// Bumps a futex word and wakes everyone sleeping on it.
 fn futex_bump(word: &AtomicU32) {
     word.fetch_add(1, Ordering::AcqRel);
@@ -297,6 +311,15 @@ impl Ctx {
                 return Ok(lsn);
             }
             if backoff.snooze() {
+                // Before sleeping: is anyone left to make room?
+                let pid = r.load64(H_LOG_WRITER_PID)?;
+                if !process_alive(pid) {
+                    // These bytes are never filled, and nothing reads past
+                    // them until a new log writer starts the ring afresh:
+                    // the context owes the log nothing.
+                    r.store64(self.off + C_LOG_START, 0)?;
+                    return Err(Error::LogWriterGone(pid));
+                }
                 wake_writer(r, ring.size)?;
                 let word = r.a32(H_LOG_SPACE_FUTEX)?;
                 let seen = word.load(Ordering::Acquire);
@@ -644,7 +667,9 @@ impl LogRing {
     /// Turns logging on from `lsn` on (the end of the recovered log, or
     /// the current head when the segment was attached): the head moves
     /// there (8-aligned, never 0), and nothing before it is owed to files.
-    /// Only while no worker writes (supervisor start).
+    /// Only while no worker writes (supervisor start). The calling process
+    /// writes the log files: a write that waits for ring space fails with
+    /// [`Error::LogWriterGone`] once this process is gone.
     pub fn enable(&self, lsn: u64, policy: FsyncPolicy) -> Result<u64> {
         let r = self.r();
         let head = r.load64(H_WRITE_VERSION)?.max(lsn).max(FIRST_LSN);
@@ -654,6 +679,7 @@ impl LogRing {
         r.store64(H_LOG_RELEASED, head)?;
         r.store64(H_LOG_FSYNCED, head)?;
         r.store64(H_LOG_POLICY, policy.word())?;
+        r.store64(H_LOG_WRITER_PID, u64::from(std::process::id()))?;
         r.store64(H_LOG_ENABLED, 1)?;
         Ok(head)
     }
