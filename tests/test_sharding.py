@@ -384,41 +384,71 @@ def missing_writes(port, acked):
 # scale
 
 
+class ClientThreads:
+    """`n` threads of `reconnecting_load` writing keys `<prefix><i>:…` to
+    the server at `port`, started at once; `kwargs` go to each."""
+
+    def __init__(self, port, prefix, n, **kwargs):
+        self.port = port
+        self.stop = threading.Event()
+        self.clients = [(Tally(), set()) for _ in range(n)]
+        self.threads = [threading.Thread(target=reconnecting_load,
+                                         args=(port, f"{prefix}{i}", self.stop, tally, acked),
+                                         kwargs=kwargs, daemon=True)
+                        for i, (tally, acked) in enumerate(self.clients)]
+        for t in self.threads:
+            t.start()
+
+    def tallies(self):
+        return [tally for tally, _ in self.clients]
+
+    def progressed(self, more):
+        """Waits until every client has done `more` more round trips; none
+        may have failed meanwhile."""
+        want = [t.batches + more for t in self.tallies()]
+        wait_for(lambda: all(t.batches >= w for t, w in zip(self.tallies(), want))
+                 or any(t.failures for t in self.tallies())
+                 or not all(th.is_alive() for th in self.threads),
+                 timeout=60, what=f"every client to do {more} more round trips")
+        assert not any(t.failures for t in self.tallies()), \
+            [t.failures for t in self.tallies()]
+
+    def finish(self):
+        """Stops the clients (call it in a `finally`)."""
+        self.stop.set()
+        for t in self.threads:
+            t.join(60)
+
+    def check(self):
+        """Prints what each client saw, and checks that none failed, none
+        had a connection refused or reset, and every acknowledged write
+        reads back."""
+        acked = set()
+        for n, (tally, mine) in enumerate(self.clients):
+            print(f"client {n}: {tally.as_dict()}, {len(mine)} writes acknowledged")
+            acked |= mine
+        assert not any(t.is_alive() for t in self.threads)
+        assert [t.failures for t in self.tallies()] == [[]] * len(self.clients)
+        assert [t.refusals for t in self.tallies()] == [[]] * len(self.clients)
+        missing = missing_writes(self.port, acked)
+        assert missing == [], f"{len(missing)} acknowledged writes lost: {missing[:10]}"
+
+
 def test_scale_1_3_1_under_load(make_server):
     """Three client threads write and read continuously, each opening a new
     connection every 20 round trips (so the new workers get clients, and
     the removed ones have some to close), while the server goes from 1 to 3
     workers and back."""
     s = make_server(workers=1)
-    stop = threading.Event()
-    clients = [(Tally(), set()) for _ in range(3)]
-    threads = [threading.Thread(target=reconnecting_load,
-                                args=(s.port, f"scale{n}", stop, tally, acked),
-                                kwargs=dict(reconnect_every=20, track_slots=True), daemon=True)
-               for n, (tally, acked) in enumerate(clients)]
-    for t in threads:
-        t.start()
-
-    def batches():
-        return [tally.batches for tally, _ in clients]
-
-    def progressed(more):
-        want = [b + more for b in batches()]
-        wait_for(lambda: all(b >= w for b, w in zip(batches(), want))
-                 or any(tally.failures for tally, _ in clients)
-                 or not all(t.is_alive() for t in threads),
-                 timeout=60, what=f"every client to do {more} more round trips")
-        assert not any(tally.failures for tally, _ in clients), \
-            [tally.failures for tally, _ in clients]
-
+    clients = ClientThreads(s.port, "scale", 3, reconnect_every=20, track_slots=True)
     try:
-        progressed(100)
+        clients.progressed(100)
         for epoch, (frm, to) in enumerate(((1, 3), (3, 1)), start=1):
             began = time.monotonic()
             reply = ctl_json(s, "scale", str(to))
             print(f"scale {frm} -> {to}: {reply} ({began:.3f} to {time.monotonic():.3f})")
             # Connections opened from now on are opened after the change.
-            for tally, _ in clients:
+            for tally in clients.tallies():
                 tally.epoch = epoch
             assert reply == {"from": frm, "to": to}
             st = status(s)
@@ -427,25 +457,15 @@ def test_scale_1_3_1_under_load(make_server):
             assert all(w["state"] == "serving" for w in st["workers"]), st["workers"]
             assert all(w["restarts"] == 0 for w in st["workers"]), st["workers"]
             assert serving_pids(st) == worker_slot_pids(s)
-            progressed(300)
-            seen = {slot for tally, _ in clients for e, slot in tally.slots if e == epoch}
+            clients.progressed(300)
+            seen = {slot for tally in clients.tallies() for e, slot in tally.slots if e == epoch}
             print(f"  the clients' new connections reached workers {sorted(seen)}")
             assert seen <= set(range(to))
             if to == 3:
                 assert seen == {0, 1, 2}
     finally:
-        stop.set()
-        for t in threads:
-            t.join(60)
-    acked = set()
-    for n, (tally, mine) in enumerate(clients):
-        print(f"client {n}: {tally.as_dict()}, {len(mine)} writes acknowledged")
-        acked |= mine
-    assert not any(t.is_alive() for t in threads)
-    assert [tally.failures for tally, _ in clients] == [[], [], []]
-    assert sum(tally.refused_or_reset for tally, _ in clients) == 0
-    missing = missing_writes(s.port, acked)
-    assert missing == [], f"{len(missing)} acknowledged writes lost: {missing[:10]}"
+        clients.finish()
+    clients.check()
 
 
 def test_scale_down_steers_new_connections_away(make_server):
@@ -455,35 +475,17 @@ def test_scale_down_steers_new_connections_away(make_server):
     to the sockets that stay), so none is queued on it when it closes and
     reset. Without the steering, about one run in two saw a reset."""
     s = make_server(workers=1)
-    stop = threading.Event()
-    clients = [(Tally(), set()) for _ in range(8)]
-    threads = [threading.Thread(target=reconnecting_load,
-                                args=(s.port, f"steer{n}", stop, tally, acked),
-                                kwargs=dict(reconnect_every=1), daemon=True)
-               for n, (tally, acked) in enumerate(clients)]
-    for t in threads:
-        t.start()
+    clients = ClientThreads(s.port, "steer", 8, reconnect_every=1)
     try:
-        wait_for(lambda: all(tally.batches >= 10 for tally, _ in clients)
-                 or any(tally.failures for tally, _ in clients),
-                 timeout=60, what="every client to do 10 round trips")
+        clients.progressed(10)
         for _ in range(30):
             assert ctl_json(s, "scale", "3") == {"from": 1, "to": 3}
             time.sleep(0.05)
             assert ctl_json(s, "scale", "1") == {"from": 3, "to": 1}
             time.sleep(0.05)
     finally:
-        stop.set()
-        for t in threads:
-            t.join(60)
-    acked = set()
-    for n, (tally, mine) in enumerate(clients):
-        print(f"client {n}: {tally.connections} connections, {tally.batches} round trips, "
-              f"refused or reset: {tally.refusals}")
-        acked |= mine
-    assert [tally.failures for tally, _ in clients] == [[]] * len(clients)
-    assert [tally.refusals for tally, _ in clients] == [[]] * len(clients)
-    assert missing_writes(s.port, acked) == []
+        clients.finish()
+    clients.check()
 
 
 def client_fields(conn):
