@@ -526,6 +526,42 @@ def test_scale_down_drains_and_hands_over(make_server):
         c.close()
 
 
+def test_upgrade_closes_memcached_and_http_connections_gracefully(make_server):
+    """Memcached and HTTP connections are not handed over: the replaced
+    worker answers what it read, sends a FIN, and then keeps reading (and
+    dropping) what the client sends until the client closes, so a request
+    sent after the FIN never draws a reset. A new connection then finds the
+    data."""
+    s = make_server(workers=1)
+    mc = socket.create_connection(("127.0.0.1", s.mc_port), timeout=10)
+    mc.sendall(b"set up:mc 0 0 2\r\nok\r\n")
+    assert mc.recv(100) == b"STORED\r\n"
+    web = socket.create_connection(("127.0.0.1", s.http_port), timeout=10)
+    web.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert web.recv(4096).startswith(b"HTTP/1.1 200")
+    upgrade = threading.Thread(target=ctl_json, args=(s, "upgrade"), daemon=True)
+    upgrade.start()
+    try:
+        for conn, late_request in ((mc, b"get up:mc\r\n"),
+                                   (web, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")):
+            assert conn.recv(4096) == b"", "the connection was not closed with a FIN"
+            # The worker still reads: this request is dropped, and draws
+            # no reset (a reset after the FIN shows only as the socket's
+            # error, not to recv).
+            conn.sendall(late_request)
+            time.sleep(0.2)
+            assert conn.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+            assert conn.recv(4096) == b""
+    finally:
+        mc.close()
+        web.close()
+        upgrade.join(60)
+    assert not upgrade.is_alive()
+    with socket.create_connection(("127.0.0.1", s.mc_port), timeout=10) as again:
+        again.sendall(b"get up:mc\r\n")
+        assert again.recv(100) == b"VALUE up:mc 0 2\r\nok\r\nEND\r\n"
+
+
 # ---------------------------------------------------------------------------
 # upgrade
 
