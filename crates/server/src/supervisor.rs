@@ -543,7 +543,7 @@ impl Supervisor {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         self.slots.borrow_mut().remove(&slot);
-        if !self.served_by_another(slot, &listeners) {
+        if closing {
             // The last slot serving these listeners is gone: what is still
             // queued goes to another worker, then they close (the slots
             // held the only references).

@@ -249,17 +249,11 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     // `connection::run`); a connection stuck writing to a client that does
     // not read is cut after the wait below.
     let _ = worker.shutdown.send(true);
-    let deadline = tokio::time::Instant::now() + DRAIN_WAIT;
-    while worker.connection_tasks.get() > 0 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    connections_ended(&worker, DRAIN_WAIT).await;
     worker.clients.kill_all();
     // Killed connections close at once; hand-overs and lingering closes
     // already under way finish (each is bounded by `connection::LINGER`).
-    let deadline = tokio::time::Instant::now() + connection::LINGER + Duration::from_millis(500);
-    while worker.connection_tasks.get() > 0 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    connections_ended(&worker, connection::LINGER + Duration::from_millis(500)).await;
     // Every blocked client left with its connection; a straggler's bits
     // would only cost other workers needless messages.
     let _ = worker.store.clear_waiters(worker.slot);
@@ -323,6 +317,14 @@ async fn listener_turn(worker: &Worker) {
     }
 }
 
+/// Waits until no connection task runs, or `within` has passed.
+async fn connections_ended(worker: &Worker, within: Duration) {
+    let deadline = tokio::time::Instant::now() + within;
+    while worker.connection_tasks.get() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// How long a draining worker lets its connections finish the requests they
 /// have read before it closes them.
 const DRAIN_WAIT: Duration = Duration::from_secs(5);
@@ -341,31 +343,16 @@ fn serve_stream(
     moved: Option<serde_json::Value>,
 ) {
     let _ = stream.set_nodelay(true);
-    let task = ConnectionTask::new(worker);
     match kind {
-        Kind::Memcached => {
-            let serve = memcache::serve_tcp(worker.clone(), stream);
-            tokio::task::spawn_local(async move {
-                serve.await;
-                drop(task);
-            });
-        }
-        Kind::Http => {
-            let serve = http::serve(worker.clone(), stream, peer);
-            tokio::task::spawn_local(async move {
-                serve.await;
-                drop(task);
-            });
-        }
+        Kind::Memcached => spawn_connection(worker, |worker| memcache::serve_tcp(worker, stream)),
+        Kind::Http => spawn_connection(worker, |worker| http::serve(worker, stream, peer)),
         _ => {
             let local = stream
                 .local_addr()
                 .map(|a| a.to_string())
                 .unwrap_or_default();
             let fd = stream.as_raw_fd();
-            let worker = worker.clone();
-            tokio::task::spawn_local(async move {
-                let _task = task;
+            spawn_connection(worker, |worker| async move {
                 let peer = (peer.to_string(), local, fd);
                 if let Some((stream, state)) =
                     connection::run(worker.clone(), stream, peer, moved).await
@@ -379,6 +366,20 @@ fn serve_stream(
     }
 }
 
+/// Runs the task `serve` makes for one connection, counted in
+/// `Worker::connection_tasks` until it ends.
+fn spawn_connection<F>(worker: &Rc<Worker>, serve: impl FnOnce(Rc<Worker>) -> F)
+where
+    F: std::future::Future<Output = ()> + 'static,
+{
+    let task = ConnectionTask::new(worker);
+    let serve = serve(worker.clone());
+    tokio::task::spawn_local(async move {
+        serve.await;
+        drop(task);
+    });
+}
+
 /// Starts serving a Unix-socket connection (accepted or handed over).
 fn serve_unix(
     worker: &Rc<Worker>,
@@ -387,10 +388,7 @@ fn serve_unix(
     moved: Option<serde_json::Value>,
 ) {
     let fd = stream.as_raw_fd();
-    let task = ConnectionTask::new(worker);
-    let worker = worker.clone();
-    tokio::task::spawn_local(async move {
-        let _task = task;
+    spawn_connection(worker, |worker| async move {
         let peer = (format!("{path}:0"), path, fd);
         if let Some((stream, state)) = connection::run(worker.clone(), stream, peer, moved).await {
             if let Ok(stream) = stream.into_std() {
@@ -504,10 +502,9 @@ async fn reconnect(worker: &Worker) -> Option<Rc<Channel>> {
             continue;
         };
         let channel = Rc::new(Channel::new(stream));
-        let (kinds, sent) = {
+        let (hello, fds) = {
             let sockets = worker.sockets.borrow();
             let kinds: Vec<&str> = sockets.iter().map(|(k, _)| k.name()).collect();
-            let fds: Vec<_> = sockets.iter().map(|(_, fd)| fd.as_fd()).collect();
             let hello = json!({
                 "hello": worker.slot,
                 "pid": std::process::id(),
@@ -515,18 +512,15 @@ async fn reconnect(worker: &Worker) -> Option<Rc<Channel>> {
                 "resume": true,
                 "kinds": kinds,
             });
-            (
-                hello,
-                fds.iter()
-                    .map(|fd| fd.try_clone_to_owned())
-                    .collect::<Result<Vec<_>, _>>(),
-            )
+            // Copies: the borrow of `sockets` ends before the send awaits.
+            let copies = sockets.iter().map(|(_, fd)| fd.try_clone());
+            (hello, copies.collect::<Result<Vec<_>, _>>())
         };
-        let Ok(fds) = sent else {
+        let Ok(fds) = fds else {
             return None;
         };
         let borrowed: Vec<_> = fds.iter().map(|fd| fd.as_fd()).collect();
-        if channel.send(&kinds, &borrowed).await.is_ok() {
+        if channel.send(&hello, &borrowed).await.is_ok() {
             *worker.control.borrow_mut() = Some(channel.clone());
             return Some(channel);
         }

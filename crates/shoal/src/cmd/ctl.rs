@@ -433,10 +433,8 @@ fn await_new_supervisor(path: &Path, serve_hint: &str) -> Result<usize> {
         let status = Control::connect(path, serve_hint).and_then(|mut c| c.json(&[b"STATUS"]));
         if let Ok((_, v)) = status {
             if v["supervisor"]["reconnecting"] == 0 {
-                let serving = v["workers"].as_array().map_or(0, |ws| {
-                    ws.iter().filter(|w| w["state"] == "serving").count()
-                });
-                return Ok(serving);
+                let serving = workers(&v).iter().filter(|w| w["state"] == "serving");
+                return Ok(serving.count());
             }
         }
         if std::time::Instant::now() > deadline {
