@@ -206,6 +206,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::keyspace::COMMANDS,
         crate::connection::COMMANDS,
         crate::server::COMMANDS,
+        crate::scripting::COMMANDS,
         crate::debug::COMMANDS,
         crate::persistence::COMMANDS,
         crate::transaction::COMMANDS,

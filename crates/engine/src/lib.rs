@@ -43,6 +43,7 @@ mod persistence;
 mod pubsub;
 mod random;
 mod scan;
+mod scripting;
 mod server;
 mod session;
 mod transaction;
