@@ -148,6 +148,35 @@ def test_config_errors(raw):
         "ERR wrong number of arguments for 'config|set' command")
 
 
+def test_config_lists_every_redis_parameter(raw):
+    """CONFIG GET * lists Redis 7.0's parameters (aliases too) with Redis's
+    defaults, and CONFIG SET checks and keeps them."""
+    reply = raw.cmd("CONFIG", "GET", "*")
+    params = dict(zip(reply[::2], reply[1::2]))
+    assert len(params) >= 190
+    for name, default in [
+        (b"list-max-listpack-size", b"-2"), (b"list-max-ziplist-size", b"-2"),
+        (b"list-compress-depth", b"0"), (b"hash-max-ziplist-value", b"64"),
+        (b"set-max-intset-entries", b"512"), (b"zset-max-listpack-entries", b"128"),
+        (b"hll-sparse-max-bytes", b"3000"), (b"slowlog-log-slower-than", b"10000"),
+        (b"cluster-enabled", b"no"), (b"appendfilename", b"appendonly.aof"),
+        (b"slave-read-only", b"yes"), (b"latency-tracking-info-percentiles", b"50 99 99.9"),
+    ]:
+        assert params[name] == default, name
+    try:
+        assert raw.cmd("CONFIG", "SET", "hash-max-ziplist-entries", "16", "list-compress-depth", "2") == "OK"
+        assert raw.cmd("CONFIG", "GET", "hash-max-listpack-entries") == [b"hash-max-listpack-entries", b"16"]
+        assert raw.cmd("CONFIG", "GET", "list-compress-depth") == [b"list-compress-depth", b"2"]
+    finally:
+        raw.cmd("CONFIG", "SET", "hash-max-listpack-entries", "512", "list-compress-depth", "0")
+    assert raw.cmd("CONFIG", "SET", "list-compress-depth", "x") == Err(
+        "ERR CONFIG SET failed (possibly related to argument 'list-compress-depth') - argument couldn't be parsed into an integer")
+    assert raw.cmd("CONFIG", "SET", "activerehashing", "maybe") == Err(
+        "ERR CONFIG SET failed (possibly related to argument 'activerehashing') - argument must be 'yes' or 'no'")
+    assert raw.cmd("CONFIG", "SET", "daemonize", "yes") == Err(
+        "ERR CONFIG SET failed (possibly related to argument 'daemonize') - can't set immutable config")
+
+
 def test_config_redis_py(r):
     assert r.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
     assert r.config_resetstat() is True

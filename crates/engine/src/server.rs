@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use store::{glob::glob_match, EvictionPolicy};
 
 use crate::command::{self, dispatch_sub, flags::*, Arg, CmdResult, Command};
-use crate::config::word;
+use crate::config::{params, word};
 use crate::connection::REDIS_VERSION;
 use crate::engine::{Cx, Engine, Flow, ServerRequest};
 use crate::error::CmdError;
@@ -397,57 +397,12 @@ fn config(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     dispatch_sub(cx, parent, args)
 }
 
-/// Redis's `memtoull`: bytes with an optional k, kb, m, mb, g, gb unit.
-fn parse_memory(v: &[u8]) -> Option<u64> {
-    let s = std::str::from_utf8(v).ok()?.to_ascii_lowercase();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let mul: u64 = match unit {
-        "" | "b" => 1,
-        "k" => 1000,
-        "kb" => 1024,
-        "m" => 1000 * 1000,
-        "mb" => 1024 * 1024,
-        "g" => 1000 * 1000 * 1000,
-        "gb" => 1024 * 1024 * 1024,
-        _ => return None,
-    };
-    num.parse::<u64>().ok()?.checked_mul(mul)
-}
-
-/// Every parameter CONFIG knows, in CONFIG GET * order.
-const PARAMS: &[&str] = &[
-    "bind",
-    "port",
-    "unixsocket",
-    "memcached-port",
-    "memcached-udp-port",
-    "http-port",
-    "item-size-max",
-    "databases",
-    "maxmemory",
-    "maxmemory-policy",
-    "maxmemory-samples",
-    "lfu-log-factor",
-    "lfu-decay-time",
-    "proto-max-bulk-len",
-    "client-query-buffer-limit",
-    "client-output-buffer-limit",
-    "maxclients",
-    "timeout",
-    "hz",
-    "notify-keyspace-events",
-    "lvc-channels",
-    "save",
-    "appendonly",
-    "appendfsync",
-    "workers",
-];
-
-fn param_value(e: &Engine, name: &str) -> String {
+/// The value of a parameter shoal acts on, as CONFIG GET prints it; `None`
+/// for one that only the shared setting text holds.
+fn acting_value(e: &Engine, name: &str) -> Option<String> {
     let c = &e.config;
     let store_info = || e.store.info().ok();
-    match name {
+    Some(match name {
         "bind" => c.bind.clone(),
         "port" => c.port.to_string(),
         "unixsocket" => c.unixsocket.clone(),
@@ -491,26 +446,39 @@ fn param_value(e: &Engine, name: &str) -> String {
         "maxclients" => c.maxclients.to_string(),
         "timeout" => c.timeout.to_string(),
         "hz" => c.hz.to_string(),
-        // Snapshots follow `shoal serve --snapshot-every`, not Redis's rules.
-        "save" => String::new(),
         "appendonly" => match e.store.log_status().enabled {
             true => "yes".into(),
             false => "no".into(),
         },
         "appendfsync" => e.store.log_status().policy.name().into(),
         "workers" => c.workers.to_string(),
-        _ => String::new(),
-    }
+        // Redis's `dir` is its working directory (it changes into it).
+        "dir" => std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default(),
+        _ => return None,
+    })
 }
 
 fn config_get(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    let mut found = Vec::new();
-    for name in PARAMS {
-        if args[2..]
-            .iter()
-            .any(|p| glob_match(p, name.as_bytes(), true))
-        {
-            found.push((*name, param_value(cx.engine, name)));
+    let overrides = params::Overrides::parse(&cx.engine.store.config_text()?);
+    let mut found: Vec<(&str, String)> = Vec::new();
+    for param in params::PARAMS {
+        for name in std::iter::once(param.name).chain(param.alias) {
+            // A hidden parameter shows only when asked for by its name.
+            let matched = args[2..].iter().any(|p| {
+                if param.flags & params::pflags::HIDDEN != 0 {
+                    p.eq_ignore_ascii_case(name.as_bytes())
+                } else {
+                    glob_match(p, name.as_bytes(), true)
+                }
+            });
+            if matched && !found.iter().any(|(n, _)| *n == name) {
+                let value = acting_value(cx.engine, param.name)
+                    .or_else(|| overrides.get(param.name).map(str::to_string))
+                    .unwrap_or_else(|| param.default.to_string());
+                found.push((name, value));
+            }
         }
     }
     cx.out.map_len(found.len());
@@ -533,8 +501,9 @@ enum Change {
         normal: Option<(u64, u64, u64)>,
         pubsub: Option<(u64, u64, u64)>,
     },
-    LvcChannels(Vec<u8>),
     Appendfsync(store::log::FsyncPolicy),
+    /// A value kept in the shared setting text (`params::Overrides`).
+    Text(&'static str, String),
 }
 
 fn set_failed(name: &str, why: &str) -> CmdError {
@@ -557,8 +526,10 @@ fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError> {
         }
         Ok(n as u64)
     };
-    let memory =
-        || parse_memory(value).ok_or_else(|| set_failed(name, "argument must be a memory value"));
+    let memory = || {
+        params::parse_memory(value)
+            .ok_or_else(|| set_failed(name, "argument must be a memory value"))
+    };
     Ok(match name {
         "maxmemory" => Change::MaxMemory(memory()?),
         "maxmemory-policy" => Change::Policy(
@@ -592,8 +563,8 @@ fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError> {
                 if !["normal", "slave", "replica", "pubsub"].contains(&class) {
                     return Err(set_failed(name, "Invalid client class specified in buffer limit configuration."));
                 }
-                let hard = parse_memory(chunk[1].as_bytes()).ok_or_else(bad)?;
-                let soft = parse_memory(chunk[2].as_bytes()).ok_or_else(bad)?;
+                let hard = params::parse_memory(chunk[1].as_bytes()).ok_or_else(bad)?;
+                let soft = params::parse_memory(chunk[2].as_bytes()).ok_or_else(bad)?;
                 let secs: u64 = chunk[3]
                     .parse()
                     .map_err(|_| set_failed(name, "Error in soft_seconds setting in buffer limit configuration."))?;
@@ -621,15 +592,20 @@ fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError> {
                 .and_then(store::log::FsyncPolicy::from_name)
                 .ok_or_else(|| set_failed(name, "argument(s) must be one of the following: always, everysec, no"))?,
         ),
-        "lvc-channels" => {
-            if value.len() as u64 > store::CONFIG_TEXT_MAX {
-                return Err(set_failed(name, "the list of globs is too long"));
-            }
-            Change::LvcChannels(value.to_vec())
-        }
         "bind" | "port" | "unixsocket" | "memcached-port" | "memcached-udp-port" | "http-port"
-        | "item-size-max" | "databases" | "workers" | "save" | "appendonly" => {
+        | "item-size-max" | "databases" | "workers" | "appendonly" => {
             return Err(set_failed(name, "can't set immutable config"))
+        }
+        _ if params::find(name.as_bytes()).is_some() => {
+            let param = params::find(name.as_bytes()).expect("found");
+            if param.flags & params::pflags::IMMUTABLE != 0 {
+                return Err(set_failed(name, "can't set immutable config"));
+            }
+            if param.flags & params::pflags::PROTECTED != 0 {
+                return Err(set_failed(name, "can't set protected config"));
+            }
+            let value = params::normalize(param, value).map_err(|why| set_failed(name, &why))?;
+            Change::Text(param.name, value)
         }
         _ => {
             return Err(CmdError::owned(format!(
@@ -675,9 +651,13 @@ fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 }
             }
             Change::Appendfsync(policy) => cx.engine.h.log_ring().set_policy(policy)?,
-            Change::LvcChannels(text) => {
-                cx.engine.h.set_config_text(&text)?;
-                cx.engine.store.set_config_word(word::LVC_SET, 2)?;
+            Change::Text(name, value) => {
+                cx.engine.h.update_config_text(|old| {
+                    let mut overrides = params::Overrides::parse(old);
+                    overrides.set(name, value);
+                    Ok(overrides.to_text())
+                })?;
+                cx.engine.store.set_config_word(word::TEXT_SET, 2)?;
             }
         }
     }
@@ -929,12 +909,12 @@ mod tests {
 
     #[test]
     fn memory_values_parse_as_redis() {
-        assert_eq!(parse_memory(b"100"), Some(100));
-        assert_eq!(parse_memory(b"1k"), Some(1000));
-        assert_eq!(parse_memory(b"1KB"), Some(1024));
-        assert_eq!(parse_memory(b"2gb"), Some(2 << 30));
-        assert_eq!(parse_memory(b"1x"), None);
-        assert_eq!(parse_memory(b"-1"), None);
-        assert_eq!(parse_memory(b""), None);
+        assert_eq!(params::parse_memory(b"100"), Some(100));
+        assert_eq!(params::parse_memory(b"1k"), Some(1000));
+        assert_eq!(params::parse_memory(b"1KB"), Some(1024));
+        assert_eq!(params::parse_memory(b"2gb"), Some(2 << 30));
+        assert_eq!(params::parse_memory(b"1x"), None);
+        assert_eq!(params::parse_memory(b"-1"), None);
+        assert_eq!(params::parse_memory(b""), None);
     }
 }

@@ -153,7 +153,7 @@ pub(crate) const H_KEYSUB_SLOTS: u64 = 8272;
 pub(crate) const H_CONFIG: u64 = 8448;
 /// Number of shared setting words.
 pub const CONFIG_WORDS: u64 = 64;
-/// Shared setting text (`lvc-channels`): lock word pair, seqlock word,
+/// Shared setting text (the values CONFIG SET keeps as text): lock word pair, seqlock word,
 /// length u32, then the bytes (workers.rs).
 pub(crate) const H_CONFIG_TEXT: u64 = 8960;
 pub(crate) const CT_LOCK: u64 = H_CONFIG_TEXT;

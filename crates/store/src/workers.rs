@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use crate::context::{proc_start_time, process_alive};
 use crate::error::{Error, Result};
 use crate::layout::*;
+use crate::shm::Region;
 use crate::store::Store;
 
 /// Where a worker is in its life.
@@ -266,22 +267,35 @@ impl Store {
 }
 
 impl crate::handle::Handle {
-    /// Sets the shared setting text (`lvc-channels`). Writers take the text
+    /// Sets the shared setting text (CONFIG SET's values). Writers take the text
     /// lock (a dead writer's is recovered like any lock); readers retry on
     /// the seqlock word.
     pub fn set_config_text(&mut self, text: &[u8]) -> Result<()> {
-        if text.len() as u64 > CONFIG_TEXT_MAX {
-            return Err(Error::TooLarge);
-        }
+        self.update_config_text(|_| Ok(text.to_vec()))
+    }
+
+    /// Replaces the shared setting text with `f(old text)` under the text
+    /// lock, so that two workers changing different settings at once both
+    /// land (a read-modify-write that no other writer interleaves).
+    pub fn update_config_text(&mut self, f: impl FnOnce(&[u8]) -> Result<Vec<u8>>) -> Result<()> {
         self.ctx.lock(CT_LOCK)?;
         let res = (|| {
+            // No other writer runs while the lock is held; a text a dead
+            // writer left halfway reads as it is (the new text replaces it).
             let r = self.ctx.region();
+            let len = (r.load32(CT_LEN)? as u64).min(CONFIG_TEXT_MAX);
+            let mut old = Vec::new();
+            r.read_bytes(CT_BYTES, len, &mut old)?;
+            let text = f(&old)?;
+            if text.len() as u64 > CONFIG_TEXT_MAX {
+                return Err(Error::TooLarge);
+            }
             let seq = r.a64(CT_SEQ)?;
             // Odd already if a writer died halfway: it stays odd until done.
             let odd = seq.load(Ordering::Relaxed) | 1;
             seq.store(odd, Ordering::Release);
             std::sync::atomic::fence(Ordering::Release);
-            r.write_bytes(CT_BYTES, text)?;
+            r.write_bytes(CT_BYTES, &text)?;
             r.store32(CT_LEN, text.len() as u32)?;
             seq.store(odd + 1, Ordering::Release);
             Ok(())
@@ -294,21 +308,26 @@ impl crate::handle::Handle {
 impl Store {
     /// The shared setting text (empty until set).
     pub fn config_text(&self) -> Result<Vec<u8>> {
-        let r = &self.sh.region;
-        for _ in 0..100_000 {
-            let seq = r.a64(CT_SEQ)?.load(Ordering::Acquire);
-            if seq & 1 == 1 {
-                std::thread::yield_now();
-                continue;
-            }
-            let len = (r.load32(CT_LEN)? as u64).min(CONFIG_TEXT_MAX);
-            let mut out = Vec::new();
-            r.read_bytes(CT_BYTES, len, &mut out)?;
-            std::sync::atomic::fence(Ordering::Acquire);
-            if r.a64(CT_SEQ)?.load(Ordering::Acquire) == seq {
-                return Ok(out);
-            }
-        }
-        Err(Error::Corrupted(CT_SEQ))
+        read_config_text(&self.sh.region)
     }
+}
+
+/// The shared setting text, read under its seqlock (retried while a writer
+/// is halfway).
+fn read_config_text(r: &Region) -> Result<Vec<u8>> {
+    for _ in 0..100_000 {
+        let seq = r.a64(CT_SEQ)?.load(Ordering::Acquire);
+        if seq & 1 == 1 {
+            std::thread::yield_now();
+            continue;
+        }
+        let len = (r.load32(CT_LEN)? as u64).min(CONFIG_TEXT_MAX);
+        let mut out = Vec::new();
+        r.read_bytes(CT_BYTES, len, &mut out)?;
+        std::sync::atomic::fence(Ordering::Acquire);
+        if r.a64(CT_SEQ)?.load(Ordering::Acquire) == seq {
+            return Ok(out);
+        }
+    }
+    Err(Error::Corrupted(CT_SEQ))
 }

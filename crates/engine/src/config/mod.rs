@@ -6,6 +6,8 @@
 
 use store::Store;
 
+pub(crate) mod params;
+
 /// The settings a worker runs with.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -87,9 +89,9 @@ pub(crate) mod word {
     pub const PUBSUB_HARD: u64 = 10;
     pub const PUBSUB_SOFT: u64 = 11;
     pub const PUBSUB_SOFT_SECONDS: u64 = 12;
-    /// Set to one when `lvc-channels` was set (the text is the store's
-    /// shared setting text).
-    pub const LVC_SET: u64 = 13;
+    /// Set once the shared setting text holds CONFIG SET's values
+    /// (`params::Overrides`).
+    pub const TEXT_SET: u64 = 13;
     /// CONFIG RESETSTAT baselines: counters report their value minus these.
     pub const BASE_HITS: u64 = 16;
     pub const BASE_MISSES: u64 = 17;
@@ -140,9 +142,12 @@ impl Config {
         if let Some(v) = get(word::NOTIFY_KEYSPACE_EVENTS) {
             self.notify_keyspace_events = v as u32;
         }
-        if get(word::LVC_SET).is_some() {
+        if get(word::TEXT_SET).is_some() {
             if let Ok(text) = store.config_text() {
-                self.lvc_channels = split_globs(&text);
+                let overrides = params::Overrides::parse(&text);
+                if let Some(globs) = overrides.get("lvc-channels") {
+                    self.lvc_channels = split_globs(globs.as_bytes());
+                }
             }
         }
         generation
