@@ -148,6 +148,8 @@ pub struct Engine {
     pub(crate) config: Config,
     pub(crate) info: ServerInfo,
     pub(crate) stats: EngineStats,
+    /// INFO commandstats, errorstats and latencystats.
+    pub(crate) cmdstats: crate::stats::CommandStats,
     pub(crate) started: Instant,
     /// Reused buffer for values read on their way into a reply.
     pub(crate) scratch: Vec<u8>,
@@ -263,6 +265,7 @@ impl Engine {
             config,
             info,
             stats: EngineStats::default(),
+            cmdstats: Default::default(),
             started: Instant::now(),
             scratch: Vec::new(),
             ready_keys: Vec::new(),
@@ -410,6 +413,7 @@ impl Engine {
             out: ReplyWriter::new(out, protocol),
             flow: Flow::Continue,
         };
+        let rejected_before = cx.engine.stats.rejected;
         let result = match cmd {
             None => Err(cx.reject(unknown_command(args))),
             Some(cmd) if !cmd.arity_ok(args.len()) && cmd.name == "exec" => {
@@ -448,6 +452,15 @@ impl Engine {
         };
         if let Err(e) = result {
             cx.engine.stats.failed += 1;
+            cx.engine.cmdstats.error(e.text());
+            if let Some(cmd) = cmd.filter(|_| cx.engine.stats.rejected != rejected_before) {
+                let name = if cmd.subcommands.is_empty() || args.len() < 2 {
+                    cmd.name
+                } else {
+                    command::find_sub(cmd, args).map_or(cmd.name, |c| c.name)
+                };
+                cx.engine.cmdstats.rejected(name);
+            }
             cx.out.error(e.text().as_bytes());
         }
         cx.engine.drain_key_log();
@@ -477,11 +490,17 @@ impl Engine {
 pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> CmdResult {
     cx.engine.stats.commands += 1;
     cx.session.last_cmd = cmd.name;
+    let started = Instant::now();
     let result = if cmd.needs_exclusive(args.len()) {
         Handle::exclusive_in(cx, Cx::h, |cx| (cmd.handler)(cx, args))
     } else {
         (cmd.handler)(cx, args)
     };
+    // A container's subcommand (config|get) is counted under its own name.
+    let usec = started.elapsed().as_micros() as u64;
+    cx.engine
+        .cmdstats
+        .called(cx.session.last_cmd, usec, result.is_err());
     // MONITOR shows a command once it ran (EXEC's queued commands when EXEC
     // runs them), in the db it left selected, as Redis 7.0's call() does.
     if cx.engine.pubsub.monitored() && crate::pubsub::shown_in_monitor(cmd, args) {

@@ -46,6 +46,7 @@ mod scan;
 mod scripting;
 mod server;
 mod session;
+mod stats;
 mod transaction;
 mod types;
 

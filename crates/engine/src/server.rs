@@ -170,6 +170,8 @@ fn shutdown(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 // ---------- INFO ----------
 
+/// INFO with no argument (or `default`): Redis 7.0's default sections, then
+/// shoal's `workers`.
 const DEFAULT_SECTIONS: &[&str] = &[
     "server",
     "clients",
@@ -178,28 +180,53 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "stats",
     "replication",
     "cpu",
+    "modules",
+    "errorstats",
+    "cluster",
+    "keyspace",
+    "workers",
+];
+
+/// Every section, in the order INFO prints them (`all`, `everything`).
+const ALL_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "commandstats",
+    "errorstats",
+    "latencystats",
+    "cluster",
     "keyspace",
     "workers",
 ];
 
 fn info(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    let mut wanted: Vec<String> = args[1..]
+    let mut wanted: Vec<&str> = Vec::new();
+    let asked: Vec<String> = args[1..]
         .iter()
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
         .collect();
-    if wanted.is_empty()
-        || wanted
-            .iter()
-            .any(|w| w == "default" || w == "all" || w == "everything")
-    {
-        wanted = DEFAULT_SECTIONS.iter().map(|s| s.to_string()).collect();
+    if asked.is_empty() {
+        wanted.extend(DEFAULT_SECTIONS);
+    }
+    for a in &asked {
+        match a.as_str() {
+            "default" => wanted.extend(DEFAULT_SECTIONS),
+            "all" | "everything" => wanted.extend(ALL_SECTIONS),
+            other => wanted.extend(ALL_SECTIONS.iter().filter(|s| **s == other)),
+        }
     }
     // The segment's figures and the registry are read once for all sections.
     let store_info = cx.engine.store.info().ok();
     let workers = cx.engine.store.workers().unwrap_or_default();
     let mut text = String::new();
-    for section in DEFAULT_SECTIONS {
-        if wanted.iter().any(|w| w == section) {
+    for section in ALL_SECTIONS {
+        if wanted.contains(section) {
             if !text.is_empty() {
                 text.push_str("\r\n");
             }
@@ -225,13 +252,28 @@ fn human(bytes: u64) -> String {
     }
 }
 
-/// CPU seconds (user, system) of this process, from /proc/self/stat.
-fn cpu_seconds() -> (f64, f64) {
+/// CPU seconds of this process and of its waited-for children (user,
+/// system, children's user, children's system), from /proc/self/stat.
+fn cpu_seconds() -> [f64; 4] {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
     let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
-    (tick(11), tick(12))
+    [tick(11), tick(12), tick(13), tick(14)]
+}
+
+/// A setting kept in the shared setting text, or its default.
+fn text_setting(e: &Engine, name: &str) -> String {
+    let overrides = e
+        .store
+        .config_text()
+        .map(|t| params::Overrides::parse(&t))
+        .unwrap_or_default();
+    overrides
+        .get(name)
+        .map(str::to_string)
+        .or_else(|| params::find(name.as_bytes()).map(|p| p.default.to_string()))
+        .unwrap_or_default()
 }
 
 fn info_section(
@@ -314,20 +356,41 @@ fn info_section(
                 stat("evicted_keys").saturating_sub(base(word::BASE_EVICTED)),
                 stat("keyspace_hits").saturating_sub(base(word::BASE_HITS)),
                 stat("keyspace_misses").saturating_sub(base(word::BASE_MISSES)),
-                e.stats.failed + e.stats.rejected,
+                e.cmdstats.total_errors(),
             );
         }
         "persistence" => crate::persistence::info_section(e, s),
         "replication" => {
-            s.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n");
-        }
-        "cpu" => {
-            let (user, sys) = cpu_seconds();
+            // No replicas yet: a primary with no backlog, as redis-server
+            // reports before its first replica connects.
             let _ = write!(
                 s,
-                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\n"
+                "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+                e.info.run_id
             );
         }
+        "cpu" => {
+            let [user, sys, child_user, child_sys] = cpu_seconds();
+            let _ = write!(
+                s,
+                "# CPU\r\nused_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:{child_sys:.6}\r\nused_cpu_user_children:{child_user:.6}\r\nused_cpu_sys_main_thread:{sys:.6}\r\nused_cpu_user_main_thread:{user:.6}\r\n"
+            );
+        }
+        "modules" => s.push_str("# Modules\r\n"),
+        "commandstats" => e.cmdstats.write_commandstats(s),
+        "errorstats" => e.cmdstats.write_errorstats(s),
+        "latencystats" => {
+            let percentiles: Vec<f64> = if text_setting(e, "latency-tracking") == "yes" {
+                text_setting(e, "latency-tracking-info-percentiles")
+                    .split_whitespace()
+                    .filter_map(|p| p.parse().ok())
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            e.cmdstats.write_latencystats(&percentiles, s);
+        }
+        "cluster" => s.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
         "keyspace" => {
             s.push_str("# Keyspace\r\n");
             if let Some(i) = &store_info {
@@ -691,6 +754,7 @@ fn config_resetstat(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
         workers.iter().map(|w| w.total_connections).sum(),
     )?;
     cx.engine.stats = Default::default();
+    cx.engine.cmdstats = Default::default();
     cx.out.simple(b"OK");
     Ok(())
 }
