@@ -207,6 +207,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::connection::COMMANDS,
         crate::server::COMMANDS,
         crate::scripting::COMMANDS,
+        crate::memory::COMMANDS,
         crate::debug::COMMANDS,
         crate::persistence::COMMANDS,
         crate::transaction::COMMANDS,

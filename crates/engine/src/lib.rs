@@ -37,6 +37,7 @@ mod engine;
 pub mod error;
 mod keyspace;
 pub mod memcache;
+mod memory;
 mod notify;
 mod parse;
 mod persistence;

@@ -645,3 +645,23 @@ impl Handle {
         Ok(page)
     }
 }
+
+impl Handle {
+    /// MEMORY USAGE: the bytes of the arena that `key` holds — its entry
+    /// block (header, key, inline value) plus, for a paged collection,
+    /// every node block of its trees. None when the key does not exist.
+    /// Unlike Redis it counts every block rather than sampling, so it is
+    /// exact and O(nodes).
+    pub fn memory_usage(&mut self, db: u8, key: &[u8]) -> Result<Option<u64>> {
+        let got = self.lookup_opts(db, key, false, |r, raw| {
+            let (entry, _) = r.load_block_header(raw.block)?;
+            let mut nodes = 0u64;
+            crate::collections::paged::owned_blocks(r, raw, &mut |blk| {
+                nodes += r.load_block_header(blk)?.0;
+                Ok(())
+            })?;
+            Ok(entry + nodes)
+        })?;
+        Ok(got.map(|(_, bytes)| bytes))
+    }
+}
