@@ -24,6 +24,8 @@
 //! the store's exclusive section themselves when they are given STORE or
 //! STOREDIST, so that the read and the write are one step for every worker.
 
+use std::cmp::Ordering;
+
 use store::{Handle, Scored, ZSet};
 
 use super::zset::{self, parse_score, AddFlags};
@@ -826,6 +828,168 @@ fn parse_query<'a>(
     Ok(q)
 }
 
+// ---------- ordering ----------
+
+/// Orders points by distance as Redis does, ties included. All of them:
+/// a stable sort (glibc's `qsort` is a merge sort). Only the first `count`
+/// of more: Redis's partial quicksort, whose order of equal distances
+/// shoal reproduces by making the same comparisons and swaps. Then keeps
+/// the first `count` (0: all).
+fn sort_found(found: &mut Vec<Found>, order: Order, count: u64) {
+    let asc = |a: &Found, b: &Found| {
+        if a.dist > b.dist {
+            Ordering::Greater
+        } else if a.dist == b.dist {
+            Ordering::Equal
+        } else {
+            Ordering::Less
+        }
+    };
+    let desc = |a: &Found, b: &Found| asc(a, b).reverse();
+    let keep = match usize::try_from(count) {
+        Ok(n) if n > 0 && n < found.len() => n,
+        _ => found.len(),
+    };
+    match (order, keep == found.len()) {
+        (Order::Unsorted, _) => {}
+        (Order::Asc, true) => found.sort_by(asc),
+        (Order::Desc, true) => found.sort_by(desc),
+        (Order::Asc, false) => partial_quicksort(found, 0, keep - 1, &asc),
+        (Order::Desc, false) => partial_quicksort(found, 0, keep - 1, &desc),
+    }
+    found.truncate(keep);
+}
+
+/// Bentley and McIlroy's quicksort ("Engineering a Sort Function") that
+/// skips the parts lying wholly outside ranks `first..=last`, which end up
+/// sorted: Redis's `pqsort`.
+fn partial_quicksort<T>(v: &mut [T], first: usize, last: usize, cmp: &impl Fn(&T, &T) -> Ordering) {
+    quicksort_part(v, 0, first, last, cmp);
+}
+
+/// One part of [`partial_quicksort`]: `v` starts at rank `offset`.
+fn quicksort_part<T>(
+    mut v: &mut [T],
+    mut offset: usize,
+    first: usize,
+    last: usize,
+    cmp: &impl Fn(&T, &T) -> Ordering,
+) {
+    // Whether the ranks `lo..hi` hold any of `first..=last`.
+    let wanted = |lo: usize, hi: usize| !(last < lo || first >= hi);
+    loop {
+        let n = v.len();
+        if n < 7 {
+            // Insertion sort.
+            for m in 1..n {
+                let mut l = m;
+                while l > 0 && cmp(&v[l - 1], &v[l]) == Ordering::Greater {
+                    v.swap(l, l - 1);
+                    l -= 1;
+                }
+            }
+            return;
+        }
+        // The pivot: a median of three, or of three medians of three.
+        let mut m = n / 2;
+        if n > 7 {
+            let (mut l, mut h) = (0, n - 1);
+            if n > 40 {
+                let d = n / 8;
+                l = median_of_three(v, l, l + d, l + 2 * d, cmp);
+                m = median_of_three(v, m - d, m, m + d, cmp);
+                h = median_of_three(v, h - 2 * d, h - d, h, cmp);
+            }
+            m = median_of_three(v, l, m, h, cmp);
+        }
+        v.swap(0, m);
+        // Split into: equal (pa..) | less | greater | equal (..pd), with
+        // the pivot at 0.
+        let (mut pa, mut pb) = (1, 1);
+        let (mut pc, mut pd) = (n - 1, n - 1);
+        loop {
+            while pb <= pc {
+                match cmp(&v[pb], &v[0]) {
+                    Ordering::Greater => break,
+                    Ordering::Equal => {
+                        v.swap(pa, pb);
+                        pa += 1;
+                    }
+                    Ordering::Less => {}
+                }
+                pb += 1;
+            }
+            while pb <= pc {
+                match cmp(&v[pc], &v[0]) {
+                    Ordering::Less => break,
+                    Ordering::Equal => {
+                        v.swap(pc, pd);
+                        pd -= 1;
+                    }
+                    Ordering::Greater => {}
+                }
+                pc -= 1;
+            }
+            if pb > pc {
+                break;
+            }
+            v.swap(pb, pc);
+            pb += 1;
+            pc -= 1;
+        }
+        // Move the equal runs to the middle.
+        let r = pa.min(pb - pa);
+        swap_runs(v, 0, pb - r, r);
+        let r = (pd - pc).min(n - pd - 1);
+        swap_runs(v, pb, n - r, r);
+        let less = pb - pa;
+        if less > 1 && wanted(offset, offset + less) {
+            quicksort_part(&mut v[..less], offset, first, last, cmp);
+        }
+        let greater = pd - pc;
+        if greater <= 1 || !wanted(offset + n - greater, offset + n) {
+            return;
+        }
+        let rest = std::mem::take(&mut v);
+        v = &mut rest[n - greater..];
+        offset += n - greater;
+    }
+}
+
+/// The index of the median of `v[a]`, `v[b]` and `v[c]`.
+fn median_of_three<T>(
+    v: &[T],
+    a: usize,
+    b: usize,
+    c: usize,
+    cmp: &impl Fn(&T, &T) -> Ordering,
+) -> usize {
+    let lt = |x: usize, y: usize| cmp(&v[x], &v[y]) == Ordering::Less;
+    let gt = |x: usize, y: usize| cmp(&v[x], &v[y]) == Ordering::Greater;
+    if lt(a, b) {
+        if lt(b, c) {
+            b
+        } else if lt(a, c) {
+            c
+        } else {
+            a
+        }
+    } else if gt(b, c) {
+        b
+    } else if lt(a, c) {
+        a
+    } else {
+        c
+    }
+}
+
+/// Swaps `v[i..i + n]` with `v[j..j + n]`, element by element.
+fn swap_runs<T>(v: &mut [T], i: usize, j: usize, n: usize) {
+    for k in 0..n {
+        v.swap(i + k, j + k);
+    }
+}
+
 // ---------- replies ----------
 
 /// A distance as Redis prints one: rounded to 4 decimals (ties to even),
@@ -1016,19 +1180,7 @@ fn search_now(cx: &mut Cx<'_>, args: &[Arg<'_>], kind: Kind) -> CmdResult {
         // Still parsed: a missing key does not hide a bad argument.
         None => (parse_query(kind, args, None)?, Vec::new()),
     };
-    let by_dist = |a: &Found, b: &Found| {
-        a.dist
-            .partial_cmp(&b.dist)
-            .unwrap_or(std::cmp::Ordering::Equal)
-    };
-    match q.order {
-        Order::Unsorted => {}
-        Order::Asc => found.sort_by(by_dist),
-        Order::Desc => found.sort_by(|a, b| by_dist(b, a)),
-    }
-    if q.count > 0 {
-        found.truncate(usize::try_from(q.count).unwrap_or(usize::MAX));
-    }
+    sort_found(&mut found, q.order, q.count);
     let Some(dst) = q.store else {
         reply_found(cx, &found, &q);
         return Ok(());
