@@ -1275,6 +1275,32 @@ mod tests {
     }
 
     #[test]
+    fn partial_quicksort_sorts_the_wanted_ranks() {
+        // A fixed pseudo-random sequence with many repeats.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for len in [0usize, 1, 6, 7, 8, 40, 41, 300] {
+            let v: Vec<u32> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x % 23) as u32
+                })
+                .collect();
+            let mut sorted = v.clone();
+            sorted.sort();
+            for keep in 1..len.min(50) {
+                let mut got = v.clone();
+                partial_quicksort(&mut got, 0, keep - 1, &|a: &u32, b: &u32| a.cmp(b));
+                assert_eq!(got[..keep], sorted[..keep], "len {len} keep {keep}");
+                let mut all = got.clone();
+                all.sort();
+                assert_eq!(all, sorted);
+            }
+        }
+    }
+
+    #[test]
     fn step_estimates() {
         assert_eq!(estimate_step(0.0, 0.0), 26);
         assert_eq!(estimate_step(f64::INFINITY, 0.0), 1);
