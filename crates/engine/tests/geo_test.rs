@@ -1008,3 +1008,25 @@ fn geo_sets_are_sorted_sets() {
         "*0\r\n"
     );
 }
+
+#[test]
+fn table_entries() {
+    use engine::command::lookup;
+    let mut t = TestEngine::new();
+    let r = t.run(&["COMMAND", "INFO", "geoadd"]);
+    assert!(
+        r.starts_with("*1\r\n*10\r\n$6\r\ngeoadd\r\n:-5\r\n*2\r\n+write\r\n+denyoom\r\n:1\r\n:1\r\n:1\r\n*3\r\n+@write\r\n+@geo\r\n+@slow\r\n"),
+        "{r}"
+    );
+    // GEOSEARCHSTORE reads one key and writes another in one section;
+    // GEORADIUS enters one itself only when it is given STORE.
+    assert!(lookup(b"geosearchstore").unwrap().needs_exclusive(8));
+    for name in [
+        &b"geoadd"[..],
+        b"geosearch",
+        b"georadius",
+        b"georadiusbymember",
+    ] {
+        assert!(!lookup(name).unwrap().needs_exclusive(8), "{name:?}");
+    }
+}

@@ -149,7 +149,7 @@ impl Cell {
 
     /// The scores of the points inside the cell: `min..max`, max excluded.
     fn score_range(self) -> (f64, f64) {
-        let shift = 52 - 2 * u32::from(self.step);
+        let shift = 52 - 2 * u32::from(self.step.min(STEP_MAX));
         let min = self.bits << shift;
         let max = (self.bits + 1) << shift;
         (min as f64, max as f64)
@@ -277,16 +277,16 @@ fn shift(cell: Cell, d: i8, lon: bool) -> Cell {
     } else {
         (LAT_BITS, LON_BITS)
     };
-    let unused = 64 - 2 * u32::from(cell.step);
+    let unused = 64 - 2 * u32::from(cell.step.min(32));
     // Every bit of the other coordinate set: adding one carries across them.
-    let filler = fixed >> unused;
+    let filler = fixed.checked_shr(unused).unwrap_or(0);
     let mut v = cell.bits & moving;
     if d > 0 {
         v = v.wrapping_add(filler + 1);
     } else {
         v = (v | filler).wrapping_sub(filler + 1);
     }
-    v &= moving >> unused;
+    v &= moving.checked_shr(unused).unwrap_or(0);
     Cell {
         bits: v | (cell.bits & fixed),
         step: cell.step,
@@ -1000,7 +1000,7 @@ fn format_distance(d: f64) -> String {
     }
     let scaled = (d * 10000.0).round_ties_even();
     // Out of range, C's llrint gives i64::MIN.
-    let n = if scaled.is_finite() && scaled.abs() < 9.223_372_036_854_775_807e18 {
+    let n = if scaled.is_finite() && scaled.abs() < 9.223_372_036_854_776e18 {
         scaled as i64
     } else {
         i64::MIN
