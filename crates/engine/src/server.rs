@@ -852,6 +852,7 @@ fn acl_categories(c: &Command) -> Vec<&'static str> {
         "bitmap" => cats.push("@bitmap"),
         "generic" => cats.push("@keyspace"),
         "connection" => cats.push("@connection"),
+        "geo" => cats.push("@geo"),
         _ => {}
     }
     if c.flags & ADMIN != 0 {

@@ -2,6 +2,7 @@
 //! its command table and handlers after.
 
 pub(crate) mod bitops;
+pub(crate) mod geo;
 pub(crate) mod hash;
 pub(crate) mod list;
 pub(crate) mod set;

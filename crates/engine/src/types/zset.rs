@@ -34,7 +34,7 @@ use crate::error::{CmdError, NOT_FLOAT, SYNTAX};
 use crate::notify::class;
 use crate::{parse, random, scan};
 
-use score::{format_score, parse_score};
+pub(super) use score::{format_score, parse_score};
 
 /// ZADD with both NX and XX.
 const XX_AND_NX: &str = "ERR XX and NX options at the same time are not compatible";
@@ -226,7 +226,12 @@ fn settle_negative_zeros(items: &mut [Scored]) {
 /// Replaces `dst` with `items` (deleting it when there are none) and
 /// replies with their number: the end of every STORE command. `event`
 /// names the command for keyspace notifications.
-fn store_result(cx: &mut Cx<'_>, dst: &[u8], items: Vec<Scored>, event: &str) -> CmdResult {
+pub(super) fn store_result(
+    cx: &mut Cx<'_>,
+    dst: &[u8],
+    items: Vec<Scored>,
+    event: &str,
+) -> CmdResult {
     let count = items.len();
     let z = build_zset(items)?;
     let db = cx.db();
@@ -243,15 +248,15 @@ fn store_result(cx: &mut Cx<'_>, dst: &[u8], items: Vec<Scored>, event: &str) ->
 
 // ---------- ZADD and ZINCRBY ----------
 
-/// ZADD's options.
+/// ZADD's options (GEOADD sets NX, XX and CH).
 #[derive(Clone, Copy, Default)]
-struct AddFlags {
-    nx: bool,
-    xx: bool,
-    gt: bool,
-    lt: bool,
-    ch: bool,
-    incr: bool,
+pub(super) struct AddFlags {
+    pub(super) nx: bool,
+    pub(super) xx: bool,
+    pub(super) gt: bool,
+    pub(super) lt: bool,
+    pub(super) ch: bool,
+    pub(super) incr: bool,
 }
 
 /// What a ZADD did.
@@ -312,8 +317,9 @@ fn zincrby(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     add(cx, &args[1], &[(incr, &args[3])], flags)
 }
 
-/// ZADD's work (Redis's `zsetAdd` per pair) and reply, in one write.
-fn add(cx: &mut Cx<'_>, key: &[u8], pairs: &[(f64, &[u8])], f: AddFlags) -> CmdResult {
+/// ZADD's work (Redis's `zsetAdd` per pair) and reply, in one write;
+/// GEOADD's too, with its coordinates turned into scores.
+pub(super) fn add(cx: &mut Cx<'_>, key: &[u8], pairs: &[(f64, &[u8])], f: AddFlags) -> CmdResult {
     let db = cx.db();
     let res = cx.h().write_collection::<ZSet, _>(db, key, !f.xx, |z| {
         let mut out = Added::default();
