@@ -2,12 +2,14 @@
 //! PUBSUB and MONITOR, and shoal's LSUBSCRIBE (retained channels) and
 //! KSUBSCRIBE / KPSUBSCRIBE (keys with their values).
 
+use proto::resp::ReplyWriter;
 use store::SubKind;
 
 use super::{write_push, Part, Routed, Tag};
 use crate::command::{dispatch_sub, flags::*, reply_help, Arg, CmdResult, Command};
 use crate::engine::{Cx, Flow, ServerRequest};
 use crate::error::CmdError;
+use crate::session::ReplyMode;
 
 const fn cmd(
     name: &'static str,
@@ -128,9 +130,24 @@ fn push(cx: &mut Cx<'_>, parts: &[Part<'_>]) {
 
 /// A (un)subscribe confirmation: kind, name (nil when there was none) and
 /// the client's count.
+///
+/// Like every push it reaches the client whatever CLIENT REPLY says (Redis
+/// sends pushes past OFF and SKIP): under OFF or SKIP it goes with the
+/// messages this command delivered to its own client, which the dispatcher
+/// keeps when it drops the reply.
 fn confirm(cx: &mut Cx<'_>, kind: &[u8], name: Option<&[u8]>, count: usize) {
     let name = name.map_or(Part::Null, Part::Bulk);
-    push(cx, &[Part::Bulk(kind), name, Part::Int(count as i64)]);
+    let parts = [Part::Bulk(kind), name, Part::Int(count as i64)];
+    if cx.session.reply == ReplyMode::On {
+        push(cx, &parts);
+    } else {
+        let mut frame = Vec::new();
+        write_push(
+            &mut ReplyWriter::new(&mut frame, cx.session.protocol),
+            &parts,
+        );
+        cx.engine.pubsub.current_frames.extend_from_slice(&frame);
+    }
 }
 
 fn track(cx: &mut Cx<'_>) -> u64 {
