@@ -352,14 +352,24 @@ impl Engine {
         if !any {
             return 0;
         }
-        // A full pass over the index about every five seconds, as Redis's
-        // active expiry keeps expired keys to a small share.
-        let per_tick = (self.store.bucket_count() / (self.config.hz.max(1) * 5)).max(256);
-        let expired = self
-            .h
-            .sweep_expired(per_tick)
-            .map(|s| s.expired)
-            .unwrap_or(0);
+        // The workers share the sweep cursor: together they pass over the
+        // whole index about once a second, so a key outlives its expiry by
+        // about a second at most (Redis's sampling expires a small keyspace
+        // within a few of its 100 ms cycles). As in Redis's slow cycle, a
+        // tick spends at most a quarter of the time between ticks.
+        let hz = self.config.hz.max(1);
+        let target = (self.store.bucket_count() / (hz * self.config.workers.max(1))).max(256);
+        let budget = std::time::Duration::from_micros(250_000 / hz);
+        let started = Instant::now();
+        let (mut swept, mut expired) = (0, 0);
+        while swept < target && started.elapsed() < budget {
+            let chunk = (target - swept).min(4096);
+            match self.h.sweep_expired(chunk) {
+                Ok(s) => expired += s.expired,
+                Err(_) => break,
+            }
+            swept += chunk;
+        }
         self.drain_key_log();
         expired
     }

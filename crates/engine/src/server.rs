@@ -715,11 +715,20 @@ fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             }
             Change::Appendfsync(policy) => cx.engine.h.log_ring().set_policy(policy)?,
             Change::Text(name, value) => {
-                cx.engine.h.update_config_text(|old| {
-                    let mut overrides = params::Overrides::parse(old);
-                    overrides.set(name, value);
-                    Ok(overrides.to_text())
-                })?;
+                cx.engine
+                    .h
+                    .update_config_text(|old| {
+                        let mut overrides = params::Overrides::parse(old);
+                        overrides.set(name, value);
+                        Ok(overrides.to_text())
+                    })
+                    .map_err(|e| match e {
+                        store::Error::TooLarge => set_failed(
+                            name,
+                            "too many parameters differ from their defaults for the shared settings area",
+                        ),
+                        e => e.into(),
+                    })?;
                 cx.engine.store.set_config_word(word::TEXT_SET, 2)?;
             }
         }

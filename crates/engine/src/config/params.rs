@@ -430,11 +430,12 @@ impl Overrides {
             .map(|(_, v)| v.as_str())
     }
 
-    /// Sets `name` to `value`.
+    /// Sets `name` to `value`; a parameter set back to its default leaves
+    /// the text (which is small: `store::CONFIG_TEXT_MAX`).
     pub(crate) fn set(&mut self, name: &str, value: String) {
-        match self.0.iter_mut().find(|(n, _)| n == name) {
-            Some(slot) => slot.1 = value,
-            None => self.0.push((name.to_string(), value)),
+        self.0.retain(|(n, _)| n != name);
+        if find(name.as_bytes()).is_none_or(|p| p.default != value) {
+            self.0.push((name.to_string(), value));
         }
     }
 
@@ -503,9 +504,11 @@ mod tests {
         assert_eq!(o.get("save"), Some("1 2"));
         assert_eq!(o.get("no-such-param"), None);
         o.set("loglevel", "debug".into());
-        o.set("save", String::new());
+        o.set("save", "60 1".into());
+        o.set("hz", "10".into());
         let o = Overrides::parse(&o.to_text());
-        assert_eq!(o.get("save"), Some(""));
+        assert_eq!(o.get("save"), Some("60 1"));
+        assert_eq!(o.get("hz"), None, "a default is not kept");
         assert_eq!(o.get("loglevel"), Some("debug"));
     }
 }
