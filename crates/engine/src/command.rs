@@ -209,6 +209,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::server::COMMANDS,
         crate::scripting::COMMANDS,
         crate::memory::COMMANDS,
+        crate::diagnostics::COMMANDS,
         crate::debug::COMMANDS,
         crate::persistence::COMMANDS,
         crate::transaction::COMMANDS,

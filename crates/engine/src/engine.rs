@@ -109,6 +109,10 @@ pub enum ServerRequest {
         /// Only names matching this glob.
         pattern: Option<Vec<u8>>,
     },
+    /// A diagnostics query every worker answers (SLOWLOG, LATENCY, INFO):
+    /// the server runs [`Engine::answer_gather`] on each worker and gives
+    /// the answers to [`Engine::finish_gather`] for the reply.
+    Gather(Vec<u8>),
 }
 
 /// CLIENT KILL's filters; every given one must match.
@@ -150,6 +154,10 @@ pub struct Engine {
     pub(crate) stats: EngineStats,
     /// INFO commandstats, errorstats and latencystats.
     pub(crate) cmdstats: crate::stats::CommandStats,
+    /// SLOWLOG entries and LATENCY events of this worker.
+    pub(crate) diag: crate::diagnostics::Diagnostics,
+    /// The CONFIG RESETSTAT epoch this engine's counters start from.
+    stats_epoch: u64,
     pub(crate) started: Instant,
     /// Reused buffer for values read on their way into a reply.
     pub(crate) scratch: Vec<u8>,
@@ -266,6 +274,8 @@ impl Engine {
             info,
             stats: EngineStats::default(),
             cmdstats: Default::default(),
+            diag: Default::default(),
+            stats_epoch: 0,
             started: Instant::now(),
             scratch: Vec::new(),
             ready_keys: Vec::new(),
@@ -276,7 +286,20 @@ impl Engine {
 
     /// Applies settings another worker changed (CONFIG SET), if any.
     pub fn sync_config(&mut self) {
-        self.config_generation = self.config.sync(&self.store, self.config_generation);
+        let seen = self.config_generation;
+        self.config_generation = self.config.sync(&self.store, seen);
+        if self.config_generation != seen {
+            // CONFIG RESETSTAT on any worker clears every worker's counters.
+            let epoch = self
+                .store
+                .config_word(crate::config::word::STATS_EPOCH)
+                .unwrap_or(0);
+            if epoch != self.stats_epoch {
+                self.stats_epoch = epoch;
+                self.stats = EngineStats::default();
+                self.cmdstats = Default::default();
+            }
+        }
     }
 
     /// The settings in force.
@@ -511,6 +534,9 @@ pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> C
     cx.engine
         .cmdstats
         .called(cx.session.last_cmd, usec, result.is_err());
+    let gathering = matches!(cx.flow, Flow::Server(ServerRequest::Gather(_)));
+    cx.engine
+        .record_slow(cmd, cx.session, args, usec, gathering);
     // MONITOR shows a command once it ran (EXEC's queued commands when EXEC
     // runs them), in the db it left selected, as Redis 7.0's call() does.
     if cx.engine.pubsub.monitored() && crate::pubsub::shown_in_monitor(cmd, args) {

@@ -33,6 +33,7 @@ mod config;
 mod connection;
 mod debug;
 mod decimal;
+mod diagnostics;
 mod engine;
 pub mod error;
 mod keyspace;
@@ -50,6 +51,7 @@ mod session;
 mod stats;
 mod transaction;
 mod types;
+mod wire;
 
 pub use config::Config;
 pub use engine::{

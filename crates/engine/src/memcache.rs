@@ -29,9 +29,8 @@ const RELATIVE_MAX_S: i64 = 60 * 60 * 24 * 30;
 /// The database memcached commands act on.
 const DB: u8 = 0;
 
-/// Shared setting word holding a delayed `flush_all`'s deadline (ms since
-/// the epoch, 0 = none): whichever worker first sees it due does the flush.
-const FLUSH_AT_WORD: u64 = 24;
+/// Shared setting word holding a delayed `flush_all`'s deadline.
+const FLUSH_AT_WORD: u64 = crate::config::word::MC_FLUSH_AT;
 
 /// The counters `stats reset` starts again from zero: the store's figure
 /// minus a baseline kept in shared setting words from [`RESET_BASE_WORD`] on,
@@ -59,7 +58,8 @@ const RESETTABLE: [&str; 19] = [
 ];
 
 /// First of the shared setting words holding `stats reset` baselines.
-const RESET_BASE_WORD: u64 = 25;
+const RESET_BASE_WORD: u64 = crate::config::word::MC_RESET_BASE;
+const _: () = assert!(RESET_BASE_WORD + RESETTABLE.len() as u64 <= crate::config::word::SLOWLOG_ID);
 
 /// What a read returns besides the value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,6 +10,7 @@ use crate::connection::REDIS_VERSION;
 use crate::engine::{Cx, Engine, Flow, ServerRequest};
 use crate::error::CmdError;
 use crate::parse;
+use crate::stats::CommandStats;
 
 const fn cmd(
     name: &'static str,
@@ -205,36 +206,44 @@ const ALL_SECTIONS: &[&str] = &[
     "workers",
 ];
 
+/// INFO asks every worker for its per-command counters (see
+/// `diagnostics.rs`), then [`info_text`] prints the sections.
 fn info(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    let mut wanted: Vec<&str> = Vec::new();
     let asked: Vec<String> = args[1..]
         .iter()
         .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
         .collect();
+    crate::diagnostics::info_gather(cx, &asked);
+    Ok(())
+}
+
+/// INFO's text for the sections `asked` (none: the default ones), with the
+/// whole server's per-command counters `stats`.
+pub(crate) fn info_text(e: &mut Engine, asked: &[String], stats: &CommandStats) -> String {
+    let mut wanted: Vec<&str> = Vec::new();
     if asked.is_empty() {
         wanted.extend(DEFAULT_SECTIONS);
     }
-    for a in &asked {
-        match a.as_str() {
+    for a in asked {
+        match a.to_ascii_lowercase().as_str() {
             "default" => wanted.extend(DEFAULT_SECTIONS),
             "all" | "everything" => wanted.extend(ALL_SECTIONS),
             other => wanted.extend(ALL_SECTIONS.iter().filter(|s| **s == other)),
         }
     }
     // The segment's figures and the registry are read once for all sections.
-    let store_info = cx.engine.store.info().ok();
-    let workers = cx.engine.store.workers().unwrap_or_default();
+    let store_info = e.store.info().ok();
+    let workers = e.store.workers().unwrap_or_default();
     let mut text = String::new();
     for section in ALL_SECTIONS {
         if wanted.contains(section) {
             if !text.is_empty() {
                 text.push_str("\r\n");
             }
-            info_section(cx.engine, &store_info, &workers, section, &mut text);
+            info_section(e, stats, &store_info, &workers, section, &mut text);
         }
     }
-    cx.out.verbatim(b"txt", text.as_bytes());
-    Ok(())
+    text
 }
 
 fn human(bytes: u64) -> String {
@@ -278,6 +287,7 @@ fn text_setting(e: &Engine, name: &str) -> String {
 
 fn info_section(
     e: &mut Engine,
+    cmdstats: &CommandStats,
     store_info: &Option<store::StoreInfo>,
     workers: &[store::WorkerInfo],
     section: &str,
@@ -356,7 +366,7 @@ fn info_section(
                 stat("evicted_keys").saturating_sub(base(word::BASE_EVICTED)),
                 stat("keyspace_hits").saturating_sub(base(word::BASE_HITS)),
                 stat("keyspace_misses").saturating_sub(base(word::BASE_MISSES)),
-                e.cmdstats.total_errors(),
+                cmdstats.total_errors(),
             );
         }
         "persistence" => crate::persistence::info_section(e, s),
@@ -377,8 +387,8 @@ fn info_section(
             );
         }
         "modules" => s.push_str("# Modules\r\n"),
-        "commandstats" => e.cmdstats.write_commandstats(s),
-        "errorstats" => e.cmdstats.write_errorstats(s),
+        "commandstats" => cmdstats.write_commandstats(s),
+        "errorstats" => cmdstats.write_errorstats(s),
         "latencystats" => {
             let percentiles: Vec<f64> = if text_setting(e, "latency-tracking") == "yes" {
                 text_setting(e, "latency-tracking-info-percentiles")
@@ -388,7 +398,7 @@ fn info_section(
             } else {
                 Vec::new()
             };
-            e.cmdstats.write_latencystats(&percentiles, s);
+            cmdstats.write_latencystats(&percentiles, s);
         }
         "cluster" => s.push_str("# Cluster\r\ncluster_enabled:0\r\n"),
         "keyspace" => {
@@ -762,8 +772,11 @@ fn config_resetstat(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
         word::BASE_CONNECTIONS,
         workers.iter().map(|w| w.total_connections).sum(),
     )?;
-    cx.engine.stats = Default::default();
-    cx.engine.cmdstats = Default::default();
+    let epoch = store.config_word(word::STATS_EPOCH)?;
+    store.set_config_word(word::STATS_EPOCH, epoch + 1)?;
+    let generation = store.config_word(word::GENERATION)?;
+    store.set_config_word(word::GENERATION, generation + 1)?;
+    cx.engine.sync_config();
     cx.out.simple(b"OK");
     Ok(())
 }

@@ -1,15 +1,16 @@
 //! Per-command and per-error counters for INFO's `commandstats`,
 //! `errorstats` and `latencystats` sections, as Redis 7.0 keeps them.
 //!
-//! They count the commands of this worker's engine: each worker process
-//! keeps its own, and INFO reports the worker that serves the connection
-//! (its `shoal_worker` field says which), as the `workers` section does
-//! for the per-worker command totals.
+//! Each worker's engine counts its own commands; INFO and LATENCY HISTOGRAM
+//! gather every worker's counters ([`CommandStats::encode`]) and merge them
+//! (`diagnostics.rs`), so a client sees the whole server's figures.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
+
+use crate::wire::{Reader, Writer};
 
 /// One command's counters.
 pub(crate) struct CommandStat {
@@ -35,6 +36,10 @@ impl CommandStat {
     }
 }
 
+/// LATENCY HISTOGRAM's entry for one command: its name, calls, and
+/// (bound in microseconds, calls at most that long) pairs.
+pub(crate) type CommandHistogram = (&'static str, u64, Vec<(u64, u64)>);
+
 /// The counters of one engine.
 #[derive(Default)]
 pub(crate) struct CommandStats {
@@ -47,7 +52,126 @@ pub(crate) struct CommandStats {
 /// otherwise grow the table without bound with made-up prefixes).
 const MAX_ERROR_KINDS: usize = 128;
 
+/// The `&'static` table name of a command or subcommand (`config|get`).
+fn table_name(name: &[u8]) -> Option<&'static str> {
+    let text = std::str::from_utf8(name).ok()?;
+    match text.split_once('|') {
+        None => crate::command::lookup(name).map(|c| c.name),
+        Some((parent, _)) => crate::command::lookup(parent.as_bytes())?
+            .subcommands
+            .iter()
+            .find(|c| c.name == text)
+            .map(|c| c.name),
+    }
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 1_000_000_000, 2).expect("valid bounds")
+}
+
 impl CommandStats {
+    /// The counters as bytes for another worker.
+    pub(crate) fn encode(&self, w: &mut Writer) {
+        w.u64(self.commands.len() as u64);
+        for (name, c) in &self.commands {
+            w.bytes(name.as_bytes());
+            w.u64(c.calls);
+            w.u64(c.usec);
+            w.u64(c.rejected_calls);
+            w.u64(c.failed_calls);
+            let recorded: Vec<(u64, u64)> = c
+                .latency
+                .iter()
+                .flat_map(|h| {
+                    h.iter_recorded()
+                        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                })
+                .collect();
+            w.u64(recorded.len() as u64);
+            for (value, count) in recorded {
+                w.u64(value);
+                w.u64(count);
+            }
+        }
+        w.u64(self.errors.len() as u64);
+        for (kind, n) in &self.errors {
+            w.bytes(kind.as_bytes());
+            w.u64(*n);
+        }
+    }
+
+    /// Adds counters another worker encoded (as far as they decode).
+    pub(crate) fn merge_encoded(&mut self, r: &mut Reader<'_>) -> Option<()> {
+        for _ in 0..r.count(48)? {
+            let name = r.bytes()?;
+            let (calls, usec, rejected, failed) = (r.u64()?, r.u64()?, r.u64()?, r.u64()?);
+            let mut recorded = Vec::new();
+            for _ in 0..r.count(16)? {
+                recorded.push((r.u64()?, r.u64()?));
+            }
+            let Some(name) = table_name(name) else {
+                continue;
+            };
+            let stat = self.entry(name);
+            stat.calls += calls;
+            stat.usec += usec;
+            stat.rejected_calls += rejected;
+            stat.failed_calls += failed;
+            if !recorded.is_empty() {
+                let h = stat.latency.get_or_insert_with(new_histogram);
+                for (value, count) in recorded {
+                    let _ = h.record_n(value.clamp(1, 1_000_000_000), count);
+                }
+            }
+        }
+        for _ in 0..r.count(16)? {
+            let kind = String::from_utf8_lossy(r.bytes()?).into_owned();
+            let n = r.u64()?;
+            if self.errors.contains_key(&kind) || self.errors.len() < MAX_ERROR_KINDS {
+                *self.errors.entry(kind).or_insert(0) += n;
+            }
+        }
+        Some(())
+    }
+
+    /// LATENCY HISTOGRAM's entries: for each command asked for (all with
+    /// calls when none is; a container names its subcommands), its calls
+    /// and the cumulative count at each power-of-two microsecond bound.
+    pub(crate) fn histograms(&self, asked: &[Vec<u8>]) -> Vec<CommandHistogram> {
+        let wanted = |name: &str| {
+            asked.is_empty()
+                || asked.iter().any(|a| {
+                    a.eq_ignore_ascii_case(name.as_bytes())
+                        || name
+                            .split_once('|')
+                            .is_some_and(|(parent, _)| a.eq_ignore_ascii_case(parent.as_bytes()))
+                })
+        };
+        let mut out = Vec::new();
+        for (name, c) in self.sorted() {
+            let Some(h) = c.latency.as_ref().filter(|h| !h.is_empty()) else {
+                continue;
+            };
+            if !wanted(name) {
+                continue;
+            }
+            let mut buckets = Vec::new();
+            let mut bound = 1u64;
+            let mut cumulative = 0u64;
+            let mut last = 0u64;
+            while cumulative < h.len() && bound <= 1 << 40 {
+                cumulative = h.count_between(0, bound);
+                if cumulative != last {
+                    buckets.push((bound, cumulative));
+                    last = cumulative;
+                }
+                bound *= 2;
+            }
+            out.push((*name, h.len(), buckets));
+        }
+        out
+    }
+
     fn entry(&mut self, name: &'static str) -> &mut CommandStat {
         self.commands.entry(name).or_insert_with(CommandStat::new)
     }

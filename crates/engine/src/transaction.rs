@@ -21,7 +21,8 @@
 //!   even if it was created and deleted in between (Redis fails the EXEC).
 //! * CLIENT LIST and CLIENT KILL need the server to finish them after the
 //!   command, which cannot happen in the middle of EXEC's reply: queued,
-//!   they answer `ERR Command not allowed inside a transaction` there.
+//!   they answer `ERR Command not allowed inside a transaction` there;
+//!   SLOWLOG, LATENCY and INFO answer for the worker that runs EXEC.
 //! * CLIENT REPLY OFF or SKIP, which reply nothing, answer `+OK` inside
 //!   EXEC's array (Redis leaves the array short) and take effect from EXEC's
 //!   own reply on.
@@ -31,7 +32,7 @@ use std::collections::hash_map::{Entry, HashMap};
 use store::Handle;
 
 use crate::command::{find_sub, flags::*, Arg, CmdResult, Command};
-use crate::engine::{Cx, Flow};
+use crate::engine::{Cx, Flow, ServerRequest};
 use crate::error::CmdError;
 use crate::session::Session;
 
@@ -265,6 +266,17 @@ fn exec_one(cx: &mut Cx<'_>, q: &Queued) {
     if let Err(e) = crate::engine::run(cx, q.cmd, &q.args) {
         cx.engine.stats.failed += 1;
         cx.out.error(e.text().as_bytes());
+    }
+    if let Flow::Server(ServerRequest::Gather(query)) = &cx.flow {
+        // SLOWLOG, LATENCY, INFO: EXEC cannot wait for the other workers,
+        // so inside a transaction they answer for this worker alone.
+        let query = query.clone();
+        cx.flow = Flow::Continue;
+        let answer = cx.engine.answer_gather(&query);
+        let mut reply = Vec::new();
+        cx.engine
+            .finish_gather(&query, &[answer], cx.out.protocol(), &mut reply);
+        cx.out.raw(&reply);
     }
     if let Flow::Server(_) = cx.flow {
         // CLIENT LIST / KILL: only the server can finish them, after the

@@ -6,7 +6,7 @@
 //! says a wake-up is owed, so a burst costs one datagram).
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::rc::Rc;
@@ -45,13 +45,19 @@ pub(crate) const CHANNELS_REQUEST: u32 = 10;
 /// Reply: the last piece of channel names, each as u32 LE length then
 /// bytes (earlier pieces come as LIST_PART).
 pub(crate) const CHANNELS_REPLY: u32 = 11;
+/// Request: the receiver engine's answer to a diagnostics query (payload:
+/// the query; `Engine::answer_gather`).
+pub(crate) const GATHER_REQUEST: u32 = 12;
+/// Reply: the last piece of that answer (earlier pieces come as LIST_PART).
+pub(crate) const GATHER_REPLY: u32 = 13;
 
 /// How long a request waits for the other workers.
 const GATHER_TIMEOUT: Duration = Duration::from_secs(1);
 
 struct Pending {
     waiting: HashSet<u32>,
-    parts: Vec<Vec<u8>>,
+    /// Each worker's answer so far, its pieces joined in order.
+    parts: BTreeMap<u32, Vec<u8>>,
     done: Rc<Notify>,
 }
 
@@ -158,7 +164,7 @@ impl Bus {
             request,
             Pending {
                 waiting,
-                parts: Vec::new(),
+                parts: BTreeMap::new(),
                 done: done.clone(),
             },
         );
@@ -166,7 +172,7 @@ impl Bus {
         self.pending
             .borrow_mut()
             .remove(&request)
-            .map(|p| p.parts)
+            .map(|p| p.parts.into_values().collect())
             .unwrap_or_default()
     }
 
@@ -177,7 +183,7 @@ impl Bus {
         let Some(p) = pending.get_mut(&request) else {
             return; // too late: the request timed out
         };
-        p.parts.push(payload);
+        p.parts.entry(from).or_default().extend_from_slice(&payload);
         if last {
             p.waiting.remove(&from);
             if p.waiting.is_empty() {

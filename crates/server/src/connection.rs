@@ -640,6 +640,15 @@ pub(crate) async fn server_request(
             }
             false
         }
+        ServerRequest::Gather(query) => {
+            let mut answers = vec![worker.engine.borrow_mut().answer_gather(&query)];
+            answers.extend(ask_peers(worker, bus::GATHER_REQUEST, &query).await);
+            worker
+                .engine
+                .borrow_mut()
+                .finish_gather(&query, &answers, protocol, out);
+            false
+        }
         ServerRequest::Shutdown => {
             match worker.store.supervisor_pid() {
                 Ok(Some(pid)) => {

@@ -780,12 +780,24 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
             let pieces: Vec<&[u8]> = pieces.iter().map(Vec::as_slice).collect();
             send_pieces(worker, &m, &pieces, bus::CHANNELS_REPLY).await;
         }
+        bus::GATHER_REQUEST => {
+            let answer = worker.engine.borrow_mut().answer_gather(&m.payload);
+            let max = reply_piece_max(worker);
+            let pieces: Vec<&[u8]> = if answer.is_empty() {
+                vec![&[]]
+            } else {
+                answer.chunks(max).collect()
+            };
+            send_pieces(worker, &m, &pieces, bus::GATHER_REPLY).await;
+        }
         bus::LIST_PART => worker
             .bus
             .reply_arrived(m.request, m.from, m.payload, false),
-        bus::LIST_REPLY | bus::KILL_REPLY | bus::UNBLOCK_REPLY | bus::CHANNELS_REPLY => {
-            worker.bus.reply_arrived(m.request, m.from, m.payload, true)
-        }
+        bus::LIST_REPLY
+        | bus::KILL_REPLY
+        | bus::UNBLOCK_REPLY
+        | bus::CHANNELS_REPLY
+        | bus::GATHER_REPLY => worker.bus.reply_arrived(m.request, m.from, m.payload, true),
         _ => {}
     }
 }

@@ -46,6 +46,12 @@ pub struct Config {
     pub hz: u64,
     /// Number of worker processes (`workers`).
     pub workers: u64,
+    /// `slowlog-log-slower-than` (microseconds; negative = off).
+    pub slowlog_log_slower_than: i64,
+    /// `slowlog-max-len`.
+    pub slowlog_max_len: u64,
+    /// `latency-monitor-threshold` (milliseconds; 0 = off).
+    pub latency_monitor_threshold: u64,
 }
 
 impl Default for Config {
@@ -68,6 +74,9 @@ impl Default for Config {
             maxclients: 10_000,
             hz: 10,
             workers: 1,
+            slowlog_log_slower_than: 10_000,
+            slowlog_max_len: 128,
+            latency_monitor_threshold: 0,
         }
     }
 }
@@ -99,6 +108,17 @@ pub(crate) mod word {
     pub const BASE_EVICTED: u64 = 19;
     pub const BASE_COMMANDS: u64 = 20;
     pub const BASE_CONNECTIONS: u64 = 21;
+    /// A delayed memcached `flush_all`'s deadline (ms since the epoch, 0 =
+    /// none): whichever worker first sees it due does the flush.
+    pub const MC_FLUSH_AT: u64 = 24;
+    /// The first of memcached's `stats reset` baselines (one word per
+    /// resettable counter, `memcache.rs`'s `RESETTABLE`: 25..=43).
+    pub const MC_RESET_BASE: u64 = 25;
+    /// The next SLOWLOG entry id, shared so that ids are unique.
+    pub const SLOWLOG_ID: u64 = 44;
+    /// Bumped by CONFIG RESETSTAT: each engine clears its per-command
+    /// counters when it sees a new value.
+    pub const STATS_EPOCH: u64 = 45;
 }
 
 impl Config {
@@ -147,6 +167,22 @@ impl Config {
                 let overrides = params::Overrides::parse(&text);
                 if let Some(globs) = overrides.get("lvc-channels") {
                     self.lvc_channels = split_globs(globs.as_bytes());
+                }
+                let int = |name: &str| {
+                    let value = overrides
+                        .get(name)
+                        .map(str::to_string)
+                        .or_else(|| params::find(name.as_bytes()).map(|p| p.default.to_string()));
+                    value.and_then(|v| v.parse::<i64>().ok())
+                };
+                if let Some(v) = int("slowlog-log-slower-than") {
+                    self.slowlog_log_slower_than = v;
+                }
+                if let Some(v) = int("slowlog-max-len") {
+                    self.slowlog_max_len = v.max(0) as u64;
+                }
+                if let Some(v) = int("latency-monitor-threshold") {
+                    self.latency_monitor_threshold = v.max(0) as u64;
                 }
             }
         }
