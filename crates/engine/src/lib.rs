@@ -42,6 +42,7 @@ mod parse;
 mod persistence;
 mod pubsub;
 mod random;
+pub mod rdb;
 mod scan;
 mod scripting;
 mod server;
