@@ -33,6 +33,7 @@ mod config;
 mod connection;
 mod debug;
 mod decimal;
+mod dump;
 mod engine;
 pub mod error;
 mod keyspace;

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 
 use super::encode::*;
-use super::{intset, listpack, lzf, ziplist, verify, PayloadError, Value};
+use super::{intset, listpack, lzf, verify, ziplist, PayloadError, Value};
 
 /// The most elements a vector is given room for up front.
 const PREALLOC: usize = 1024;
@@ -322,16 +322,17 @@ mod tests {
     use super::*;
 
     fn bad(body: &[u8]) {
-        assert_eq!(decode(&sealed(body)), Err(PayloadError::BadFormat), "{body:?}");
+        assert_eq!(
+            decode(&sealed(body)),
+            Err(PayloadError::BadFormat),
+            "{body:?}"
+        );
     }
 
     #[test]
     fn strings_in_every_encoding() {
         let ok = |body: &[u8], want: &[u8]| {
-            assert_eq!(
-                decode(&sealed(body)).unwrap(),
-                Value::String(want.to_vec())
-            );
+            assert_eq!(decode(&sealed(body)).unwrap(), Value::String(want.to_vec()));
         };
         ok(b"\x00\x03bar", b"bar");
         ok(b"\x00\xC0\x80", b"-128");

@@ -182,9 +182,7 @@ fn fits_listpack<'a>(count: usize, mut sizes: impl Iterator<Item = &'a [u8]>) ->
 }
 
 fn put_hash(out: &mut Vec<u8>, pairs: &[(Vec<u8>, Vec<u8>)]) {
-    let elements = pairs
-        .iter()
-        .flat_map(|(f, v)| [f.as_slice(), v.as_slice()]);
+    let elements = pairs.iter().flat_map(|(f, v)| [f.as_slice(), v.as_slice()]);
     if fits_listpack(pairs.len(), elements.clone()) {
         out.push(TYPE_HASH_LISTPACK);
         let lp = listpack::encode(elements);
@@ -232,7 +230,11 @@ fn put_zset(out: &mut Vec<u8>, pairs: &[(Vec<u8>, f64)]) {
 /// same double (`strtod` reads all of them).
 fn score_text(s: f64) -> Vec<u8> {
     if s.is_infinite() {
-        return if s > 0.0 { b"inf".to_vec() } else { b"-inf".to_vec() };
+        return if s > 0.0 {
+            b"inf".to_vec()
+        } else {
+            b"-inf".to_vec()
+        };
     }
     if s == 0.0 && s.is_sign_negative() {
         return b"-0".to_vec();
@@ -288,10 +290,27 @@ mod tests {
 
     #[test]
     fn scores_read_back_exactly() {
-        for s in [0.0, -0.0, 1.0, -3.0, 1.5, 0.1, 1e-7, 1e300, -2.5e-300, 1e17, 4503599627370497.0] {
+        for s in [
+            0.0,
+            -0.0,
+            1.0,
+            -3.0,
+            1.5,
+            0.1,
+            1e-7,
+            1e300,
+            -2.5e-300,
+            1e17,
+            4503599627370497.0,
+        ] {
             let t = score_text(s);
             let back: f64 = std::str::from_utf8(&t).unwrap().parse().unwrap();
-            assert_eq!(back.to_bits(), s.to_bits(), "{}", String::from_utf8_lossy(&t));
+            assert_eq!(
+                back.to_bits(),
+                s.to_bits(),
+                "{}",
+                String::from_utf8_lossy(&t)
+            );
         }
         assert_eq!(score_text(f64::INFINITY), b"inf");
         assert_eq!(score_text(2.0), b"2");

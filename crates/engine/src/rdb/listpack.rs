@@ -242,7 +242,10 @@ mod tests {
     fn redis_bytes_decode() {
         // Redis 7.0's listpack of "a", 1, "bb" (from a DUMP of a list).
         let lp = b"\x10\x00\x00\x00\x03\x00\x81a\x02\x01\x01\x82bb\x03\xff";
-        assert_eq!(decode(lp).unwrap(), vec![b"a".to_vec(), b"1".to_vec(), b"bb".to_vec()]);
+        assert_eq!(
+            decode(lp).unwrap(),
+            vec![b"a".to_vec(), b"1".to_vec(), b"bb".to_vec()]
+        );
     }
 
     #[test]

@@ -77,8 +77,13 @@ pub fn verify(payload: &[u8]) -> Result<&[u8], PayloadError> {
 }
 
 /// Appends the footer (version, checksum) to a payload's body.
-fn seal(mut body: Vec<u8>) -> Vec<u8> {
-    body.extend_from_slice(&RDB_VERSION.to_le_bytes());
+fn seal(body: Vec<u8>) -> Vec<u8> {
+    seal_as(body, RDB_VERSION)
+}
+
+/// Appends a footer of RDB version `version` and the checksum.
+fn seal_as(mut body: Vec<u8>, version: u16) -> Vec<u8> {
+    body.extend_from_slice(&version.to_le_bytes());
     let crc = CRC64.checksum(&body);
     body.extend_from_slice(&crc.to_le_bytes());
     body
@@ -144,6 +149,11 @@ pub mod fuzzing {
     pub fn sealed(body: &[u8]) -> Vec<u8> {
         seal(body.to_vec())
     }
+
+    /// `body` with a valid checksum under RDB version `version`.
+    pub fn sealed_as(body: &[u8], version: u16) -> Vec<u8> {
+        seal_as(body.to_vec(), version)
+    }
 }
 
 #[cfg(test)]
@@ -163,11 +173,10 @@ mod tests {
         let mut bad = p.clone();
         bad[3] ^= 1;
         assert_eq!(verify(&bad), Err(PayloadError::VersionOrChecksum));
-        let mut newer = p[..p.len() - FOOTER].to_vec();
-        newer.extend_from_slice(&11u16.to_le_bytes());
-        let crc = CRC64.checksum(&newer);
-        newer.extend_from_slice(&crc.to_le_bytes());
+        let newer = seal_as(p[..p.len() - FOOTER].to_vec(), 11);
         assert_eq!(verify(&newer), Err(PayloadError::VersionOrChecksum));
+        let older = seal_as(p[..p.len() - FOOTER].to_vec(), 9);
+        assert_eq!(verify(&older).unwrap(), b"\x00\x03bar");
         assert_eq!(verify(b"short"), Err(PayloadError::VersionOrChecksum));
     }
 }

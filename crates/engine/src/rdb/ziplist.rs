@@ -50,7 +50,10 @@ pub fn decode(zl: &[u8]) -> Option<Vec<Vec<u8>>> {
 /// its element and its whole size.
 fn entry(b: &[u8], prev_len: usize) -> Option<(Vec<u8>, usize)> {
     let (stored_prev, mut p) = match *b.first()? {
-        BIG_PREVLEN => (u32::from_le_bytes(b.get(1..5)?.try_into().ok()?) as usize, 5),
+        BIG_PREVLEN => (
+            u32::from_le_bytes(b.get(1..5)?.try_into().ok()?) as usize,
+            5,
+        ),
         EOF => return None,
         n => (n as usize, 1),
     };
