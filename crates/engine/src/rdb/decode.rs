@@ -13,10 +13,15 @@ use super::{intset, listpack, lzf, verify, ziplist, PayloadError, Value};
 const PREALLOC: usize = 1024;
 
 /// Decodes a DUMP payload: footer first (version and checksum), then the
-/// value, which must be well formed and not empty.
+/// value, which must be well formed and not empty. As in Redis, the value
+/// is read from the whole payload: one whose last length runs into the
+/// footer's bytes is read with them, and bytes left over are ignored.
 pub fn decode(payload: &[u8]) -> Result<Value, PayloadError> {
-    let body = verify(payload)?;
-    let mut r = Reader { buf: body, pos: 0 };
+    verify(payload)?;
+    let mut r = Reader {
+        buf: payload,
+        pos: 0,
+    };
     value(&mut r).ok_or(PayloadError::BadFormat)
 }
 
@@ -340,7 +345,9 @@ mod tests {
         ok(b"\x00\xC2\xa0\x86\x01\x00", b"100000");
         // LZF: "aaaa…" (20 bytes) as a literal and a back reference.
         ok(b"\x00\xC3\x05\x14\x00a\xe0\x0a\x00", &[b'a'; 20]);
-        bad(b"\x00\x04bar");
+        bad(b"\x00\x0ebar");
+        // A length that runs into the footer reads its bytes, as Redis does.
+        ok(b"\x00\x05bar", b"bar\n\x00");
         bad(b"\x00\xC4");
         bad(b"\x00\xC3\x05\x15\x00a\xe0\x0a\x00");
         bad(b"\x00\xC3\x05\x00\x00a\xe0\x0a\x00");
