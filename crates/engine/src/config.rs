@@ -97,6 +97,9 @@ pub(crate) mod word {
     pub const BASE_EVICTED: u64 = 19;
     pub const BASE_COMMANDS: u64 = 20;
     pub const BASE_CONNECTIONS: u64 = 21;
+    /// DEBUG SET-ACTIVE-EXPIRE 0 sets it to one: no worker's tick sweeps
+    /// expired keys (they still expire when touched).
+    pub const ACTIVE_EXPIRE_OFF: u64 = 22;
 }
 
 impl Config {

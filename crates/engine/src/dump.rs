@@ -79,7 +79,7 @@ fn dump(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 }
 
 /// The whole value of `key` as RDB carries it; None when it is missing.
-fn read_value(h: &mut Handle, db: u8, key: &[u8]) -> Result<Option<Value>, CmdError> {
+pub(crate) fn read_value(h: &mut Handle, db: u8, key: &[u8]) -> Result<Option<Value>, CmdError> {
     for _ in 0..TYPE_RACE_RETRIES {
         let Some(vtype) = h.key_type(db, key)? else {
             return Ok(None);

@@ -374,3 +374,27 @@ fn the_fuzz_corpus_keeps_the_invariants() {
     }
     assert!(seeds >= 18, "{seeds} seeds");
 }
+
+#[test]
+fn debug_object_and_set_active_expire() {
+    let mut t = TestEngine::new();
+    assert_eq!(t.run(&["DEBUG", "OBJECT", "foo"]), err("ERR no such key"));
+    t.run(&["SET", "foo", "bar"]);
+    let line = t.run(&["DEBUG", "OBJECT", "foo"]);
+    assert!(
+        line.starts_with("+Value at:0x0 refcount:1 encoding:embstr serializedlength:4 lru:"),
+        "{line}"
+    );
+    // With the sweep off a key past its expiry stays until touched.
+    assert_eq!(t.run(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), OK);
+    t.run(&["PEXPIRE", "foo", "10"]);
+    t.advance_ms(20);
+    // A full sweep takes hz * 5 ticks.
+    let swept: u64 = (0..100).map(|_| t.engine.tick()).sum();
+    assert_eq!(swept, 0);
+    assert_eq!(t.run(&["DBSIZE"]), int(1));
+    assert_eq!(t.run(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]), OK);
+    let swept: u64 = (0..100).map(|_| t.engine.tick()).sum();
+    assert_eq!(swept, 1);
+    assert_eq!(t.run(&["DBSIZE"]), int(0));
+}
