@@ -68,7 +68,7 @@ fn debug(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 /// DEBUG SET-ACTIVE-EXPIRE 0|1: turns every worker's expiry sweep off
 /// (0) or on. Like Redis's `atoi`, anything but a non-zero number is off.
 fn set_active_expire(cx: &mut Cx<'_>, arg: &[u8]) -> CmdResult {
-    let on = parse::int(arg).map_or(false, |v| v != 0);
+    let on = parse::int(arg).is_ok_and(|v| v != 0);
     let word = crate::config::word::ACTIVE_EXPIRE_OFF;
     cx.engine.store.set_config_word(word, (!on) as u64)?;
     cx.out.simple(b"OK");

@@ -237,7 +237,7 @@ fn quicklist(r: &mut Reader<'_>, kind: u8) -> Option<Value> {
 
 /// Alternating elements as pairs; None for an odd count.
 fn pairs(elements: Vec<Vec<u8>>) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
-    if elements.len() % 2 != 0 {
+    if !elements.len().is_multiple_of(2) {
         return None;
     }
     let mut out = room(elements.len() / 2);
