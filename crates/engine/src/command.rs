@@ -205,6 +205,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::types::zset::COMMANDS,
         crate::types::geo::COMMANDS,
         crate::keyspace::COMMANDS,
+        crate::dump::COMMANDS,
         crate::connection::COMMANDS,
         crate::server::COMMANDS,
         crate::scripting::COMMANDS,

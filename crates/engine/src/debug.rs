@@ -34,11 +34,21 @@ fn debug(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let sub = &args[1];
     if parse::is(sub, "sleep") && args.len() == 3 {
         sleep(cx, &args[2])
+    } else if parse::is(sub, "set-active-expire") && args.len() == 3 {
+        set_active_expire(cx, &args[2])
+    } else if parse::is(sub, "object") && args.len() == 3 {
+        object(cx, &args[2])
     } else if parse::is(sub, "help") && args.len() == 2 {
         reply_help(
             cx,
             &[
                 "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "OBJECT <key>",
+                "    Show low level info about the key and associated value.",
+                "SET-ACTIVE-EXPIRE <0|1>",
+                "    Setting it to 0 disables expiring keys in background when they are not",
+                "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+                "    default.",
                 "SLEEP <seconds>",
                 "    Stop the server for <seconds>. Decimals allowed.",
                 "HELP",
@@ -53,6 +63,39 @@ fn debug(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             crate::command::clip(sub, 128)
         )))
     }
+}
+
+/// DEBUG SET-ACTIVE-EXPIRE 0|1: turns every worker's expiry sweep off
+/// (0) or on. Like Redis's `atoi`, anything but a non-zero number is off.
+fn set_active_expire(cx: &mut Cx<'_>, arg: &[u8]) -> CmdResult {
+    let on = parse::int(arg).is_ok_and(|v| v != 0);
+    let word = crate::config::word::ACTIVE_EXPIRE_OFF;
+    cx.engine.store.set_config_word(word, (!on) as u64)?;
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+/// DEBUG OBJECT: Redis's line about a key, with what shoal knows of it
+/// (no address: 0x0; the serialized length is the key's DUMP body).
+fn object(cx: &mut Cx<'_>, key: &[u8]) -> CmdResult {
+    let db = cx.db();
+    let mut value = Vec::new();
+    let Some(meta) = cx.h().peek(db, key, u64::MAX, &mut value)? else {
+        return Err(CmdError::msg(crate::error::NO_SUCH_KEY));
+    };
+    let encoding = crate::keyspace::encoding_name(&meta, &value)?;
+    let serialized = match crate::dump::read_value(cx.h(), db, key)? {
+        // The type byte and the 10-byte footer are not the value's.
+        Some(v) => crate::rdb::encode(&v).len().saturating_sub(11),
+        None => 0,
+    };
+    let line = format!(
+        "Value at:0x0 refcount:1 encoding:{encoding} serializedlength:{serialized} lru:{} lru_seconds_idle:{}",
+        meta.lru & 0xFF_FFFF,
+        meta.idle_seconds(cx.engine.now_ms())
+    );
+    cx.out.simple(line.as_bytes());
+    Ok(())
 }
 
 /// DEBUG SLEEP: blocks this worker's thread, and with it every client the

@@ -371,6 +371,10 @@ impl Engine {
         self.pubsub.command_started();
         self.pubsub.tick();
         self.mc_flush_if_due();
+        let off = crate::config::word::ACTIVE_EXPIRE_OFF;
+        if self.store.config_word(off).unwrap_or(0) == 1 {
+            return 0;
+        }
         let any = (0..store::NUM_DBS as u8).any(|db| self.h.expires_count(db).unwrap_or(0) > 0);
         if !any {
             return 0;

@@ -731,7 +731,7 @@ fn is_int_string(value: &[u8]) -> Option<i64> {
 
 /// OBJECT ENCODING's name for a key. Strings follow Redis exactly;
 /// collections are named by their shape under Redis 7.0's default thresholds.
-fn encoding_name(meta: &store::Meta, value: &[u8]) -> Result<&'static str, CmdError> {
+pub(crate) fn encoding_name(meta: &store::Meta, value: &[u8]) -> Result<&'static str, CmdError> {
     Ok(match meta.vtype {
         ValueType::String if is_int_string(value).is_some() => "int",
         ValueType::String if meta.len <= 44 => "embstr",

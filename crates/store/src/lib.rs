@@ -43,6 +43,7 @@ mod lfu;
 pub mod log;
 mod mailbox;
 mod pubsub;
+mod restore;
 mod segment;
 mod shm;
 mod store;
@@ -69,6 +70,7 @@ pub use layout::{
 pub use lfu::{DEFAULT_LFU_DECAY_TIME, DEFAULT_LFU_LOG_FACTOR, LFU_INIT_VAL};
 pub use mailbox::{Message, Sent};
 pub use pubsub::{PatternSub, Receivers, SubKind};
+pub use restore::RestoreOptions;
 pub use segment::{parse_size, Clock, Location, OpenOptions, MIN_SEGMENT};
 pub use store::{CheckReport, Store, StoreInfo};
 pub use strings::{

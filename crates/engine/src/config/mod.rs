@@ -108,6 +108,9 @@ pub(crate) mod word {
     pub const BASE_EVICTED: u64 = 19;
     pub const BASE_COMMANDS: u64 = 20;
     pub const BASE_CONNECTIONS: u64 = 21;
+    /// DEBUG SET-ACTIVE-EXPIRE 0 sets it to one: no worker's tick sweeps
+    /// expired keys (they still expire when touched).
+    pub const ACTIVE_EXPIRE_OFF: u64 = 22;
     /// A delayed memcached `flush_all`'s deadline (ms since the epoch, 0 =
     /// none): whichever worker first sees it due does the flush.
     pub const MC_FLUSH_AT: u64 = 24;
