@@ -203,6 +203,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::types::hash::COMMANDS,
         crate::types::set::COMMANDS,
         crate::types::zset::COMMANDS,
+        crate::types::hyperloglog::COMMANDS,
         crate::keyspace::COMMANDS,
         crate::connection::COMMANDS,
         crate::server::COMMANDS,

@@ -3,6 +3,7 @@
 
 pub(crate) mod bitops;
 pub(crate) mod hash;
+pub(crate) mod hyperloglog;
 pub(crate) mod list;
 pub(crate) mod set;
 pub(crate) mod string;
