@@ -204,6 +204,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::types::set::COMMANDS,
         crate::types::zset::COMMANDS,
         crate::types::geo::COMMANDS,
+        crate::types::hyperloglog::COMMANDS,
         crate::keyspace::COMMANDS,
         crate::dump::COMMANDS,
         crate::connection::COMMANDS,

@@ -872,6 +872,7 @@ fn acl_categories(c: &Command) -> Vec<&'static str> {
     match c.group {
         "string" => cats.push("@string"),
         "bitmap" => cats.push("@bitmap"),
+        "hyperloglog" => cats.push("@hyperloglog"),
         "generic" => cats.push("@keyspace"),
         "connection" => cats.push("@connection"),
         "geo" => cats.push("@geo"),

@@ -4,6 +4,7 @@
 pub(crate) mod bitops;
 pub(crate) mod geo;
 pub(crate) mod hash;
+pub(crate) mod hyperloglog;
 pub(crate) mod list;
 pub(crate) mod set;
 pub(crate) mod string;
