@@ -52,6 +52,9 @@ pub struct Config {
     pub slowlog_max_len: u64,
     /// `latency-monitor-threshold` (milliseconds; 0 = off).
     pub latency_monitor_threshold: u64,
+    /// `hll-sparse-max-bytes`: a sparse HyperLogLog past this size turns
+    /// dense.
+    pub hll_sparse_max_bytes: u64,
 }
 
 impl Default for Config {
@@ -77,6 +80,7 @@ impl Default for Config {
             slowlog_log_slower_than: 10_000,
             slowlog_max_len: 128,
             latency_monitor_threshold: 0,
+            hll_sparse_max_bytes: 3000,
         }
     }
 }
@@ -186,6 +190,9 @@ impl Config {
                 }
                 if let Some(v) = int("latency-monitor-threshold") {
                     self.latency_monitor_threshold = v.max(0) as u64;
+                }
+                if let Some(v) = int("hll-sparse-max-bytes") {
+                    self.hll_sparse_max_bytes = v.max(0) as u64;
                 }
             }
         }

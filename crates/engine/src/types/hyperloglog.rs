@@ -54,15 +54,10 @@ pub(crate) const PFDEBUG_NO_KEY: &str = "ERR The specified key does not exist";
 /// PFDEBUG DECODE of a dense HLL.
 pub(crate) const PFDEBUG_NOT_SPARSE: &str = "ERR HLL encoding is not sparse";
 
-/// The default of `hll-sparse-max-bytes`.
-pub(crate) const SPARSE_MAX_BYTES_DEFAULT: usize = 3000;
-
 /// The largest sparse HLL, header included, before it turns dense
 /// (`hll-sparse-max-bytes`). Every command reads the limit here.
-// TODO(config): return the CONFIG value once `hll-sparse-max-bytes` is a
-// CONFIG parameter; until then this is always the default.
-pub(crate) fn sparse_max_bytes(_config: &Config) -> usize {
-    SPARSE_MAX_BYTES_DEFAULT
+pub(crate) fn sparse_max_bytes(config: &Config) -> usize {
+    usize::try_from(config.hll_sparse_max_bytes).unwrap_or(usize::MAX)
 }
 
 // ---------------------------------------------------------------- format
