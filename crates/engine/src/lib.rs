@@ -51,7 +51,7 @@ mod stats;
 mod transaction;
 mod types;
 
-pub use config::Config;
+pub use config::{startup, Config};
 pub use engine::{
     BlockRequest, Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest,
     TimeoutReply,
