@@ -9,7 +9,7 @@ use std::fmt;
 use store::Store;
 
 use super::params::{self, pflags};
-use crate::connection::REDIS_VERSION;
+pub use crate::connection::REDIS_VERSION;
 use crate::server::{apply_changes, check_change, Change};
 
 /// Parameters the server applies itself when it starts (listeners, working
