@@ -420,7 +420,11 @@ async fn supervise(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     println!("shoal: stopped");
-    crate::redislog::log('M', crate::redislog::level::WARNING, "shoal is now ready to exit, bye bye...");
+    crate::redislog::log(
+        'M',
+        crate::redislog::level::WARNING,
+        "shoal is now ready to exit, bye bye...",
+    );
     match sup.failure.borrow_mut().take() {
         Some(msg) => Err(Error::Config(msg)),
         None => Ok(None),

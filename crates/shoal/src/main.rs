@@ -16,7 +16,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the server: a supervisor and its worker processes.
-    Serve(cmd::serve::ServeArgs),
+    Serve(Box<cmd::serve::ServeArgs>),
     /// One worker process (started by `shoal serve`).
     #[command(hide = true)]
     Worker(cmd::serve::WorkerArgs),
@@ -54,7 +54,7 @@ fn main() {
         None => Cli::parse(),
     };
     let result = match cli.command {
-        Command::Serve(args) => cmd::serve::run(args, serve_line.unwrap_or_default()),
+        Command::Serve(args) => cmd::serve::run(*args, serve_line.unwrap_or_default()),
         Command::Worker(args) => cmd::serve::run_worker(args),
         Command::Store(args) => cmd::store::run(args),
         Command::Bench(args) => cmd::bench::run(args),

@@ -153,11 +153,31 @@ mod tests {
 
     #[test]
     fn classic_flags_stay_with_clap() {
-        let s = split(&["--workers", "2", "--port", "7000", "--dir", "/d", "--name", "n"]);
+        let s = split(&[
+            "--workers",
+            "2",
+            "--port",
+            "7000",
+            "--dir",
+            "/d",
+            "--name",
+            "n",
+        ]);
         assert!(!s.redis_mode);
         assert_eq!(
             s.clap_args,
-            ["shoal", "serve", "--workers", "2", "--name", "n", "--port", "7000", "--dir", "/d"]
+            [
+                "shoal",
+                "serve",
+                "--workers",
+                "2",
+                "--name",
+                "n",
+                "--port",
+                "7000",
+                "--dir",
+                "/d"
+            ]
         );
         assert!(s.redis_args.is_empty());
         assert!(s.given.contains(&"port".to_string()));
@@ -165,17 +185,32 @@ mod tests {
 
     #[test]
     fn redis_options_make_a_redis_start() {
-        let s = split(&["--port", "7000", "--save", "", "--appendonly", "no", "--workers", "2"]);
+        let s = split(&[
+            "--port",
+            "7000",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--workers",
+            "2",
+        ]);
         assert!(s.redis_mode);
         assert_eq!(s.clap_args, ["shoal", "serve", "--workers", "2"]);
-        assert_eq!(s.redis_args, ["--port", "7000", "--save", "", "--appendonly", "no"]);
+        assert_eq!(
+            s.redis_args,
+            ["--port", "7000", "--save", "", "--appendonly", "no"]
+        );
         let s = split(&["/etc/redis.conf", "--save", "--bind", "127.0.0.1", "::1"]);
         assert!(s.redis_mode);
         assert_eq!(s.clap_args, ["shoal", "serve", "/etc/redis.conf"]);
         assert_eq!(s.redis_args, ["--bind", "127.0.0.1", "::1", "--save"]);
         let s = split(&["--config", "f.conf", "--dir", "/tmp/x", "--log-dir", "/l"]);
         assert!(s.redis_mode);
-        assert_eq!(s.clap_args, ["shoal", "serve", "--config", "f.conf", "--log-dir", "/l"]);
+        assert_eq!(
+            s.clap_args,
+            ["shoal", "serve", "--config", "f.conf", "--log-dir", "/l"]
+        );
         assert_eq!(s.redis_args, ["--dir", "/tmp/x"]);
     }
 }

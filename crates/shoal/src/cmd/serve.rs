@@ -211,7 +211,10 @@ pub fn run(args: ServeArgs, line: ServeCommandLine) -> Result<()> {
     }
     let opts = segment.options(true)?;
     let persist = redis_persist(&args, &start)?;
-    let pidfile = start.get("pidfile").filter(|p| !p.is_empty()).map(PathBuf::from);
+    let pidfile = start
+        .get("pidfile")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from);
     if let Some(path) = &pidfile {
         if let Err(e) = std::fs::write(path, format!("{}\n", std::process::id())) {
             log('#', &format!("Failed to write PID file: {e}"));
@@ -274,7 +277,13 @@ fn redis_way(args: &ServeArgs, line: &ServeCommandLine) -> Result<StartupConfig>
         Some(path) => match std::fs::read(path) {
             Ok(text) => text,
             Err(e) => {
-                log('#', &format!("Fatal error, can't open config file '{}': {e}", path.display()));
+                log(
+                    '#',
+                    &format!(
+                        "Fatal error, can't open config file '{}': {e}",
+                        path.display()
+                    ),
+                );
                 std::process::exit(1);
             }
         },
@@ -294,8 +303,9 @@ fn redis_way(args: &ServeArgs, line: &ServeCommandLine) -> Result<StartupConfig>
             .append(true)
             .open(logfile);
         match file {
-            Ok(file) => rustix::stdio::dup2_stdout(&file)
-                .map_err(|e| anyhow!("log to {logfile}: {e}"))?,
+            Ok(file) => {
+                rustix::stdio::dup2_stdout(&file).map_err(|e| anyhow!("log to {logfile}: {e}"))?
+            }
             Err(e) => {
                 eprintln!(
                     "{}",
