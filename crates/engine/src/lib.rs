@@ -55,7 +55,7 @@ mod transaction;
 mod types;
 mod wire;
 
-pub use config::Config;
+pub use config::{startup, Config};
 pub use engine::{
     BlockRequest, Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest,
     TimeoutReply,

@@ -563,7 +563,7 @@ fn config_get(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 }
 
 /// A CONFIG SET change, checked before any is applied (all or nothing).
-enum Change {
+pub(crate) enum Change {
     Word(u64, u64),
     MaxMemory(u64),
     Policy(EvictionPolicy),
@@ -585,7 +585,7 @@ fn set_failed(name: &str, why: &str) -> CmdError {
     ))
 }
 
-fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError> {
+pub(crate) fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError> {
     let int = |lo: u64, hi: u64| -> Result<u64, CmdError> {
         let n = std::str::from_utf8(value)
             .ok()
@@ -703,6 +703,19 @@ fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         seen.push(name);
     }
     let store = cx.engine.store.clone();
+    apply_changes(&store, &mut cx.engine.h, changes)?;
+    cx.engine.sync_config();
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+/// Applies checked changes to the shared settings and bumps the generation,
+/// so every worker picks them up before its next command.
+pub(crate) fn apply_changes(
+    store: &store::Store,
+    h: &mut store::Handle,
+    changes: Vec<Change>,
+) -> Result<(), CmdError> {
     for change in changes {
         match change {
             Change::Word(w, v) => store.set_config_word(w, v + 1)?,
@@ -723,11 +736,9 @@ fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                     store.set_config_word(word::PUBSUB_SOFT_SECONDS, t + 1)?;
                 }
             }
-            Change::Appendfsync(policy) => cx.engine.h.log_ring().set_policy(policy)?,
+            Change::Appendfsync(policy) => h.log_ring().set_policy(policy)?,
             Change::Text(name, value) => {
-                cx.engine
-                    .h
-                    .update_config_text(|old| {
+                h.update_config_text(|old| {
                         let mut overrides = params::Overrides::parse(old);
                         overrides.set(name, value);
                         Ok(overrides.to_text())
@@ -739,14 +750,12 @@ fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                         ),
                         e => e.into(),
                     })?;
-                cx.engine.store.set_config_word(word::TEXT_SET, 2)?;
+                store.set_config_word(word::TEXT_SET, 2)?;
             }
         }
     }
     let generation = store.config_word(word::GENERATION)?;
     store.set_config_word(word::GENERATION, generation + 1)?;
-    cx.engine.sync_config();
-    cx.out.simple(b"OK");
     Ok(())
 }
 

@@ -21,6 +21,7 @@ mod listener;
 mod memcache;
 pub mod persistence;
 mod pubsub;
+pub mod redislog;
 pub mod simultaneous;
 pub mod supervisor;
 pub mod worker;

@@ -51,7 +51,7 @@ fn bound_socket(
     socket.bind(&addr.into()).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AddrInUse {
             Error::Config(format!(
-                "{kind}port {} on {} is in use by another program",
+                "Failed listening on {kind}port {} (on {}): it is in use by another program",
                 addr.port(),
                 addr.ip()
             ))

@@ -43,6 +43,11 @@ pub struct ServeOptions {
     pub persist: Option<crate::persistence::PersistOptions>,
     /// How connections are spread over the workers.
     pub balance: Balance,
+    /// Parameters from a redis.conf-style start, applied to the segment
+    /// before any worker starts (as if by CONFIG SET).
+    pub startup: Option<engine::startup::StartupConfig>,
+    /// Permissions of the Unix socket (Redis's `unixsocketperm`).
+    pub unixsocket_perm: Option<u32>,
 }
 
 /// How connections are spread over the workers.
@@ -151,7 +156,17 @@ pub(crate) struct Supervisor {
 }
 
 /// Runs the supervisor until SIGTERM/SIGINT (or SHUTDOWN from a client).
+/// A failure is also logged on stdout as redis-server logs it (harnesses
+/// written for Redis read its stdout, e.g. for "Failed listening on port").
 pub fn serve(opts: ServeOptions) -> Result<(), Error> {
+    let result = serve_until_stopped(opts);
+    if let Err(e) = &result {
+        crate::redislog::log('M', crate::redislog::level::WARNING, &e.to_string());
+    }
+    result
+}
+
+fn serve_until_stopped(opts: ServeOptions) -> Result<(), Error> {
     let resumed = take_resume_state();
     if opts.workers == 0 || opts.workers > MAX_WORKERS {
         return Err(Error::Config(format!(
@@ -174,6 +189,11 @@ pub fn serve(opts: ServeOptions) -> Result<(), Error> {
             )));
         }
     }
+    if let Some(startup) = &opts.startup {
+        startup
+            .apply(&store)
+            .map_err(|e| Error::Config(format!("applying the configuration: {e}")))?;
+    }
     // Every socket is bound here, so a port in use fails the start with one
     // clear message rather than in every worker.
     // After a re-exec the workers still hold every socket and give them
@@ -182,9 +202,13 @@ pub fn serve(opts: ServeOptions) -> Result<(), Error> {
     let unix = if cfg.unixsocket.is_empty() || resumed.is_some() {
         None
     } else {
-        Some(Rc::new(OwnedFd::from(listener::unix(
-            cfg.unixsocket.as_ref(),
-        )?)))
+        let socket = listener::unix(cfg.unixsocket.as_ref())?;
+        if let Some(mode) = opts.unixsocket_perm {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&cfg.unixsocket, std::fs::Permissions::from_mode(mode))
+                .map_err(io(format!("set the permissions of {}", cfg.unixsocket)))?;
+        }
+        Some(Rc::new(OwnedFd::from(socket)))
     };
     let shared = match opts.balance {
         Balance::Shared if resumed.is_none() => {
@@ -326,6 +350,19 @@ async fn supervise(
     };
     let mut term = signal(SignalKind::terminate()).map_err(io("install SIGTERM handler"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(io("install SIGINT handler"))?;
+    if resumed.is_none() {
+        // Every listener is bound by now (a port in use failed above).
+        crate::redislog::log(
+            'M',
+            crate::redislog::level::NOTICE,
+            &format!(
+                "Running mode=standalone, port={}, shoal {} supervisor PID: {}",
+                opts.config.port,
+                env!("CARGO_PKG_VERSION"),
+                std::process::id()
+            ),
+        );
+    }
     let ready = sup.wait_serving(&started);
     tokio::select! {
         ok = ready => if ok.is_ok() {
@@ -350,6 +387,7 @@ async fn supervise(
                 println!("shoal: supervisor upgraded; workers reconnected: {}", started.len());
             } else {
                 println!("shoal ready: {} ({} workers)", what.join(", "), opts.workers);
+                crate::redislog::log('M', crate::redislog::level::NOTICE, "Ready to accept connections");
             }
         },
         _ = sup.stop.notified() => {}
@@ -382,6 +420,11 @@ async fn supervise(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     println!("shoal: stopped");
+    crate::redislog::log(
+        'M',
+        crate::redislog::level::WARNING,
+        "shoal is now ready to exit, bye bye...",
+    );
     match sup.failure.borrow_mut().take() {
         Some(msg) => Err(Error::Config(msg)),
         None => Ok(None),

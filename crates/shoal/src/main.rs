@@ -16,7 +16,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the server: a supervisor and its worker processes.
-    Serve(cmd::serve::ServeArgs),
+    Serve(Box<cmd::serve::ServeArgs>),
     /// One worker process (started by `shoal serve`).
     #[command(hide = true)]
     Worker(cmd::serve::WorkerArgs),
@@ -42,9 +42,19 @@ fn exit_with(code: anyhow::Result<i32>) -> anyhow::Result<()> {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    // `shoal serve` also takes redis-server's command line, which clap
+    // cannot describe: Redis's options are taken out first.
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let serve_line = (args.get(1).map(String::as_str) == Some("serve"))
+        .then(|| cmd::redis_start::split_args(&args));
+    let cli = match &serve_line {
+        Some(line) => Cli::parse_from(&line.clap_args),
+        None => Cli::parse(),
+    };
     let result = match cli.command {
-        Command::Serve(args) => cmd::serve::run(args),
+        Command::Serve(args) => cmd::serve::run(*args, serve_line.unwrap_or_default()),
         Command::Worker(args) => cmd::serve::run_worker(args),
         Command::Store(args) => cmd::store::run(args),
         Command::Bench(args) => cmd::bench::run(args),

@@ -7,6 +7,7 @@
 use store::Store;
 
 pub(crate) mod params;
+pub mod startup;
 
 /// The settings a worker runs with.
 #[derive(Clone, Debug)]

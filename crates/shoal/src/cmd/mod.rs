@@ -5,6 +5,7 @@ pub mod bench_pubsub;
 pub mod bench_skew;
 pub mod ctl;
 pub mod log;
+pub mod redis_start;
 pub mod serve;
 pub mod store;
 

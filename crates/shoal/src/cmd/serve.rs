@@ -5,9 +5,11 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Result};
 use clap::Args;
+use engine::startup::StartupConfig;
 use engine::Config;
 use server::{ServeOptions, WorkerOptions};
 
+use super::redis_start::ServeCommandLine;
 use super::SegmentArgs;
 
 /// Settings shared by `serve` and `worker`.
@@ -65,8 +67,16 @@ impl NetArgs {
 }
 
 /// Arguments of `shoal serve`.
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct ServeArgs {
+    /// A redis.conf-style file, as redis-server's first argument; any
+    /// Redis parameter may also be given as `--name value...` (see
+    /// [`split_args`]).
+    #[arg(value_name = "CONFIG_FILE")]
+    config_file: Option<PathBuf>,
+    /// The same as the CONFIG_FILE argument.
+    #[arg(long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Worker processes: a number or `auto` (one per core).
     #[arg(long, default_value = "auto")]
     workers: String,
@@ -75,8 +85,9 @@ pub struct ServeArgs {
     #[command(flatten)]
     segment: SegmentArgs,
     /// Directory of the transaction log and snapshots; persistence is off
-    /// without it.
-    #[arg(long)]
+    /// without it. Started the Redis way, `--dir` is Redis's working
+    /// directory and this is `--log-dir`.
+    #[arg(long, visible_alias = "log-dir")]
     dir: Option<PathBuf>,
     /// When the log is fsynced: always (before each reply), everysec, no.
     #[arg(long, default_value = "everysec")]
@@ -158,30 +169,242 @@ pub struct WorkerArgs {
 }
 
 /// Runs `shoal serve`.
-pub fn run(args: ServeArgs) -> Result<()> {
-    let workers = match args.workers.as_str() {
-        "auto" => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-        n => n
-            .parse()
-            .map_err(|_| anyhow!("--workers takes a number or auto, not {n:?}"))?,
+pub fn run(args: ServeArgs, line: ServeCommandLine) -> Result<()> {
+    let workers = |text: &str| -> Result<u32> {
+        match text {
+            "auto" => Ok(std::thread::available_parallelism().map_or(1, |n| n.get() as u32)),
+            n => n
+                .parse()
+                .map_err(|_| anyhow!("--workers takes a number or auto, not {n:?}")),
+        }
     };
-    let opts = args.segment.options(true)?;
-    let persist = args.persist()?;
     let balance = server::Balance::from_name(&args.balance).ok_or_else(|| {
         anyhow!(
             "--balance takes reuseport or shared, not {:?}",
             args.balance
         )
     })?;
-    server::serve(ServeOptions {
+    if !line.redis_mode {
+        let workers = workers(&args.workers)?;
+        let opts = args.segment.options(true)?;
+        return Ok(server::serve(ServeOptions {
+            balance,
+            workers,
+            location: opts.location,
+            memory: opts.size,
+            config: args.net.config(workers),
+            persist: args.persist()?,
+            startup: None,
+            unixsocket_perm: None,
+        })?);
+    }
+    let start = redis_way(&args, &line)?;
+    let workers = match (line.given("workers"), start.get("workers")) {
+        (false, Some(n)) => workers(n)?,
+        _ => workers(&args.workers)?,
+    };
+    let mut config = args.net.config(workers);
+    apply_listeners(&mut config, &start, &line);
+    let mut segment = args.segment.clone();
+    if !line.given("name") && !line.given("segment") {
+        segment.name = segment_name(config.port, start.get("dir").is_some());
+    }
+    let opts = segment.options(true)?;
+    let persist = redis_persist(&args, &start)?;
+    let pidfile = start
+        .get("pidfile")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from);
+    if let Some(path) = &pidfile {
+        if let Err(e) = std::fs::write(path, format!("{}\n", std::process::id())) {
+            log('#', &format!("Failed to write PID file: {e}"));
+        }
+    }
+    let unixsocket_perm = start
+        .get("unixsocketperm")
+        .and_then(|m| u32::from_str_radix(m, 8).ok())
+        .filter(|m| *m != 0);
+    let result = server::serve(ServeOptions {
         balance,
         workers,
         location: opts.location,
         memory: opts.size,
-        config: args.net.config(workers),
+        config,
         persist,
-    })?;
-    Ok(())
+        startup: Some(start),
+        unixsocket_perm,
+    });
+    if let Some(path) = &pidfile {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(result?)
+}
+
+/// The segment of a server started the Redis way: `shoal-<port>`, so
+/// several run side by side, and with `dir` given also a hash of the
+/// working directory, so that (as for redis-server, whose data lives in
+/// `dir`) a server started in a fresh directory starts empty and one
+/// started again in the same directory finds its data.
+fn segment_name(port: u16, with_dir: bool) -> String {
+    let dir = std::env::current_dir().ok().filter(|_| with_dir);
+    match dir {
+        Some(dir) => {
+            // FNV-1a: stable across builds and versions.
+            let hash = dir
+                .as_os_str()
+                .as_encoded_bytes()
+                .iter()
+                .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                    (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+                });
+            format!("shoal-{port}-{:08x}", hash as u32)
+        }
+        None => format!("shoal-{port}"),
+    }
+}
+
+/// One redis-server style log line on stdout (before the configuration
+/// is in force, as Redis marks them).
+fn log(level: char, text: &str) {
+    server::redislog::log('C', level, text);
+}
+
+/// Reads the configuration file and options, exits as redis-server does on
+/// a bad one, and applies what must happen before anything else: the
+/// working directory (`dir`) and the log file (`logfile`).
+fn redis_way(args: &ServeArgs, line: &ServeCommandLine) -> Result<StartupConfig> {
+    let file = match args.config.as_ref().or(args.config_file.as_ref()) {
+        Some(path) => match std::fs::read(path) {
+            Ok(text) => text,
+            Err(e) => {
+                log(
+                    '#',
+                    &format!(
+                        "Fatal error, can't open config file '{}': {e}",
+                        path.display()
+                    ),
+                );
+                std::process::exit(1);
+            }
+        },
+        None => Vec::new(),
+    };
+    let options = engine::startup::options_text(&line.redis_args);
+    let start = match StartupConfig::parse(&file, &options) {
+        Ok(start) => start,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    };
+    if let Some(logfile) = start.get("logfile").filter(|f| !f.is_empty()) {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(logfile);
+        match file {
+            Ok(file) => {
+                rustix::stdio::dup2_stdout(&file).map_err(|e| anyhow!("log to {logfile}: {e}"))?
+            }
+            Err(e) => {
+                eprintln!(
+                    "{}",
+                    engine::startup::ConfigError {
+                        line: None,
+                        reason: format!("Can't open the log file: {e}"),
+                    }
+                );
+                std::process::exit(1);
+            }
+        }
+    }
+    log('#', "oO0OoO0OoO0Oo shoal is starting oO0OoO0OoO0Oo");
+    log(
+        '#',
+        &format!(
+            "shoal version={}, Redis {} compatible, pid={}, just started",
+            env!("CARGO_PKG_VERSION"),
+            engine::startup::REDIS_VERSION,
+            std::process::id()
+        ),
+    );
+    log('#', "Configuration loaded");
+    if let Some(dir) = start.get("dir") {
+        if let Err(e) = std::env::set_current_dir(dir) {
+            log('#', &format!("Can't chdir to '{dir}': {e}"));
+            std::process::exit(1);
+        }
+    }
+    Ok(start)
+}
+
+/// Listener settings from the configuration; memcached and HTTP stay off
+/// unless asked for, so servers started side by side do not clash.
+fn apply_listeners(config: &mut Config, start: &StartupConfig, line: &ServeCommandLine) {
+    let number = |name: &str| start.get(name).and_then(|v| v.parse::<u64>().ok());
+    let port = |name: &str, current: u16| {
+        number(name).map_or(if line.given(name) { current } else { 0 }, |p| p as u16)
+    };
+    config.memcached_port = port("memcached-port", config.memcached_port);
+    config.memcached_udp_port = port("memcached-udp-port", config.memcached_udp_port);
+    config.http_port = port("http-port", config.http_port);
+    if let Some(p) = number("port") {
+        config.port = p as u16;
+    }
+    if let Some(n) = number("item-size-max") {
+        config.item_size_max = n;
+    }
+    if let Some(n) = number("hz") {
+        config.hz = n;
+    }
+    if let Some(n) = number("maxclients") {
+        config.maxclients = n;
+    }
+    if let Some(path) = start.get("unixsocket") {
+        config.unixsocket = path.to_string();
+    }
+    if let Some((addr, left_out)) = start.listen_address() {
+        if !left_out.is_empty() {
+            log(
+                '#',
+                &format!(
+                    "shoal listens on one address: {addr} (not {})",
+                    left_out.join(", ")
+                ),
+            );
+        }
+        config.bind = addr;
+    }
+}
+
+/// Persistence started the Redis way: `--log-dir`, else `appendonly yes`
+/// logs into `<dir>/<appenddirname>`; `appendfsync` and the shortest
+/// `save` interval (as the snapshot interval) apply to it.
+fn redis_persist(
+    args: &ServeArgs,
+    start: &StartupConfig,
+) -> Result<Option<server::persistence::PersistOptions>> {
+    let mut args = args.clone();
+    if args.dir.is_none() && start.get("appendonly") == Some("yes") {
+        args.dir = Some(PathBuf::from(
+            start.get("appenddirname").unwrap_or("appendonlydir"),
+        ));
+    }
+    if let Some(policy) = start.get("appendfsync") {
+        args.appendfsync = policy.to_string();
+    }
+    if args.snapshot_every == "0" {
+        let seconds = start.get("save").and_then(|save| {
+            save.split_whitespace()
+                .step_by(2)
+                .filter_map(|s| s.parse::<u64>().ok())
+                .min()
+        });
+        if let Some(s) = seconds {
+            args.snapshot_every = s.to_string();
+        }
+    }
+    args.persist()
 }
 
 /// Runs `shoal worker`.
