@@ -373,13 +373,16 @@ fn special(name: &str, text: &str) -> Result<String, Refusal> {
             }
             Ok(words.join(" "))
         }
+        // Printed as Redis prints them: `%f` with the trailing zeros cut.
         "latency-tracking-info-percentiles" => {
+            let mut out = Vec::new();
             for w in &words {
-                if !w.parse::<f64>().is_ok_and(|v| (0.0..=100.0).contains(&v)) {
-                    return Err("latency-tracking-info-percentiles parameter should be between 0.0 and 100.0".into());
+                match w.parse::<f64>() {
+                    Ok(v) if (0.0..=100.0).contains(&v) => out.push(format!("{v}")),
+                    _ => return Err("latency-tracking-info-percentiles parameter should be between 0.0 and 100.0".into()),
                 }
             }
-            Ok(words.join(" "))
+            Ok(out.join(" "))
         }
         _ => Ok(text.into()),
     }
@@ -494,6 +497,10 @@ mod tests {
             Err("argument(s) must be one of the following: debug, verbose, notice, warning".into())
         );
         assert_eq!(set("save", "3600 1 300 100"), Ok("3600 1 300 100".into()));
+        assert_eq!(
+            set("latency-tracking-info-percentiles", "0.0 50.0 99.9"),
+            Ok("0 50 99.9".into())
+        );
         assert_eq!(set("save", ""), Ok("".into()));
         assert!(set("save", "3600").is_err());
     }
