@@ -514,3 +514,40 @@ def test_redis_py_watch_error(r, server):
         assert r.get("k") == "3"
     finally:
         other.close()
+
+
+def test_denyoom_command_queued_over_maxmemory_aborts_exec(raw, other):
+    """Over maxmemory under noeviction, a command that may grow memory is
+    refused with OOM when queued, and EXEC then aborts (nothing runs).
+    (shoal's maxmemory limits the arena, which an empty store leaves
+    unused: a key makes sure the store is over the limit.)"""
+    raw.cmd("DEL", "oom1", "oom2", "oomlist")
+    raw.cmd("SET", "oomseed", "v")
+    assert raw.cmd("MULTI") == "OK"
+    assert raw.cmd("SET", "oom1", "v") == "QUEUED"
+    try:
+        assert other.cmd("CONFIG", "SET", "maxmemory", "1") == "OK"
+        assert raw.cmd("LPUSH", "oomlist", "x") == Err(
+            "OOM command not allowed when used memory > 'maxmemory'.")
+        # Inside MULTI every command is refused then (queueing takes memory).
+        assert raw.cmd("GET", "oom1") == Err(
+            "OOM command not allowed when used memory > 'maxmemory'.")
+    finally:
+        assert other.cmd("CONFIG", "SET", "maxmemory", "0") == "OK"
+    assert raw.cmd("SET", "oom2", "v") == "QUEUED"
+    assert raw.cmd("EXEC") == EXECABORT
+    assert raw.cmd("EXISTS", "oom1", "oom2", "oomlist") == 0
+    raw.cmd("DEL", "oomseed")
+
+
+def test_denyoom_command_refused_over_maxmemory(raw, other):
+    raw.cmd("SET", "keep", "v")
+    try:
+        assert other.cmd("CONFIG", "SET", "maxmemory", "1") == "OK"
+        assert raw.cmd("SET", "oom3", "v") == Err(
+            "OOM command not allowed when used memory > 'maxmemory'.")
+        assert raw.cmd("GET", "keep") == b"v"
+        assert raw.cmd("DEL", "keep") == 1
+    finally:
+        assert other.cmd("CONFIG", "SET", "maxmemory", "0") == "OK"
+    assert raw.cmd("SET", "oom3", "v") == "OK"

@@ -302,6 +302,17 @@ impl Engine {
         }
     }
 
+    /// Whether a `denyoom` command must be refused now: over `maxmemory`
+    /// under `noeviction` (an evicting policy frees room as the write
+    /// allocates, or fails it with OOM there).
+    fn refuses_oom(&self) -> bool {
+        self.store.over_maxmemory().unwrap_or(false)
+            && self
+                .store
+                .eviction_policy()
+                .is_ok_and(|p| p == store::EvictionPolicy::NoEviction)
+    }
+
     /// The settings in force.
     pub fn config(&self) -> &Config {
         &self.config
@@ -481,6 +492,18 @@ impl Engine {
                 Err(cx.reject(CmdError::msg(
                     "ERR Replica can't interact with the keyspace",
                 )))
+            }
+            // Over maxmemory with nothing to evict, a command that may grow
+            // memory is refused before it runs, and inside MULTI so is any
+            // command but the ones that end it (queueing takes memory too),
+            // so that EXEC then aborts: Redis's processCommand.
+            Some(cmd)
+                if (cmd.flags & command::flags::DENYOOM != 0
+                    || (cx.session.in_multi()
+                        && !matches!(cmd.name, "exec" | "discard" | "quit" | "reset")))
+                    && cx.engine.refuses_oom() =>
+            {
+                Err(cx.reject(CmdError::msg(crate::error::OOM)))
             }
             Some(cmd) if transaction::queues(cx.session, cmd) => {
                 transaction::queue(&mut cx, cmd, args)

@@ -114,6 +114,15 @@ impl Store {
         Ok(EvictionPolicy::from_u32(self.sh.region.load32(H_POLICY)?))
     }
 
+    /// Whether the arena holds more than `maxmemory` (never with no limit):
+    /// Redis refuses commands that may grow memory (`denyoom`) then, under
+    /// `noeviction`, before they run.
+    pub fn over_maxmemory(&self) -> Result<bool> {
+        let r = &self.sh.region;
+        let max = r.load64(H_MAXMEMORY)?;
+        Ok(max != 0 && r.load64(A_USED_BYTES)? > max)
+    }
+
     /// Sets the arena memory limit in bytes (0 = the whole arena).
     pub fn set_maxmemory(&self, bytes: u64) -> Result<()> {
         self.sh.region.store64(H_MAXMEMORY, bytes)
