@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 
-from shoaltest import SHOAL_BIN, TARGET, free_port, wait_for
+from shoaltest import SHOAL_BIN, TARGET, Err, free_port, wait_for
 
 
 def server_argv(*args):
@@ -149,3 +149,39 @@ def test_port_in_use_is_reported(tmp_path):
             assert s.proc.returncode != 0
         finally:
             s.stop()
+
+
+def test_config_rewrite_keeps_comments_and_writes_changes(tmp_path):
+    """CONFIG REWRITE rewrites a parameter's first line in place, drops its
+    later lines, keeps comments, and appends changed parameters the file did
+    not name (what Sentinel relies on)."""
+    port = free_port()
+    conf = tmp_path / "redis.conf"
+    conf.write_text(
+        "# top comment\n"
+        f"port {port}\n"
+        "hz 10\n"
+        "# between\n"
+        "hz 11\n"
+        "save \"\"\n"
+        "appendonly no\n"
+    )
+    server = Started(server_argv(str(conf)), cwd=tmp_path)
+    try:
+        server.wait_ready()
+        assert command(port, "CONFIG", "SET", "hz", "15") == ["OK"]
+        assert command(port, "CONFIG", "SET", "list-compress-depth", "3") == ["OK"]
+        assert command(port, "CONFIG", "REWRITE") == ["OK"]
+        lines = conf.read_text().splitlines()
+        assert lines[0] == "# top comment"
+        assert "# between" in lines
+        assert [line for line in lines if line.startswith("hz ")] == ["hz 15"]
+        assert lines.index("hz 15") < lines.index("# between")
+        assert "list-compress-depth 3" in lines
+        assert f"port {port}" in lines
+    finally:
+        server.stop()
+
+
+def test_config_rewrite_without_a_file(raw):
+    assert raw.cmd("CONFIG", "REWRITE") == Err("ERR The server is running without a config file")

@@ -971,6 +971,9 @@ async fn run_child(sup: &Supervisor, slot: u32) -> Result<ExitStatus, Error> {
     if !cfg.unixsocket.is_empty() {
         cmd.arg("--unixsocket").arg(&cfg.unixsocket);
     }
+    if !cfg.config_file.is_empty() {
+        cmd.arg("--config-file").arg(&cfg.config_file);
+    }
     let mut child = cmd
         .spawn()
         .map_err(io(format!("start a worker ({})", binary.display())))?;

@@ -126,7 +126,7 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
         executable: std::env::current_exe()
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
-        config_file: String::new(),
+        config_file: opts.config.config_file.clone(),
         run_id: run_id(),
     };
     let engine = Engine::new(store.clone(), opts.config.clone(), info)?;

@@ -56,6 +56,9 @@ pub struct Config {
     /// `hll-sparse-max-bytes`: a sparse HyperLogLog past this size turns
     /// dense.
     pub hll_sparse_max_bytes: u64,
+    /// The configuration file the server started from (absolute; empty =
+    /// none): CONFIG REWRITE writes it back.
+    pub config_file: String,
 }
 
 impl Default for Config {
@@ -82,6 +85,7 @@ impl Default for Config {
             slowlog_max_len: 128,
             latency_monitor_threshold: 0,
             hll_sparse_max_bytes: 3000,
+            config_file: String::new(),
         }
     }
 }

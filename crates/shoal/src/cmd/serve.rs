@@ -164,6 +164,9 @@ pub struct WorkerArgs {
     /// The segment file.
     #[arg(long)]
     segment: PathBuf,
+    /// The configuration file the server started from (CONFIG REWRITE).
+    #[arg(long)]
+    config_file: Option<PathBuf>,
     #[command(flatten)]
     net: NetArgs,
 }
@@ -198,12 +201,21 @@ pub fn run(args: ServeArgs, line: ServeCommandLine) -> Result<()> {
             unixsocket_perm: None,
         })?);
     }
+    // Named before `dir` may change the working directory.
+    let config_file = args
+        .config
+        .as_ref()
+        .or(args.config_file.as_ref())
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
     let start = redis_way(&args, &line)?;
     let workers = match (line.given("workers"), start.get("workers")) {
         (false, Some(n)) => workers(n)?,
         _ => workers(&args.workers)?,
     };
     let mut config = args.net.config(workers);
+    config.config_file = config_file;
     apply_listeners(&mut config, &start, &line);
     let mut segment = args.segment.clone();
     if !line.given("name") && !line.given("segment") {
@@ -411,10 +423,15 @@ fn redis_persist(
 pub fn run_worker(args: WorkerArgs) -> Result<()> {
     // A worker whose supervisor dies drains and exits rather than linger.
     rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::TERM))?;
+    let mut config = args.net.config(0);
+    config.config_file = args
+        .config_file
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
     server::run_worker(WorkerOptions {
         slot: args.slot,
         segment: args.segment,
-        config: args.net.config(0),
+        config,
     })?;
     Ok(())
 }
