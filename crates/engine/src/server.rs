@@ -137,6 +137,13 @@ pub(crate) const COMMANDS: &[Command] = &[
         )
     },
     cmd(
+        "lolwut",
+        -1,
+        READONLY | FAST,
+        "Display some computer art and the Redis version",
+        lolwut,
+    ),
+    cmd(
         "time",
         1,
         LOADING | STALE | FAST,
@@ -151,6 +158,36 @@ pub(crate) const COMMANDS: &[Command] = &[
         shutdown,
     ),
 ];
+
+/// LOLWUT [VERSION v]: a shoal of fish, a different school for each
+/// version asked, then the version line.
+fn lolwut(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let version = match &args[1..] {
+        [] => 7,
+        [word, v] if parse::is(word, "version") => parse::int(v)?,
+        _ => return Err(CmdError::syntax()),
+    };
+    let mut text = String::new();
+    let (rows, cols) = (8u64, 12u64);
+    for row in 0..rows {
+        for col in 0..cols {
+            // A fixed pseudo-random school: the same picture for a version.
+            let h = (row * 31 + col * 17 + version as u64 * 7).wrapping_mul(2654435761) >> 7;
+            text.push_str(match h % 5 {
+                0 => " ><> ",
+                1 => " <>< ",
+                _ => "     ",
+            });
+        }
+        text.push('\n');
+    }
+    text.push_str(&format!(
+        "\nA shoal, version {version}. shoal ver. {}, Redis ver. {REDIS_VERSION}\n",
+        env!("CARGO_PKG_VERSION")
+    ));
+    cx.out.verbatim(b"txt", text.as_bytes());
+    Ok(())
+}
 
 fn time(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
     let now = std::time::SystemTime::now()
@@ -1002,7 +1039,17 @@ fn acl_categories(c: &Command) -> Vec<&'static str> {
         "generic" => cats.push("@keyspace"),
         "connection" => cats.push("@connection"),
         "geo" => cats.push("@geo"),
+        "list" => cats.push("@list"),
+        "hash" => cats.push("@hash"),
+        "set" => cats.push("@set"),
+        "sorted-set" | "sorted_set" => cats.push("@sortedset"),
+        "pubsub" => cats.push("@pubsub"),
+        "scripting" => cats.push("@scripting"),
+        "stream" => cats.push("@stream"),
         _ => {}
+    }
+    if c.flags & BLOCKING != 0 {
+        cats.push("@blocking");
     }
     if c.flags & ADMIN != 0 {
         cats.push("@admin");
@@ -1076,12 +1123,21 @@ fn command_list(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         5 if parse::is(&args[2], "filterby") && parse::is(&args[3], "pattern") => Some(&args[4]),
         5 if parse::is(&args[2], "filterby") && parse::is(&args[3], "aclcat") => {
             let names: Vec<_> = command::all()
-                .filter(|c| args[4].eq_ignore_ascii_case(c.group.as_bytes()))
+                .filter(|c| {
+                    acl_categories(c)
+                        .iter()
+                        .any(|cat| args[4].eq_ignore_ascii_case(cat[1..].as_bytes()))
+                })
                 .collect();
             cx.out.array_len(names.len());
             for c in names {
                 cx.out.bulk(c.name.as_bytes());
             }
+            return Ok(());
+        }
+        // No modules: none of their commands.
+        5 if parse::is(&args[2], "filterby") && parse::is(&args[3], "module") => {
+            cx.out.array_len(0);
             return Ok(());
         }
         _ => return Err(CmdError::syntax()),
