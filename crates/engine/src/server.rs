@@ -1126,7 +1126,7 @@ fn command_list(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 .filter(|c| {
                     acl_categories(c)
                         .iter()
-                        .any(|cat| args[4].eq_ignore_ascii_case(cat[1..].as_bytes()))
+                        .any(|cat| args[4].eq_ignore_ascii_case(&cat.as_bytes()[1..]))
                 })
                 .collect();
             cx.out.array_len(names.len());
