@@ -42,6 +42,7 @@ pub mod memcache;
 mod memory;
 mod notify;
 mod parse;
+mod pause;
 mod persistence;
 mod pubsub;
 mod random;
@@ -56,6 +57,7 @@ mod types;
 mod wire;
 
 pub use config::Config;
+pub use pause::PauseMode;
 pub use engine::{
     BlockRequest, Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest,
     TimeoutReply,
