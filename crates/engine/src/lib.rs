@@ -57,10 +57,10 @@ mod types;
 mod wire;
 
 pub use config::Config;
-pub use pause::PauseMode;
 pub use engine::{
     BlockRequest, Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest,
     TimeoutReply,
 };
+pub use pause::PauseMode;
 pub use pubsub::{ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};
 pub use session::{ReplyMode, Session};

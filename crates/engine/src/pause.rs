@@ -147,11 +147,7 @@ pub(crate) fn client_pause(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         None => PauseMode::All,
         Some(m) if parse::is(m, "write") => PauseMode::Write,
         Some(m) if parse::is(m, "all") => PauseMode::All,
-        Some(_) => {
-            return Err(CmdError::msg(
-                "ERR CLIENT PAUSE mode must be WRITE or ALL",
-            ))
-        }
+        Some(_) => return Err(CmdError::msg("ERR CLIENT PAUSE mode must be WRITE or ALL")),
     };
     let timeout = store::parse_i64(&args[2]).ok_or(CmdError::msg(
         "ERR timeout is not an integer or out of range",

@@ -118,7 +118,9 @@ impl Transaction {
     }
 
     /// The queued commands with their arguments, in order.
-    pub(crate) fn queued_commands(&self) -> impl Iterator<Item = (&'static Command, &[Arg<'static>])> {
+    pub(crate) fn queued_commands(
+        &self,
+    ) -> impl Iterator<Item = (&'static Command, &[Arg<'static>])> {
         self.queue
             .iter()
             .flatten()
