@@ -44,6 +44,10 @@ pub enum Flow {
     /// same command runs again) or the deadline passes (then the server
     /// writes the timeout reply).
     Block(BlockRequest),
+    /// CLIENT PAUSE holds the command: nothing ran and no reply was
+    /// written. The connection keeps the request (and the ones after it)
+    /// unread and runs it again once the pause ends.
+    Hold,
 }
 
 /// Where and how long a blocked client waits.
@@ -168,6 +172,8 @@ pub struct Engine {
     config_generation: u64,
     /// Subscribers on this worker and the router to the others.
     pub(crate) pubsub: PubSub,
+    /// CLIENT UNPAUSE ran here since the server last looked.
+    pub(crate) pause_changed: bool,
 }
 
 /// What a handler works with: the engine, the client's session and the reply
@@ -281,6 +287,7 @@ impl Engine {
             ready_keys: Vec::new(),
             config_generation: 0,
             pubsub,
+            pause_changed: false,
         })
     }
 
@@ -383,7 +390,8 @@ impl Engine {
         self.pubsub.tick();
         self.mc_flush_if_due();
         let off = crate::config::word::ACTIVE_EXPIRE_OFF;
-        if self.store.config_word(off).unwrap_or(0) == 1 {
+        // A pause keeps the data set as it is: no key expires meanwhile.
+        if !self.expiry_allowed() || self.store.config_word(off).unwrap_or(0) == 1 {
             return 0;
         }
         let any = (0..store::NUM_DBS as u8).any(|db| self.h.expires_count(db).unwrap_or(0) > 0);
@@ -446,6 +454,17 @@ impl Engine {
     ) -> Flow {
         if args.is_empty() {
             return Flow::Continue;
+        }
+        // CLIENT PAUSE: a command refused anyway (unknown, arity) is
+        // answered at once; one the pause holds waits unanswered.
+        if let Some(c) = cmd.filter(|c| c.arity_ok(args.len())) {
+            if self.held_by_pause(session, c, args) {
+                if session.holdable {
+                    return Flow::Hold;
+                }
+                ReplyWriter::new(out, session.protocol).error(crate::pause::CANNOT_WAIT.as_bytes());
+                return Flow::Continue;
+            }
         }
         let mark = out.len();
         let reply_mode = session.reply;

@@ -42,6 +42,7 @@ pub mod memcache;
 mod memory;
 mod notify;
 mod parse;
+mod pause;
 mod persistence;
 mod pubsub;
 mod random;
@@ -60,5 +61,6 @@ pub use engine::{
     BlockRequest, Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest,
     TimeoutReply,
 };
+pub use pause::PauseMode;
 pub use pubsub::{ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};
 pub use session::{ReplyMode, Session};

@@ -43,6 +43,10 @@ pub struct Session {
     /// Set by the server while the client waits in a blocking command
     /// (CLIENT LIST's `b` flag).
     pub blocked: bool,
+    /// The connection can wait for a CLIENT PAUSE to end (a RESP
+    /// connection parks; an HTTP request or the control channel cannot, so
+    /// a command the pause holds is refused there instead).
+    pub holdable: bool,
     /// Remote address `ip:port`, or the socket path's peer for a Unix socket.
     pub addr: String,
     /// Local address.
@@ -80,6 +84,7 @@ impl Session {
             reply: ReplyMode::On,
             no_evict: false,
             blocked: false,
+            holdable: false,
             addr: String::new(),
             laddr: String::new(),
             fd: -1,

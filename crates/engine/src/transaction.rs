@@ -117,6 +117,16 @@ impl Transaction {
         self.queue.is_none() && self.watched.is_empty() && !self.executing
     }
 
+    /// The queued commands with their arguments, in order.
+    pub(crate) fn queued_commands(
+        &self,
+    ) -> impl Iterator<Item = (&'static Command, &[Arg<'static>])> {
+        self.queue
+            .iter()
+            .flatten()
+            .map(|q| (q.cmd, q.args.as_slice()))
+    }
+
     /// Dooms an open transaction (a command was refused while queuing).
     pub fn flag_error(&mut self) {
         if self.queue.is_some() {

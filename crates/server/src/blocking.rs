@@ -105,6 +105,11 @@ pub(crate) struct Blocking {
     reg: RefCell<Registry>,
     /// Wakes the task that sends the outbox (see [`send_ready`]).
     pub outbox_ready: Notify,
+    /// A waiter's re-run was held by CLIENT PAUSE (it pops: a write): its
+    /// keys are tried again when the pause ends (`pause::timer`).
+    held_by_pause: std::cell::Cell<bool>,
+    /// Signalled when `held_by_pause` is set.
+    pub held_notice: Notify,
 }
 
 impl Blocking {
@@ -121,6 +126,8 @@ impl Blocking {
                 ..Registry::default()
             }),
             outbox_ready: Notify::new(),
+            held_by_pause: Default::default(),
+            held_notice: Notify::new(),
         })
     }
 
@@ -247,6 +254,24 @@ impl Blocking {
             .collect()
     }
 
+    /// Every key some client here waits on.
+    pub fn all_keys(&self) -> Vec<(u8, Vec<u8>)> {
+        self.reg
+            .borrow()
+            .queues
+            .keys()
+            .filter_map(|name| {
+                let (&db, key) = name.split_first()?;
+                Some((db, key.to_vec()))
+            })
+            .collect()
+    }
+
+    /// Whether a waiter's re-run was held by a pause since the last call.
+    pub fn take_held_by_pause(&self) -> bool {
+        self.held_by_pause.take()
+    }
+
     /// Takes the keys to announce to other workers.
     pub fn take_outbox(&self) -> BTreeMap<u32, BTreeSet<(u8, Vec<u8>)>> {
         std::mem::take(&mut self.reg.borrow_mut().outbox)
@@ -354,6 +379,12 @@ impl Blocking {
         let mut out = Vec::new();
         match engine.execute_resolved(&mut session, w.cmd, &w.args, &mut out) {
             Flow::Block(_) => Rerun::Blocked,
+            // Paused: it stays blocked, its key is tried after the pause.
+            Flow::Hold => {
+                self.held_by_pause.set(true);
+                self.held_notice.notify_one();
+                Rerun::Blocked
+            }
             flow => Rerun::Served(out, flow),
         }
     }

@@ -51,6 +51,9 @@ pub(crate) const GATHER_REQUEST: u32 = 12;
 /// Reply: the last piece of that answer (earlier pieces come as LIST_PART).
 pub(crate) const GATHER_REPLY: u32 = 13;
 
+/// Notice: CLIENT UNPAUSE ran on the sender: held clients look again.
+pub(crate) const PAUSE_CHANGED: u32 = 14;
+
 /// How long a request waits for the other workers.
 const GATHER_TIMEOUT: Duration = Duration::from_secs(1);
 

@@ -33,6 +33,9 @@ enum Step {
     Close,
     /// A blocking command found nothing: write the replies, then wait.
     Blocked(BlockRequest),
+    /// CLIENT PAUSE holds the next request (still in the buffer): write
+    /// the replies, then wait for the pause to end.
+    Held,
 }
 
 /// How a parked connection goes on.
@@ -95,6 +98,7 @@ where
     }
     (s.addr, s.laddr, s.fd) = (peer.0, peer.1, peer.2 as i64);
     s.worker = worker.slot;
+    s.holdable = true;
     let (session, kill) = worker.admit(s);
     let push = worker.clients.push_of(id).unwrap_or_default();
     let ended = serve(&worker, &mut stream, &session, &kill, &push).await;
@@ -243,6 +247,25 @@ where
             // dropped, as Redis does.
             return Ok(Ended::Closed);
         }
+        if let Step::Held = step {
+            if !out.is_empty() {
+                write_out(stream, &out, kill, push).await?;
+                out.clear();
+            }
+            let parked = Parked {
+                stream: &mut *stream,
+                buf: &mut buf,
+                kill,
+                shutdown: &mut shutdown,
+                query_limit,
+            };
+            if hold(worker, session, parked).await {
+                return Ok(Ended::Closed);
+            }
+            // The held request is still in the buffer: it runs now (or is
+            // held again by a newer pause).
+            continue;
+        }
         if let Step::Blocked(req) = step {
             if !out.is_empty() {
                 write_out(stream, &out, kill, push).await?;
@@ -265,7 +288,7 @@ where
             };
         }
         let close = match step {
-            Step::Blocked(_) => false,
+            Step::Blocked(_) | Step::Held => false,
             Step::NeedInput => false,
             Step::Close => true,
             Step::Server(req) => {
@@ -409,6 +432,50 @@ where
     Ok(resumed)
 }
 
+/// Waits while CLIENT PAUSE holds this client's next request: until the
+/// pause ends (its deadline, or CLIENT UNPAUSE on any worker: the worker's
+/// pause timer wakes every held connection) or the connection ends, which
+/// it returns `true` for. Meanwhile the client counts as blocked (INFO's
+/// `blocked_clients`, the `b` flag) and its socket is read as in [`park`].
+async fn hold<S>(worker: &Rc<Worker>, session: &Rc<RefCell<Session>>, p: Parked<'_, S>) -> bool
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    // Created before the pause is looked at, so that no end is missed.
+    let over = worker.pause.over.notified();
+    tokio::pin!(over);
+    over.as_mut().enable();
+    worker.pause.arm();
+    let _ = worker
+        .store
+        .add_worker_counter(worker.slot, WorkerCounter::Blocked, 1);
+    session.borrow_mut().blocked = true;
+    let closed = loop {
+        if *p.shutdown.borrow() {
+            break true;
+        }
+        if worker.engine.borrow().pause().is_none() {
+            break false;
+        }
+        p.buf.reserve(PROTO_IOBUF_LEN);
+        tokio::select! {
+            _ = &mut over => break false,
+            n = p.stream.read_buf(p.buf) => {
+                if !matches!(n, Ok(n) if n > 0) || p.buf.len() as u64 > p.query_limit {
+                    break true;
+                }
+            }
+            _ = p.kill.notified() => break true,
+            _ = p.shutdown.changed() => break true,
+        }
+    };
+    session.borrow_mut().blocked = false;
+    let _ = worker
+        .store
+        .add_worker_counter(worker.slot, WorkerCounter::Blocked, -1);
+    closed
+}
+
 /// Writes what ended a wait and says how the connection goes on.
 fn outcome(o: Outcome, protocol: proto::resp::Protocol, out: &mut Vec<u8>) -> Resumed {
     match o {
@@ -481,9 +548,22 @@ fn process(
     let mut step = Step::NeedInput;
     let mut consumed = pos;
     let mut executed = 0;
+    let mut start = 0;
     for (args, end, cmd) in &batch {
-        executed += 1;
         let mut flow = engine.execute_resolved(&mut session, *cmd, args, out);
+        if flow == Flow::Hold {
+            // Nothing ran: the request stays in the buffer, with the ones
+            // after it, until the pause ends.
+            step = Step::Held;
+            consumed = start;
+            break;
+        }
+        let this_start = start;
+        start = *end;
+        executed += 1;
+        if engine.take_pause_changed() {
+            worker.pause.unpaused_here();
+        }
         if let Flow::Block(req) = flow {
             flow = block(
                 worker,
@@ -504,6 +584,13 @@ fn process(
             Flow::Close => step = Step::Close,
             Flow::Server(req) => step = Step::Server(req),
             Flow::Block(req) => step = Step::Blocked(req),
+            // A blocking command's last run, held by a pause that began
+            // meanwhile: it runs again after the pause.
+            Flow::Hold => {
+                step = Step::Held;
+                consumed = this_start;
+                break;
+            }
         }
         consumed = *end;
         break;

@@ -19,6 +19,7 @@ mod error;
 mod http;
 mod listener;
 mod memcache;
+mod pause;
 pub mod persistence;
 mod pubsub;
 pub mod redislog;

@@ -53,6 +53,8 @@ pub(crate) struct Worker {
     pub clients: Clients,
     /// Clients waiting in BLPOP & co.
     pub blocking: Blocking,
+    /// Clients held by CLIENT PAUSE.
+    pub pause: crate::pause::Pause,
     pub shutdown: watch::Sender<bool>,
     /// Signalled when pub/sub messages wait for a full ring to drain.
     pub backlog_pending: tokio::sync::Notify,
@@ -143,6 +145,7 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
         bus,
         clients: Clients::default(),
         blocking,
+        pause: Default::default(),
         shutdown,
         backlog_pending: tokio::sync::Notify::new(),
         pubsub_output: Rc::new(tokio::sync::Notify::new()),
@@ -225,6 +228,8 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     tokio::task::spawn_local(mailbox_loop(worker.clone(), wake));
     tokio::task::spawn_local(send_ready(worker.clone()));
     tokio::task::spawn_local(sweeper(worker.clone()));
+    tokio::task::spawn_local(crate::pause::timer(worker.clone()));
+    tokio::task::spawn_local(crate::pause::announce(worker.clone()));
     worker
         .store
         .set_worker_state(worker.slot, WorkerState::Serving)?;
@@ -732,6 +737,7 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
                 )
                 .await;
         }
+        bus::PAUSE_CHANGED => worker.pause.changed_elsewhere(),
         bus::KEY_READY => {
             let keys = bus::decode_keys(&m.payload);
             let mut engine = worker.engine.borrow_mut();

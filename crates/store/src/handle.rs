@@ -29,6 +29,9 @@ pub struct Handle {
     pub(crate) key_log: KeyLog,
     /// Records staged and frames reserved in the log ring (log/ring.rs).
     pub(crate) log: crate::log::ring::LogState,
+    /// Reads leave expired keys in place (they still read as missing):
+    /// set while clients are paused, when the data set must not change.
+    pub(crate) keep_expired: bool,
 }
 
 /// Where a publish puts the new entry.
@@ -108,6 +111,14 @@ impl Handle {
         }
     }
 
+    /// While `keep` is set, a read that finds an expired key reports it
+    /// missing without removing it (Redis keeps the data set unchanged
+    /// while clients are paused). Writes still remove the expired key they
+    /// replace.
+    pub fn keep_expired(&mut self, keep: bool) {
+        self.keep_expired = keep;
+    }
+
     /// Reads `key` without locking. `read_value(region, raw, out)` copies what
     /// it needs of the value inside the seqlock check. Expired keys are removed
     /// here (lazy expiry) and reported as missing.
@@ -151,7 +162,9 @@ impl Handle {
         let now_ms = self.now_ms();
         match found {
             Some((raw, _)) if raw.expired(now_ms) => {
-                self.expire_key(db, key)?;
+                if !self.keep_expired {
+                    self.expire_key(db, key)?;
+                }
                 self.ctx.stat_add(Stat::Misses, 1);
                 Ok(None)
             }

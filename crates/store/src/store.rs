@@ -79,6 +79,7 @@ impl Store {
             frozen_ms: None,
             key_log: Default::default(),
             log: Default::default(),
+            keep_expired: false,
         };
         h.finish_interrupted_flush()?;
         Ok(h)

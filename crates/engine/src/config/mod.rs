@@ -131,6 +131,9 @@ pub(crate) mod word {
     /// Bumped by CONFIG RESETSTAT: each engine clears its per-command
     /// counters when it sees a new value.
     pub const STATS_EPOCH: u64 = 45;
+    /// CLIENT PAUSE: the deadline (ms since the epoch) shifted left by two,
+    /// with the mode in the low bits; 0 = no pause (`pause.rs`).
+    pub const PAUSE: u64 = 46;
 }
 
 impl Config {

@@ -620,9 +620,13 @@ impl Conn {
             return Answered::Done;
         }
         let flow = engine.execute_resolved(session, cmd, args, &mut self.scratch);
+        if engine.take_pause_changed() {
+            self.worker.pause.unpaused_here();
+        }
         self.worker.blocking.serve_ready(engine, Vec::new());
         let connection = match flow {
-            Flow::Continue => connection,
+            // An HTTP request is not held: the engine answered it.
+            Flow::Continue | Flow::Hold => connection,
             Flow::Close => Connection::Close,
             Flow::Block(_) => {
                 ReplyWriter::new(&mut self.scratch, session.protocol).null_array();
