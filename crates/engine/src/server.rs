@@ -107,6 +107,15 @@ const COMMAND_SUBCOMMANDS: &[Command] = &[
     ),
 ];
 
+#[rustfmt::skip]
+const MODULE_SUBCOMMANDS: &[Command] = &[
+    cmd("module|list", 2, ADMIN | NOSCRIPT, "List all modules loaded by the server", module_list),
+    cmd("module|load", -3, ADMIN | NOSCRIPT, "Load a module", module_load),
+    cmd("module|loadex", -3, ADMIN | NOSCRIPT, "Load a module with extended parameters", module_load),
+    cmd("module|unload", 3, ADMIN | NOSCRIPT, "Unload a module", module_unload),
+    cmd("module|help", 2, LOADING | STALE, "Show helpful text about the different subcommands", module_help),
+];
+
 /// The server commands.
 pub(crate) const COMMANDS: &[Command] = &[
     cmd(
@@ -144,6 +153,17 @@ pub(crate) const COMMANDS: &[Command] = &[
         lolwut,
     ),
     cmd(
+        "role",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST,
+        "Return the role of the instance in the context of replication",
+        role,
+    ),
+    Command {
+        subcommands: MODULE_SUBCOMMANDS,
+        ..cmd("module", -2, 0, "A container for module commands", module)
+    },
+    cmd(
         "time",
         1,
         LOADING | STALE | FAST,
@@ -159,12 +179,80 @@ pub(crate) const COMMANDS: &[Command] = &[
     ),
 ];
 
+/// ROLE: a primary with no replicas (replication is not built yet): its
+/// replication offset and an empty list of replicas.
+fn role(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    cx.out.array_len(3);
+    cx.out.bulk(b"master");
+    cx.out.integer(0);
+    cx.out.array_len(0);
+    Ok(())
+}
+
+fn module(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let parent = command::lookup(b"module").expect("MODULE is in the table");
+    dispatch_sub(cx, parent, args)
+}
+
+/// MODULE LIST: shoal loads no Redis modules (their API is redis-server's
+/// own C interface), so the list is empty and LOAD fails as a module that
+/// cannot be loaded does in Redis.
+fn module_list(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    cx.out.array_len(0);
+    Ok(())
+}
+
+/// LOAD, LOADEX and UNLOAD are protected, as in Redis: refused unless
+/// `enable-module-command` allows them.
+fn module_allowed(cx: &Cx<'_>) -> Result<(), CmdError> {
+    match text_setting(cx.engine, "enable-module-command").as_str() {
+        "yes" | "local" => Ok(()),
+        _ => Err(CmdError::msg(
+            "ERR MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.",
+        )),
+    }
+}
+
+fn module_load(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    module_allowed(cx)?;
+    Err(CmdError::msg(
+        "ERR Error loading the extension. Please check the server logs.",
+    ))
+}
+
+fn module_unload(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    module_allowed(cx)?;
+    Err(CmdError::msg(
+        "ERR Error unloading module: no such module with that name",
+    ))
+}
+
+fn module_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    command::reply_help(
+        cx,
+        &[
+            "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "LIST",
+            "    Return a list of loaded modules.",
+            "LOAD <path> [<arg> ...]",
+            "    Load a module library from <path>, passing to it any optional arguments.",
+            "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+            "    Load a module library from <path>, while passing it module configurations and optional arguments.",
+            "UNLOAD <name>",
+            "    Unload a module.",
+            "HELP",
+            "    Print this help.",
+        ],
+    )
+}
+
 /// LOLWUT [VERSION v]: a shoal of fish, a different school for each
 /// version asked, then the version line.
 fn lolwut(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    // VERSION v, then that version's own parameters (accepted as Redis does).
     let version = match &args[1..] {
         [] => 7,
-        [word, v] if parse::is(word, "version") => parse::int(v)?,
+        [word, v, ..] if parse::is(word, "version") => parse::int(v)?,
         _ => return Err(CmdError::syntax()),
     };
     let mut text = String::new();
