@@ -654,7 +654,8 @@ impl Handle {
     /// exact and O(nodes).
     pub fn memory_usage(&mut self, db: u8, key: &[u8]) -> Result<Option<u64>> {
         let got = self.lookup_opts(db, key, false, |r, raw| {
-            let (entry, _) = r.load_block_header(raw.block)?;
+            // `raw.block` is the entry block's size (its header word).
+            let entry = raw.block;
             let mut nodes = 0u64;
             crate::collections::paged::owned_blocks(r, raw, &mut |blk| {
                 nodes += r.load_block_header(blk)?.0;
