@@ -168,6 +168,8 @@ pub struct Engine {
     config_generation: u64,
     /// Subscribers on this worker and the router to the others.
     pub(crate) pubsub: PubSub,
+    /// CLIENT TRACKING's clients and table on this worker.
+    pub(crate) tracking: crate::tracking::Tracking,
 }
 
 /// What a handler works with: the engine, the client's session and the reply
@@ -281,6 +283,7 @@ impl Engine {
             ready_keys: Vec::new(),
             config_generation: 0,
             pubsub,
+            tracking: Default::default(),
         })
     }
 
@@ -371,6 +374,8 @@ impl Engine {
         self.pubsub.command_started();
         self.pubsub.tick();
         self.mc_flush_if_due();
+        self.drain_key_log();
+        self.tracking_flush();
         let off = crate::config::word::ACTIVE_EXPIRE_OFF;
         if self.store.config_word(off).unwrap_or(0) == 1 {
             return 0;
@@ -398,6 +403,7 @@ impl Engine {
             swept += chunk;
         }
         self.drain_key_log();
+        self.tracking_flush();
         expired
     }
 
@@ -414,6 +420,8 @@ impl Engine {
 
     /// Call after a batch: the clock runs again (for timers between batches).
     pub fn end_batch(&mut self) {
+        self.drain_key_log();
+        self.tracking_flush();
         self.h.freeze_clock(false);
     }
 
@@ -511,12 +519,26 @@ impl Engine {
             _ => {}
         }
         let flow = cx.flow;
+        let in_multi = cx.session.tx.queued().is_some();
+        let (id, protocol) = (cx.session.id, cx.session.protocol);
+        let subscribed = cx.session.subs.total() > 0;
         // Messages this command published to its own client go before its
         // reply (pushes are sent whatever CLIENT REPLY says), as in Redis.
         let frames = self.pubsub.take_current_frames();
         if !frames.is_empty() {
             out.splice(mark..mark, frames);
         }
+        // Invalidations for its own client follow its reply, as in Redis.
+        if flow == Flow::Close {
+            self.tracking_client_gone(id);
+        } else {
+            self.tracking_note_client(id, protocol, subscribed);
+        }
+        if let Some(cmd) = cmd {
+            self.tracking_after_command(id, cmd.name, in_multi);
+        }
+        let after = self.tracking_flush();
+        out.extend_from_slice(&after);
         self.pubsub.set_current(0);
         flow
     }
@@ -533,6 +555,13 @@ pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> C
     } else {
         (cmd.handler)(cx, args)
     };
+    // A tracking client remembers the keys its reads fetched.
+    if cmd.flags & command::flags::READONLY != 0 && cx.engine.tracking.any_client() {
+        let keys = cmd
+            .key_positions(args.len())
+            .filter_map(|i| args.get(i).map(|k| k.to_vec()));
+        cx.engine.tracking_remember(cx.session.id, keys);
+    }
     // A container's subcommand (config|get) is counted under its own name.
     let usec = started.elapsed().as_micros() as u64;
     cx.engine

@@ -51,6 +51,7 @@ mod scripting;
 mod server;
 mod session;
 mod stats;
+mod tracking;
 mod transaction;
 mod types;
 mod wire;

@@ -324,11 +324,12 @@ fn info_section(
             );
         }
         "clients" => {
+            let tracking_clients = e.tracking_totals()[0];
             let connected: u64 = workers.iter().map(|w| w.connections).sum();
             let blocked: u64 = workers.iter().map(|w| w.blocked).sum();
             let _ = write!(
                 s,
-                "# Clients\r\nconnected_clients:{connected}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{blocked}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+                "# Clients\r\nconnected_clients:{connected}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{blocked}\r\ntracking_clients:{tracking_clients}\r\nclients_in_timeout_table:0\r\n",
                 e.config.maxclients
             );
         }
@@ -357,9 +358,10 @@ fn info_section(
             let conns: u64 = workers.iter().map(|w| w.total_connections).sum();
             let cmds: u64 = workers.iter().map(|w| w.commands).sum();
             let (channels, patterns, shard) = e.pubsub.info_counts();
+            let [_, tracking_keys, tracking_items, tracking_prefixes] = e.tracking_totals();
             let _ = write!(
                 s,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{channels}\r\npubsub_patterns:{patterns}\r\npubsubshard_channels:{shard}\r\nmigrate_cached_sockets:0\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{channels}\r\npubsub_patterns:{patterns}\r\npubsubshard_channels:{shard}\r\nmigrate_cached_sockets:0\r\ntracking_total_keys:{tracking_keys}\r\ntracking_total_items:{tracking_items}\r\ntracking_total_prefixes:{tracking_prefixes}\r\ntotal_error_replies:{}\r\n",
                 conns.saturating_sub(base(word::BASE_CONNECTIONS)),
                 cmds.saturating_sub(base(word::BASE_COMMANDS)),
                 stat("expired_keys").saturating_sub(base(word::BASE_EXPIRED)),

@@ -52,6 +52,9 @@ pub struct Config {
     pub slowlog_max_len: u64,
     /// `latency-monitor-threshold` (milliseconds; 0 = off).
     pub latency_monitor_threshold: u64,
+    /// `tracking-table-max-keys`: keys each worker's tracking table holds
+    /// at most (0 = no limit).
+    pub tracking_table_max_keys: u64,
 }
 
 impl Default for Config {
@@ -77,6 +80,7 @@ impl Default for Config {
             slowlog_log_slower_than: 10_000,
             slowlog_max_len: 128,
             latency_monitor_threshold: 0,
+            tracking_table_max_keys: 1_000_000,
         }
     }
 }
@@ -122,6 +126,9 @@ pub(crate) mod word {
     /// Bumped by CONFIG RESETSTAT: each engine clears its per-command
     /// counters when it sees a new value.
     pub const STATS_EPOCH: u64 = 45;
+    /// Bit per worker slot: that worker has tracking clients or tracked
+    /// keys (CLIENT TRACKING), so written keys are sent to it.
+    pub const TRACKING_SLOTS: u64 = 46;
 }
 
 impl Config {
@@ -186,6 +193,9 @@ impl Config {
                 }
                 if let Some(v) = int("latency-monitor-threshold") {
                     self.latency_monitor_threshold = v.max(0) as u64;
+                }
+                if let Some(v) = int("tracking-table-max-keys") {
+                    self.tracking_table_max_keys = v.max(0) as u64;
                 }
             }
         }
