@@ -189,8 +189,10 @@ impl Engine {
 
     /// This worker's answer to a gather query.
     pub fn answer_gather(&mut self, q: &[u8]) -> Vec<u8> {
-        // A CONFIG RESETSTAT on another worker applies before answering.
+        // A CONFIG RESETSTAT on another worker applies before answering,
+        // and so does a flush (INFO's tracking counters).
         self.sync_config();
+        self.tracking_sync_flushes();
         let Some((tag, n, words)) = parse_query(q) else {
             return Vec::new();
         };

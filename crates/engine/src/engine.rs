@@ -374,6 +374,7 @@ impl Engine {
         self.pubsub.command_started();
         self.pubsub.tick();
         self.mc_flush_if_due();
+        self.tracking_sync_flushes();
         self.drain_key_log();
         self.tracking_flush();
         let off = crate::config::word::ACTIVE_EXPIRE_OFF;
@@ -413,6 +414,7 @@ impl Engine {
         self.pubsub.command_started();
         self.sync_config();
         self.sync_key_log();
+        self.tracking_sync_flushes();
         self.h.freeze_clock(true);
         self.mc_flush_if_due();
         session.last_ms = self.h.now_ms();

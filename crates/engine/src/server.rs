@@ -347,7 +347,7 @@ fn info_section(
             let overhead = seg.saturating_sub(total);
             let _ = write!(
                 s,
-                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:{overhead}\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
+                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:{overhead}\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_not_counted_for_evict:0\r\nlazyfree_pending_objects:0\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
                 overhead + used,
                 human(overhead + used),
                 human(maxmemory),

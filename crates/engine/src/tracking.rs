@@ -86,6 +86,8 @@ pub(crate) struct Tracking {
     after_reply: Vec<u8>,
     /// Whether this worker's bit in `TRACKING_SLOTS` is set.
     slot_bit: bool,
+    /// The `TRACKING_FLUSHES` count this worker has acted on.
+    flushes_seen: u64,
     /// Every worker's (clients, keys, items, prefixes), for INFO.
     pub(crate) totals: Option<[u64; 4]>,
 }
@@ -322,8 +324,39 @@ impl Engine {
     /// FLUSHDB or FLUSHALL ran.
     pub(crate) fn tracking_flushed(&mut self) {
         if self.tracking_slots() != 0 {
+            for _ in 0..64 {
+                let now = self.store.config_word(word::TRACKING_FLUSHES).unwrap_or(0);
+                if self
+                    .store
+                    .swap_config_word(word::TRACKING_FLUSHES, now, now.wrapping_add(1))
+                    .unwrap_or(true)
+                {
+                    break;
+                }
+            }
             self.tracking.flushed = true;
         }
+    }
+
+    /// Acts on flushes any worker did since this one last looked (before
+    /// each batch, on ticks and gathers, and when a flush message comes):
+    /// so a command never sees keys tracked before a flush that replied.
+    pub(crate) fn tracking_sync_flushes(&mut self) {
+        let now = self.store.config_word(word::TRACKING_FLUSHES).unwrap_or(0);
+        if now == self.tracking.flushes_seen {
+            return;
+        }
+        self.tracking.flushes_seen = now;
+        if self.tracking.clients.is_empty() && self.tracking.table.is_empty() {
+            return;
+        }
+        let ids: Vec<u64> = self.tracking.clients.keys().copied().collect();
+        for id in ids {
+            self.send_invalidation(id, Invalidation::Nil);
+        }
+        self.tracking.table.clear();
+        self.tracking.items = 0;
+        self.update_tracking_bit();
     }
 
     /// Sends what the command wrote to every tracking worker (handling it
@@ -440,15 +473,10 @@ impl Engine {
     }
 
     /// FLUSHDB / FLUSHALL: `invalidate nil` to every tracking client here;
-    /// the table empties (Redis frees it on either).
+    /// the table empties (Redis frees it on either). Each flush is acted on
+    /// once, whichever of its message and the shared count comes first.
     fn tracking_flush_here(&mut self) {
-        let ids: Vec<u64> = self.tracking.clients.keys().copied().collect();
-        for id in ids {
-            self.send_invalidation(id, Invalidation::Nil);
-        }
-        self.tracking.table.clear();
-        self.tracking.items = 0;
-        self.update_tracking_bit();
+        self.tracking_sync_flushes();
     }
 
     /// Sends an invalidation on behalf of tracking client `id`: to it

@@ -129,6 +129,10 @@ pub(crate) mod word {
     /// Bit per worker slot: that worker has tracking clients or tracked
     /// keys (CLIENT TRACKING), so written keys are sent to it.
     pub const TRACKING_SLOTS: u64 = 46;
+    /// Bumped by every FLUSHDB / FLUSHALL: a worker that sees it move
+    /// empties its tracking table and sends `invalidate nil`, even before
+    /// the flush's routed message reaches it.
+    pub const TRACKING_FLUSHES: u64 = 47;
 }
 
 impl Config {
