@@ -522,8 +522,12 @@ impl Engine {
         }
         let flow = cx.flow;
         let in_multi = cx.session.tx.queued().is_some();
-        let (id, protocol) = (cx.session.id, cx.session.protocol);
-        let subscribed = cx.session.subs.total() > 0;
+        let id = cx.session.id;
+        let noted = (cx.session.protocol, cx.session.subs.total() > 0);
+        let changed = cx.session.tracking_noted != Some(noted);
+        if changed {
+            cx.session.tracking_noted = Some(noted);
+        }
         // Messages this command published to its own client go before its
         // reply (pushes are sent whatever CLIENT REPLY says), as in Redis.
         let frames = self.pubsub.take_current_frames();
@@ -533,10 +537,10 @@ impl Engine {
         // Invalidations for its own client follow its reply, as in Redis.
         if flow == Flow::Close {
             self.tracking_client_gone(id);
-        } else {
-            self.tracking_note_client(id, protocol, subscribed);
+        } else if changed {
+            self.tracking_note_client(id, noted.0, noted.1);
         }
-        if let Some(cmd) = cmd {
+        if let Some(cmd) = cmd.filter(|_| self.tracking.any_client()) {
             self.tracking_after_command(id, cmd.name, in_multi);
         }
         let after = self.tracking_flush();

@@ -65,6 +65,9 @@ pub struct Session {
     pub(crate) tx: Transaction,
     /// Channels, patterns and keys subscribed; MONITOR.
     pub(crate) subs: ClientSubs,
+    /// The protocol and subscribed state client-side caching last noted
+    /// for this client (it notes changes only).
+    pub(crate) tracking_noted: Option<(Protocol, bool)>,
 }
 
 impl Session {
@@ -91,6 +94,7 @@ impl Session {
             worker: 0,
             tx: Transaction::default(),
             subs: ClientSubs::default(),
+            tracking_noted: None,
         }
     }
 

@@ -267,6 +267,18 @@ impl Engine {
         }
     }
 
+    /// Whether client `id` of this worker has tracking on (its state cannot
+    /// move to another worker).
+    pub fn tracks_client(&self, id: u64) -> bool {
+        self.tracking.clients.contains_key(&id)
+    }
+
+    /// A client of this worker is gone: it is no redirect target here any
+    /// more, and its tracking ends.
+    pub fn client_released(&mut self, id: u64) {
+        self.tracking_client_gone(id);
+    }
+
     /// RESET and CLIENT TRACKING OFF.
     pub(crate) fn tracking_disable(&mut self, id: u64) {
         if self.tracking.clients.remove(&id).is_some() {

@@ -60,6 +60,7 @@ impl Worker {
             if let Ok(mut session) = c.session.try_borrow_mut() {
                 self.engine.borrow_mut().client_closed(&mut session);
             }
+            self.engine.borrow_mut().client_released(id);
         }
         let _ = self
             .store

@@ -101,6 +101,7 @@ where
     let moving = matches!(ended, Ok(Ended::Drained { clean: true }))
         && worker.hands_over()
         && session.borrow().can_move()
+        && !worker.engine.borrow().tracks_client(id)
         && push.is_empty();
     let state = moving.then(|| moved_state(&session.borrow()));
     // However the connection ended, it waits on no key any more.
