@@ -269,7 +269,7 @@ impl Engine {
     pub fn new(store: Store, config: Config, info: ServerInfo) -> Result<Engine, store::Error> {
         let h = store.handle()?;
         let pubsub = PubSub::new(store.clone(), info.worker)?;
-        Ok(Engine {
+        let mut engine = Engine {
             store,
             h,
             config,
@@ -284,7 +284,10 @@ impl Engine {
             config_generation: 0,
             pubsub,
             tracking: Default::default(),
-        })
+        };
+        // A worker that died may have left its tracking bit set.
+        engine.tracking_reset_slot();
+        Ok(engine)
     }
 
     /// Applies settings another worker changed (CONFIG SET), if any.

@@ -222,6 +222,13 @@ impl Engine {
         self.store.config_word(word::TRACKING_SLOTS).unwrap_or(0)
     }
 
+    /// Clears this slot's bit in `TRACKING_SLOTS` (a new worker tracks
+    /// nothing; its predecessor in the slot may have died with it set).
+    pub(crate) fn tracking_reset_slot(&mut self) {
+        self.tracking.slot_bit = true;
+        self.update_tracking_bit();
+    }
+
     /// Sets or clears this worker's bit in `TRACKING_SLOTS`: set while it
     /// has tracking clients or a non-empty table (a flush must reach it).
     fn update_tracking_bit(&mut self) {
@@ -229,7 +236,9 @@ impl Engine {
         if want == self.tracking.slot_bit {
             return;
         }
-        let bit = 1u64 << self.pubsub.slot();
+        let Some(bit) = 1u64.checked_shl(self.pubsub.slot()) else {
+            return;
+        };
         for _ in 0..64 {
             let now = self.tracking_slots();
             let new = if want { now | bit } else { now & !bit };
