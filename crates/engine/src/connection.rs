@@ -375,7 +375,7 @@ fn client_id(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
 }
 
 fn client_info(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
-    let line = cx.session.client_line(cx.engine.now_ms()) + "\n";
+    let line = cx.engine.client_line(cx.session, cx.engine.now_ms()) + "\n";
     cx.out.verbatim(b"txt", line.as_bytes());
     Ok(())
 }

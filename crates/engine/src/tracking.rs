@@ -282,6 +282,22 @@ impl Engine {
         self.tracking.clients.contains_key(&id)
     }
 
+    /// CLIENT LIST's line for a client of this worker, with its tracking
+    /// flags and redirect.
+    pub fn client_line(&self, session: &crate::session::Session, now_ms: u64) -> String {
+        let Some(c) = self.tracking.clients.get(&session.id) else {
+            return session.client_line(now_ms);
+        };
+        let mut flags = String::from("t");
+        if c.broken {
+            flags.push('R');
+        }
+        if c.bcast {
+            flags.push('B');
+        }
+        session.client_line_tracking(now_ms, &flags, c.redirect as i64)
+    }
+
     /// A client of this worker is gone: it is no redirect target here any
     /// more, and its tracking ends.
     pub fn client_released(&mut self, id: u64) {

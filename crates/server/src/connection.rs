@@ -574,7 +574,12 @@ pub(crate) async fn server_request(
     let protocol = session.borrow().protocol;
     match req {
         ServerRequest::ClientList { ids } => {
-            let mut text = worker.clients.list(&ids, now, Some(&session.borrow()));
+            let mut text = worker.clients.list(
+                &ids,
+                now,
+                Some(&session.borrow()),
+                worker.engine.try_borrow().ok().as_deref(),
+            );
             for p in ask_peers(worker, bus::LIST_REQUEST, &bus::encode_ids(&ids)).await {
                 text.push_str(&String::from_utf8_lossy(&p));
             }
