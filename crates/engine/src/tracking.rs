@@ -36,7 +36,8 @@ pub(crate) mod kind {
     /// FLUSHDB / FLUSHALL: every tracking client gets `invalidate nil`.
     pub const FLUSH: u8 = 1;
     /// An invalidation for redirect target `seq`, on behalf of the
-    /// tracking client whose id is `epoch`: `data` is the keys (none: nil).
+    /// tracking client whose id is `epoch`: `data` is the keys, or `name`
+    /// is `n` for nil (a flush).
     pub const REDIRECT: u8 = 2;
     /// The redirect target of tracking client `epoch` (id `seq`) is gone.
     pub const BROKEN: u8 = 3;
@@ -59,6 +60,13 @@ pub(crate) struct ClientTracking {
     prefixes: BTreeSet<Vec<u8>>,
 }
 
+/// A key the running command wrote.
+#[derive(Clone, Copy, Debug)]
+struct Written {
+    by: u64,
+    table_done: bool,
+}
+
 /// A client of this worker as invalidations need it.
 #[derive(Clone, Copy, Debug)]
 struct Present {
@@ -78,8 +86,9 @@ pub(crate) struct Tracking {
     /// This worker's clients (those that ran a command), for redirects.
     present: HashMap<u64, Present>,
     /// Keys the running command wrote, with the client that wrote them (0:
-    /// no client, or several: NOLOOP spares nobody).
-    written: IndexMap<Vec<u8>, u64>,
+    /// no client, or several: NOLOOP spares nobody) and whether this
+    /// worker's table was already invalidated for the latest write.
+    written: IndexMap<Vec<u8>, Written>,
     /// The running command flushed a db.
     flushed: bool,
     /// Frames for the client whose command runs: they follow its reply.
@@ -332,6 +341,11 @@ impl Engine {
         if c.bcast || (c.optin && !c.caching) || (c.optout && c.caching) {
             return;
         }
+        // Writes before this read (an earlier command of EXEC, a key the
+        // read found expired) invalidate first, as Redis does them as they
+        // happen: the key read now stays tracked.
+        self.drain_key_log();
+        self.tracking_table_catch_up();
         for key in keys {
             let ids = self.tracking.table.entry(key).or_default();
             if !ids.contains(&id) {
@@ -350,12 +364,43 @@ impl Engine {
         }
         let writer = if by_client { self.pubsub.current() } else { 0 };
         match self.tracking.written.get_mut(key) {
-            Some(w) if *w != writer => *w = 0,
-            Some(_) => {}
+            Some(w) => {
+                if w.by != writer {
+                    w.by = 0;
+                }
+                w.table_done = false;
+            }
             None => {
-                self.tracking.written.insert(key.to_vec(), writer);
+                self.tracking.written.insert(
+                    key.to_vec(),
+                    Written {
+                        by: writer,
+                        table_done: false,
+                    },
+                );
             }
         }
+    }
+
+    /// Invalidates this worker's table for the keys written so far in the
+    /// running command (the rest of the work waits for its end).
+    fn tracking_table_catch_up(&mut self) {
+        if self.tracking.written.values().all(|w| w.table_done) {
+            return;
+        }
+        let mut written = std::mem::take(&mut self.tracking.written);
+        let keys: Vec<(u64, &[u8])> = written
+            .iter()
+            .filter(|(_, w)| !w.table_done)
+            .map(|(k, w)| (w.by, k.as_slice()))
+            .collect();
+        self.invalidate_table(&keys);
+        for w in written.values_mut() {
+            w.table_done = true;
+        }
+        // Keys written meanwhile (none: invalidating writes nothing) join.
+        written.extend(std::mem::take(&mut self.tracking.written));
+        self.tracking.written = written;
     }
 
     /// FLUSHDB or FLUSHALL ran.
@@ -417,14 +462,16 @@ impl Engine {
             if !written.is_empty() {
                 let mut w = Writer::default();
                 w.u64(written.len() as u64);
-                for (k, by) in &written {
-                    w.u64(*by);
+                for (k, written) in &written {
+                    w.u64(written.by);
                     w.bytes(k);
                 }
                 for slot in (0..64).filter(|s| mask & (1 << s) != 0) {
                     if slot == own {
-                        let keys: Vec<(u64, &[u8])> =
-                            written.iter().map(|(k, b)| (*b, k.as_slice())).collect();
+                        let keys: Vec<(u64, &[u8], bool)> = written
+                            .iter()
+                            .map(|(k, w)| (w.by, k.as_slice(), w.table_done))
+                            .collect();
                         self.tracking_invalidate_here(&keys);
                     } else {
                         self.send_tracking(slot, kind::KEYS, 0, 0, &w.0);
@@ -464,9 +511,15 @@ impl Engine {
         self.update_tracking_bit();
     }
 
-    /// Invalidates written keys for this worker's clients.
-    fn tracking_invalidate_here(&mut self, keys: &[(u64, &[u8])]) {
-        self.invalidate_table(keys);
+    /// Invalidates written keys (writer, key, table already done) for this
+    /// worker's clients.
+    fn tracking_invalidate_here(&mut self, keys: &[(u64, &[u8], bool)]) {
+        let table: Vec<(u64, &[u8])> = keys
+            .iter()
+            .filter(|(_, _, done)| !done)
+            .map(|&(by, k, _)| (by, k))
+            .collect();
+        self.invalidate_table(&table);
         let bcast: Vec<(u64, bool, Vec<Vec<u8>>)> = self
             .tracking
             .clients
@@ -478,8 +531,8 @@ impl Engine {
             for prefix in &prefixes {
                 let matching: Vec<&[u8]> = keys
                     .iter()
-                    .filter(|(by, k)| k.starts_with(prefix) && !(noloop && *by == id))
-                    .map(|(_, k)| *k)
+                    .filter(|(by, k, _)| k.starts_with(prefix) && !(noloop && *by == id))
+                    .map(|(_, k, _)| *k)
                     .collect();
                 if !matching.is_empty() {
                     self.send_invalidation(id, Invalidation::Keys(matching));
@@ -631,7 +684,7 @@ impl Engine {
                     let (Some(by), Some(k)) = (r.u64(), r.bytes()) else {
                         return;
                     };
-                    keys.push((by, k));
+                    keys.push((by, k, false));
                 }
                 self.tracking_invalidate_here(&keys);
             }

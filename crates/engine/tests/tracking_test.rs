@@ -225,3 +225,40 @@ fn the_table_keeps_at_most_tracking_table_max_keys() {
         .run(&["INFO", "stats"])
         .contains("tracking_total_keys:1\r\n"));
 }
+
+#[test]
+fn a_read_after_a_write_in_one_command_stays_tracked() {
+    let mut t = TestEngine::new();
+    let mut c = resp3_client(&mut t, 10);
+    let mut w = Session::new(11, common::T0);
+    run_as(&mut t, &mut c, &["CLIENT", "TRACKING", "on"]);
+    // A read that finds its key expired: the push follows the reply and
+    // the key stays tracked (Redis invalidates on the expiry, then the read
+    // remembers the key again).
+    run_as(&mut t, &mut w, &["SET", "k", "1", "PX", "10"]);
+    run_as(&mut t, &mut c, &["GET", "k"]);
+    t.advance_ms(20);
+    assert_eq!(
+        run_as(&mut t, &mut c, &["GET", "k"]),
+        format!("_\r\n{INVALIDATE_K}")
+    );
+    run_as(&mut t, &mut w, &["SET", "k", "2"]);
+    assert_eq!(frames_for(&mut t, 10), INVALIDATE_K);
+    // GET then SET in one EXEC: invalidated after EXEC's reply, not
+    // tracked after.
+    run_as(&mut t, &mut c, &["MULTI"]);
+    run_as(&mut t, &mut c, &["GET", "k"]);
+    run_as(&mut t, &mut c, &["SET", "k", "3"]);
+    let exec = run_as(&mut t, &mut c, &["EXEC"]);
+    assert!(exec.ends_with(INVALIDATE_K), "{exec}");
+    run_as(&mut t, &mut w, &["SET", "k", "4"]);
+    assert_eq!(frames_for(&mut t, 10), "");
+    // SET then GET in one EXEC: the key read last stays tracked.
+    run_as(&mut t, &mut c, &["MULTI"]);
+    run_as(&mut t, &mut c, &["SET", "k", "5"]);
+    run_as(&mut t, &mut c, &["GET", "k"]);
+    let exec = run_as(&mut t, &mut c, &["EXEC"]);
+    assert!(!exec.contains("invalidate"), "{exec}");
+    run_as(&mut t, &mut w, &["SET", "k", "6"]);
+    assert_eq!(frames_for(&mut t, 10), INVALIDATE_K);
+}
