@@ -117,6 +117,34 @@ const CLIENT_SUBCOMMANDS: &[Command] = &[
         crate::pause::client_unpause,
     ),
     cmd(
+        "client|tracking",
+        -3,
+        NOSCRIPT | LOADING | STALE,
+        "Enable or disable server assisted client side caching support",
+        crate::tracking::client_tracking,
+    ),
+    cmd(
+        "client|caching",
+        3,
+        NOSCRIPT | LOADING | STALE,
+        "Instruct the server about tracking or not keys in the next request",
+        crate::tracking::client_caching,
+    ),
+    cmd(
+        "client|getredir",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        "Get tracking notifications redirection client ID if any",
+        crate::tracking::client_getredir,
+    ),
+    cmd(
+        "client|trackinginfo",
+        2,
+        NOSCRIPT | LOADING | STALE,
+        "Return information about server assisted client side caching for the current connection",
+        crate::tracking::client_trackinginfo,
+    ),
+    cmd(
         "client|setinfo",
         4,
         NOSCRIPT | LOADING | STALE,
@@ -284,6 +312,7 @@ fn reset(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
     // Subscriptions and MONITOR end too, as in Redis.
     let mut subs = std::mem::take(&mut cx.session.subs);
     cx.engine.pubsub.forget(cx.session.id, &mut subs);
+    cx.engine.tracking_disable(cx.session.id);
     cx.session.reset();
     cx.out.set_protocol(cx.session.protocol);
     cx.out.simple(b"RESET");
@@ -298,6 +327,10 @@ fn client(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 fn client_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
     let lines: &[&str] = &[
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "CACHING (YES|NO)",
+        "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+        "GETREDIR",
+        "    Return the client ID we are redirecting to when tracking is enabled.",
         "GETNAME",
         "    Return the name of the current connection.",
         "ID",
@@ -327,6 +360,11 @@ fn client_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
         "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
         "UNBLOCK <clientid> [TIMEOUT|ERROR]",
         "    Unblock the specified blocked client.",
+        "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+        "         [OPTIN] [OPTOUT] [NOLOOP]",
+        "    Control server assisted client side caching.",
+        "TRACKINGINFO",
+        "    Report tracking status for the current connection.",
         "HELP",
         "    Print this help.",
     ];
@@ -355,7 +393,7 @@ fn client_id(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
 }
 
 fn client_info(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
-    let line = cx.session.client_line(cx.engine.now_ms()) + "\n";
+    let line = cx.engine.client_line(cx.session, cx.engine.now_ms()) + "\n";
     cx.out.verbatim(b"txt", line.as_bytes());
     Ok(())
 }

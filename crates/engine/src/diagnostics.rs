@@ -189,14 +189,23 @@ impl Engine {
 
     /// This worker's answer to a gather query.
     pub fn answer_gather(&mut self, q: &[u8]) -> Vec<u8> {
-        // A CONFIG RESETSTAT on another worker applies before answering.
+        // A CONFIG RESETSTAT on another worker applies before answering,
+        // and so does a flush (INFO's tracking counters).
         self.sync_config();
-        let Some((tag, _, words)) = parse_query(q) else {
+        self.tracking_sync_flushes();
+        let Some((tag, n, words)) = parse_query(q) else {
             return Vec::new();
         };
         let mut w = Writer::default();
         match tag {
-            tag::INFO | tag::LATENCY_HISTOGRAM => self.cmdstats.encode(&mut w),
+            crate::tracking::GATHER_REDIRECT => return self.answer_redirect(n),
+            tag::INFO => {
+                self.cmdstats.encode(&mut w);
+                for v in self.tracking.counts() {
+                    w.u64(v);
+                }
+            }
+            tag::LATENCY_HISTOGRAM => self.cmdstats.encode(&mut w),
             tag::SLOWLOG_GET => {
                 w.u64(self.diag.slowlog.len() as u64);
                 for e in &self.diag.slowlog {
@@ -269,16 +278,24 @@ impl Engine {
             return;
         };
         match tag {
+            crate::tracking::GATHER_REDIRECT => self.finish_redirect(&words, answers, &mut w),
             tag::INFO => {
                 let mut stats = CommandStats::default();
+                let mut tracking = [0u64; 4];
                 for a in answers {
-                    stats.merge_encoded(&mut Reader(a));
+                    let mut r = Reader(a);
+                    stats.merge_encoded(&mut r);
+                    for t in tracking.iter_mut() {
+                        *t += r.u64().unwrap_or(0);
+                    }
                 }
+                self.tracking.totals = Some(tracking);
                 let sections: Vec<String> = words
                     .iter()
                     .map(|s| String::from_utf8_lossy(s).into_owned())
                     .collect();
                 let text = crate::server::info_text(self, &sections, &stats);
+                self.tracking.totals = None;
                 w.verbatim(b"txt", text.as_bytes());
             }
             tag::LATENCY_HISTOGRAM => {

@@ -174,6 +174,8 @@ pub struct Engine {
     pub(crate) pubsub: PubSub,
     /// CLIENT UNPAUSE ran here since the server last looked.
     pub(crate) pause_changed: bool,
+    /// CLIENT TRACKING's clients and table on this worker.
+    pub(crate) tracking: crate::tracking::Tracking,
 }
 
 /// What a handler works with: the engine, the client's session and the reply
@@ -273,7 +275,7 @@ impl Engine {
     pub fn new(store: Store, config: Config, info: ServerInfo) -> Result<Engine, store::Error> {
         let h = store.handle()?;
         let pubsub = PubSub::new(store.clone(), info.worker)?;
-        Ok(Engine {
+        let mut engine = Engine {
             store,
             h,
             config,
@@ -288,7 +290,11 @@ impl Engine {
             config_generation: 0,
             pubsub,
             pause_changed: false,
-        })
+            tracking: Default::default(),
+        };
+        // A worker that died may have left its tracking bit set.
+        engine.tracking_reset_slot();
+        Ok(engine)
     }
 
     /// Applies settings another worker changed (CONFIG SET), if any.
@@ -389,6 +395,9 @@ impl Engine {
         self.pubsub.command_started();
         self.pubsub.tick();
         self.mc_flush_if_due();
+        self.tracking_sync_flushes();
+        self.drain_key_log();
+        self.tracking_flush();
         let off = crate::config::word::ACTIVE_EXPIRE_OFF;
         // A pause keeps the data set as it is: no key expires meanwhile.
         if !self.expiry_allowed() || self.store.config_word(off).unwrap_or(0) == 1 {
@@ -417,6 +426,7 @@ impl Engine {
             swept += chunk;
         }
         self.drain_key_log();
+        self.tracking_flush();
         expired
     }
 
@@ -426,6 +436,7 @@ impl Engine {
         self.pubsub.command_started();
         self.sync_config();
         self.sync_key_log();
+        self.tracking_sync_flushes();
         self.h.freeze_clock(true);
         self.mc_flush_if_due();
         session.last_ms = self.h.now_ms();
@@ -433,6 +444,8 @@ impl Engine {
 
     /// Call after a batch: the clock runs again (for timers between batches).
     pub fn end_batch(&mut self) {
+        self.drain_key_log();
+        self.tracking_flush();
         self.h.freeze_clock(false);
     }
 
@@ -553,12 +566,30 @@ impl Engine {
             _ => {}
         }
         let flow = cx.flow;
+        let in_multi = cx.session.tx.queued().is_some();
+        let id = cx.session.id;
+        let noted = (cx.session.protocol, cx.session.subs.total() > 0);
+        let changed = cx.session.tracking_noted != Some(noted);
+        if changed {
+            cx.session.tracking_noted = Some(noted);
+        }
         // Messages this command published to its own client go before its
         // reply (pushes are sent whatever CLIENT REPLY says), as in Redis.
         let frames = self.pubsub.take_current_frames();
         if !frames.is_empty() {
             out.splice(mark..mark, frames);
         }
+        // Invalidations for its own client follow its reply, as in Redis.
+        if flow == Flow::Close {
+            self.tracking_client_gone(id);
+        } else if changed {
+            self.tracking_note_client(id, noted.0, noted.1);
+        }
+        if let Some(cmd) = cmd.filter(|_| self.tracking.any_client()) {
+            self.tracking_after_command(id, cmd.name, in_multi);
+        }
+        let after = self.tracking_flush();
+        out.extend_from_slice(&after);
         self.pubsub.set_current(0);
         flow
     }
@@ -575,6 +606,13 @@ pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> C
     } else {
         (cmd.handler)(cx, args)
     };
+    // A tracking client remembers the keys its reads fetched.
+    if cmd.flags & command::flags::READONLY != 0 && cx.engine.tracking.any_client() {
+        let keys = cmd
+            .key_positions(args.len())
+            .filter_map(|i| args.get(i).map(|k| k.to_vec()));
+        cx.engine.tracking_remember(cx.session.id, keys);
+    }
     // A container's subcommand (config|get) is counted under its own name.
     let usec = started.elapsed().as_micros() as u64;
     cx.engine

@@ -838,6 +838,7 @@ fn flushdb(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let db = cx.db();
     cx.h().flushdb(db)?;
     cx.engine.keys_reset(Some(db));
+    cx.engine.tracking_flushed();
     cx.out.simple(b"OK");
     Ok(())
 }
@@ -846,6 +847,7 @@ fn flushall(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     flush_mode(args)?;
     cx.h().flushall()?;
     cx.engine.keys_reset(None);
+    cx.engine.tracking_flushed();
     cx.out.simple(b"OK");
     Ok(())
 }

@@ -52,6 +52,7 @@ mod scripting;
 mod server;
 mod session;
 mod stats;
+mod tracking;
 mod transaction;
 mod types;
 mod wire;

@@ -594,6 +594,7 @@ impl Engine {
                 self.store.set_config_word(FLUSH_AT_WORD, 0)?;
                 self.h.flushdb(DB)?;
                 self.keys_reset(Some(DB));
+                self.tracking_flushed();
             }
         }
         Ok(())
@@ -612,6 +613,7 @@ impl Engine {
         {
             let _ = self.h.flushdb(DB);
             self.keys_reset(Some(DB));
+            self.tracking_flushed();
         }
     }
 

@@ -175,6 +175,7 @@ impl Engine {
     fn emit(&mut self, db: u8, class: u32, event: &str, key: &[u8]) {
         if class & (class::KEY_MISS | class::NEW) == 0 {
             self.key_changed(db, key);
+            self.key_written(key, class & (class::EXPIRED | class::EVICTED) == 0);
         }
         let flags = self.config.notify_keyspace_events;
         if flags & class == 0 {
@@ -272,7 +273,12 @@ impl Engine {
         let flags = self.config.notify_keyspace_events;
         let publishing = flags & (class::KEYSPACE | class::KEYEVENT) != 0;
         let removals = (publishing && flags & (class::EXPIRED | class::EVICTED) != 0)
-            || self.store.key_subscriber_slots().unwrap_or(0) != 0;
+            || self.store.key_subscriber_slots().unwrap_or(0) != 0
+            || self
+                .store
+                .config_word(crate::config::word::TRACKING_SLOTS)
+                .unwrap_or(0)
+                != 0;
         let creations = publishing && flags & class::NEW != 0;
         self.h.set_key_log(removals, creations);
     }

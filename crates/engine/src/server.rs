@@ -456,11 +456,12 @@ fn info_section(
             );
         }
         "clients" => {
+            let tracking_clients = e.tracking_totals()[0];
             let connected: u64 = workers.iter().map(|w| w.connections).sum();
             let blocked: u64 = workers.iter().map(|w| w.blocked).sum();
             let _ = write!(
                 s,
-                "# Clients\r\nconnected_clients:{connected}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{blocked}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+                "# Clients\r\nconnected_clients:{connected}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{blocked}\r\ntracking_clients:{tracking_clients}\r\nclients_in_timeout_table:0\r\n",
                 e.config.maxclients
             );
         }
@@ -478,7 +479,7 @@ fn info_section(
             let overhead = seg.saturating_sub(total);
             let _ = write!(
                 s,
-                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:{overhead}\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
+                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:{overhead}\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_not_counted_for_evict:0\r\nlazyfree_pending_objects:0\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
                 overhead + used,
                 human(overhead + used),
                 human(maxmemory),
@@ -489,9 +490,10 @@ fn info_section(
             let conns: u64 = workers.iter().map(|w| w.total_connections).sum();
             let cmds: u64 = workers.iter().map(|w| w.commands).sum();
             let (channels, patterns, shard) = e.pubsub.info_counts();
+            let [_, tracking_keys, tracking_items, tracking_prefixes] = e.tracking_totals();
             let _ = write!(
                 s,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{channels}\r\npubsub_patterns:{patterns}\r\npubsubshard_channels:{shard}\r\nmigrate_cached_sockets:0\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{channels}\r\npubsub_patterns:{patterns}\r\npubsubshard_channels:{shard}\r\nmigrate_cached_sockets:0\r\ntracking_total_keys:{tracking_keys}\r\ntracking_total_items:{tracking_items}\r\ntracking_total_prefixes:{tracking_prefixes}\r\ntotal_error_replies:{}\r\n",
                 conns.saturating_sub(base(word::BASE_CONNECTIONS)),
                 cmds.saturating_sub(base(word::BASE_COMMANDS)),
                 stat("expired_keys").saturating_sub(base(word::BASE_EXPIRED)),

@@ -69,6 +69,9 @@ pub struct Session {
     pub(crate) tx: Transaction,
     /// Channels, patterns and keys subscribed; MONITOR.
     pub(crate) subs: ClientSubs,
+    /// The protocol and subscribed state client-side caching last noted
+    /// for this client (it notes changes only).
+    pub(crate) tracking_noted: Option<(Protocol, bool)>,
 }
 
 impl Session {
@@ -96,6 +99,7 @@ impl Session {
             worker: 0,
             tx: Transaction::default(),
             subs: ClientSubs::default(),
+            tracking_noted: None,
         }
     }
 
@@ -142,8 +146,14 @@ impl Session {
     /// The line CLIENT LIST and CLIENT INFO print for this client, in Redis
     /// 7.0's field order (without the trailing newline).
     pub fn client_line(&self, now_ms: u64) -> String {
+        self.client_line_tracking(now_ms, "", -1)
+    }
+
+    /// [`Session::client_line`] with the client's tracking flags (`t`, `R`,
+    /// `B`) and `redir=` field, which the engine keeps.
+    pub fn client_line_tracking(&self, now_ms: u64, tracking_flags: &str, redir: i64) -> String {
         // Redis's order: O (monitor), P (pub/sub), x (MULTI), b (blocked),
-        // e (no-evict); N for none.
+        // t R B (tracking), e (no-evict); N for none.
         let mut flags = String::new();
         if self.subs.monitoring() {
             flags.push('O');
@@ -157,6 +167,7 @@ impl Session {
         if self.blocked {
             flags.push('b');
         }
+        flags.push_str(tracking_flags);
         if self.no_evict {
             flags.push('e');
         }
@@ -165,7 +176,7 @@ impl Session {
         }
         let multi = self.tx.queued().map_or(-1, |n| n as i64);
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub={} multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={} worker={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub={} multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir={redir} resp={} lib-name={} lib-ver={} worker={}",
             self.id,
             self.addr,
             self.laddr,

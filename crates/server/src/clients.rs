@@ -60,6 +60,7 @@ impl Worker {
             if let Ok(mut session) = c.session.try_borrow_mut() {
                 self.engine.borrow_mut().client_closed(&mut session);
             }
+            self.engine.borrow_mut().client_released(id);
         }
         let _ = self
             .store
@@ -133,12 +134,21 @@ impl Clients {
     }
 
     /// CLIENT LIST lines (each ending in `\n`) for the clients in `ids` (all
-    /// when empty).
-    pub fn list(&self, ids: &[u64], now_ms: u64, current: Option<&Session>) -> String {
+    /// when empty); `engine` adds what it keeps of them (tracking).
+    pub fn list(
+        &self,
+        ids: &[u64],
+        now_ms: u64,
+        current: Option<&Session>,
+        engine: Option<&engine::Engine>,
+    ) -> String {
         let mut out = String::new();
         self.each(current, |s| {
             if ids.is_empty() || ids.contains(&s.id) {
-                out.push_str(&s.client_line(now_ms));
+                match engine {
+                    Some(e) => out.push_str(&e.client_line(s, now_ms)),
+                    None => out.push_str(&s.client_line(now_ms)),
+                }
                 out.push('\n');
             }
         });

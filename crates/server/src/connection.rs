@@ -105,6 +105,7 @@ where
     let moving = matches!(ended, Ok(Ended::Drained { clean: true }))
         && worker.hands_over()
         && session.borrow().can_move()
+        && !worker.engine.borrow().tracks_client(id)
         && push.is_empty();
     let state = moving.then(|| moved_state(&session.borrow()));
     // However the connection ended, it waits on no key any more.
@@ -660,7 +661,12 @@ pub(crate) async fn server_request(
     let protocol = session.borrow().protocol;
     match req {
         ServerRequest::ClientList { ids } => {
-            let mut text = worker.clients.list(&ids, now, Some(&session.borrow()));
+            let mut text = worker.clients.list(
+                &ids,
+                now,
+                Some(&session.borrow()),
+                worker.engine.try_borrow().ok().as_deref(),
+            );
             for p in ask_peers(worker, bus::LIST_REQUEST, &bus::encode_ids(&ids)).await {
                 text.push_str(&String::from_utf8_lossy(&p));
             }

@@ -714,7 +714,10 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
     match m.kind {
         bus::LIST_REQUEST => {
             let ids = bus::decode_ids(&m.payload);
-            let text = worker.clients.list(&ids, now, None).into_bytes();
+            let text = worker
+                .clients
+                .list(&ids, now, None, worker.engine.try_borrow().ok().as_deref())
+                .into_bytes();
             let max = reply_piece_max(worker);
             let pieces: Vec<&[u8]> = if text.is_empty() {
                 vec![&[]]

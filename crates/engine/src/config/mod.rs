@@ -59,6 +59,9 @@ pub struct Config {
     /// The configuration file the server started from (absolute; empty =
     /// none): CONFIG REWRITE writes it back.
     pub config_file: String,
+    /// `tracking-table-max-keys`: keys each worker's tracking table holds
+    /// at most (0 = no limit).
+    pub tracking_table_max_keys: u64,
 }
 
 impl Default for Config {
@@ -86,6 +89,7 @@ impl Default for Config {
             latency_monitor_threshold: 0,
             hll_sparse_max_bytes: 3000,
             config_file: String::new(),
+            tracking_table_max_keys: 1_000_000,
         }
     }
 }
@@ -134,6 +138,13 @@ pub(crate) mod word {
     /// CLIENT PAUSE: the deadline (ms since the epoch) shifted left by two,
     /// with the mode in the low bits; 0 = no pause (`pause.rs`).
     pub const PAUSE: u64 = 46;
+    /// Bit per worker slot: that worker has tracking clients or tracked
+    /// keys (CLIENT TRACKING), so written keys are sent to it.
+    pub const TRACKING_SLOTS: u64 = 47;
+    /// Bumped by every FLUSHDB / FLUSHALL: a worker that sees it move
+    /// empties its tracking table and sends `invalidate nil`, even before
+    /// the flush's routed message reaches it.
+    pub const TRACKING_FLUSHES: u64 = 48;
 }
 
 impl Config {
@@ -201,6 +212,9 @@ impl Config {
                 }
                 if let Some(v) = int("hll-sparse-max-bytes") {
                     self.hll_sparse_max_bytes = v.max(0) as u64;
+                }
+                if let Some(v) = int("tracking-table-max-keys") {
+                    self.tracking_table_max_keys = v.max(0) as u64;
                 }
             }
         }

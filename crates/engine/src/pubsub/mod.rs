@@ -59,6 +59,8 @@ pub(crate) enum Tag {
     /// Every key of a db changed at once (FLUSHDB, FLUSHALL, SWAPDB,
     /// memcached flush_all; db 255: all): key subscribers read theirs again.
     KeyDb = 5,
+    /// Client-side caching (tracking.rs): `db` says what the message is.
+    Tracking = 6,
 }
 
 impl Tag {
@@ -69,6 +71,7 @@ impl Tag {
             3 => Some(Tag::Key),
             4 => Some(Tag::Monitor),
             5 => Some(Tag::KeyDb),
+            6 => Some(Tag::Tracking),
             _ => None,
         }
     }
@@ -418,6 +421,29 @@ impl PubSub {
         self.current = client;
     }
 
+    /// The client whose command runs now (0: none).
+    pub(crate) fn current(&self) -> u64 {
+        self.current
+    }
+
+    /// This worker's slot.
+    pub(crate) fn slot(&self) -> u32 {
+        self.slot
+    }
+
+    /// Queues a frame for a local client (tracking's invalidations).
+    pub(crate) fn queue_frame(&mut self, client: u64, frame: &[u8]) {
+        self.queue(client, frame);
+    }
+
+    /// Sends a routed message to one other worker.
+    pub(crate) fn send_routed(&mut self, slot: u32, msg: &Routed<'_>) {
+        let mut wire = std::mem::take(&mut self.wire);
+        msg.encode_into(&mut wire);
+        self.send(slot, &wire);
+        self.wire = wire;
+    }
+
     /// Frames for the running client, to go before its reply.
     pub(crate) fn take_current_frames(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.current_frames)
@@ -489,7 +515,7 @@ impl PubSub {
             Tag::Channel => (SubKind::Channel, Some(SubKind::Channel)),
             Tag::Shard => (SubKind::Shard, None),
             Tag::Key => (SubKind::Key(msg.db), Some(SubKind::Key(msg.db))),
-            Tag::Monitor | Tag::KeyDb => return (0, true),
+            Tag::Monitor | Tag::KeyDb | Tag::Tracking => return (0, true),
         };
         let mut n = match self.store.subscribers(slot, kind, msg.name) {
             Ok(Receivers::Exactly(n)) => n as u64,
@@ -626,8 +652,9 @@ impl PubSub {
                 n
             }
             Tag::Key => self.deliver_key(msg),
-            // The engine reads the keys again (Engine::refresh_keys).
-            Tag::KeyDb => 0,
+            // The engine reads the keys again (Engine::refresh_keys), or
+            // handles tracking itself.
+            Tag::KeyDb | Tag::Tracking => 0,
             Tag::Monitor => {
                 let mut line = Vec::with_capacity(msg.data.len() + 3);
                 line.push(b'+');
@@ -969,6 +996,7 @@ impl Engine {
             Some(msg) if msg.tag == Tag::KeyDb => {
                 self.refresh_keys((msg.db != ALL_DBS).then_some(msg.db));
             }
+            Some(msg) if msg.tag == Tag::Tracking => self.receive_tracking(from, &msg),
             Some(msg) => {
                 self.pubsub.deliver(&msg);
             }
@@ -1017,6 +1045,7 @@ impl Engine {
     pub fn client_closed(&mut self, session: &mut Session) {
         let mut subs = std::mem::take(&mut session.subs);
         self.pubsub.forget(session.id, &mut subs);
+        self.tracking_client_gone(session.id);
     }
 
     /// Sends the MONITOR line of a command about to run.
