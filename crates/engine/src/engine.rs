@@ -410,11 +410,12 @@ impl Engine {
         // The workers share the sweep cursor: together they pass over the
         // whole index about once a second, so a key outlives its expiry by
         // about a second at most (Redis's sampling expires a small keyspace
-        // within a few of its 100 ms cycles). As in Redis's slow cycle, a
-        // tick spends at most a quarter of the time between ticks.
+        // within a few of its 100 ms cycles). A tick spends at most a tenth
+        // of the time between ticks (Redis's slow cycle may take a quarter
+        // under pressure): a segment too large for that passes more slowly.
         let hz = self.config.hz.max(1);
         let target = (self.store.bucket_count() / (hz * self.config.workers.max(1))).max(256);
-        let budget = std::time::Duration::from_micros(250_000 / hz);
+        let budget = std::time::Duration::from_micros(100_000 / hz);
         let started = Instant::now();
         let (mut swept, mut expired) = (0, 0);
         while swept < target && started.elapsed() < budget {
