@@ -204,6 +204,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::types::set::COMMANDS,
         crate::types::zset::COMMANDS,
         crate::keyspace::COMMANDS,
+        crate::types::sort::COMMANDS,
         crate::connection::COMMANDS,
         crate::server::COMMANDS,
         crate::scripting::COMMANDS,

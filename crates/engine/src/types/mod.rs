@@ -5,5 +5,6 @@ pub(crate) mod bitops;
 pub(crate) mod hash;
 pub(crate) mod list;
 pub(crate) mod set;
+pub(crate) mod sort;
 pub(crate) mod string;
 pub(crate) mod zset;

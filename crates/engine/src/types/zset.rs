@@ -22,7 +22,7 @@
 
 mod pop;
 mod range;
-mod score;
+pub(crate) mod score;
 mod setops;
 
 use proto::resp::Protocol;
