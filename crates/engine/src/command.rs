@@ -207,6 +207,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::types::hyperloglog::COMMANDS,
         crate::keyspace::COMMANDS,
         crate::dump::COMMANDS,
+        crate::types::sort::COMMANDS,
         crate::connection::COMMANDS,
         crate::server::COMMANDS,
         crate::scripting::COMMANDS,

@@ -1,8 +1,9 @@
-//! Bitmaps: SETBIT, GETBIT, BITCOUNT, BITPOS and BITOP over string values
-//! (Redis's `bitops.c`), with Redis 7.0's replies and error texts.
+//! Bitmaps: SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP and BITFIELD over string
+//! values (Redis's `bitops.c`), with Redis 7.0's replies and error texts.
 //!
-//! Bit 0 is the most significant bit of byte 0. SETBIT is a read-modify-write
-//! under the key's lock (`Handle::modify`), so it is atomic across processes;
+//! Bit 0 is the most significant bit of byte 0. SETBIT, and a BITFIELD with
+//! a SET or INCRBY, is one read-modify-write under the key's lock
+//! (`Handle::modify`), so it is atomic across processes;
 //! BITOP reads its sources one by one and then writes its destination, inside
 //! an exclusive section (`ATOMIC`), so no other worker sees or changes a key
 //! in between.
@@ -23,6 +24,13 @@ pub(crate) const BIT_VALUE: &str = "ERR bit is not an integer or out of range";
 pub(crate) const BITPOS_BIT: &str = "ERR The bit argument must be 1 or 0.";
 /// BITOP NOT with several sources.
 pub(crate) const BITOP_NOT_ONE_KEY: &str = "ERR BITOP NOT must be called with a single source key.";
+/// A BITFIELD type that is not `i1`..`i64` or `u1`..`u63`.
+pub(crate) const BITFIELD_TYPE: &str =
+    "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.";
+/// BITFIELD's OVERFLOW with an unknown behaviour.
+pub(crate) const BITFIELD_OVERFLOW: &str = "ERR Invalid OVERFLOW type specified";
+/// BITFIELD_RO given SET or INCRBY.
+pub(crate) const BITFIELD_RO_WRITE: &str = "ERR BITFIELD_RO only supports the GET subcommand";
 
 /// A command of the `bitmap` group.
 const fn cmd(
@@ -45,6 +53,8 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd("bitcount", -2, READONLY, (1, 1, 1), "2.6.0", "Count set bits in a string", bitcount),
     cmd("bitpos", -3, READONLY, (1, 1, 1), "2.8.7", "Find first bit set or clear in a string", bitpos),
     cmd("bitop", -4, WRITE | DENYOOM | ATOMIC, (2, -1, 1), "2.6.0", "Perform bitwise operations between strings", bitop),
+    cmd("bitfield", -2, WRITE | DENYOOM, (1, 1, 1), "3.2.0", "Perform arbitrary bitfield integer operations on strings", bitfield),
+    cmd("bitfield_ro", -2, READONLY | FAST, (1, 1, 1), "6.0.0", "Perform arbitrary bitfield integer operations on strings. Read-only variant of BITFIELD", bitfield_ro),
 ];
 
 /// A bit offset argument as Redis's `getBitOffsetFromArgument` reads it:
@@ -343,6 +353,339 @@ fn bitop(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     Ok(())
 }
 
+/// What BITFIELD does when an INCRBY or SET leaves its field's range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Overflow {
+    /// Modular arithmetic (the default).
+    Wrap,
+    /// Clamp to the field's minimum or maximum.
+    Sat,
+    /// Write nothing and reply a null.
+    Fail,
+}
+
+/// One BITFIELD operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FieldOp {
+    Get,
+    Set(i64),
+    IncrBy(i64),
+}
+
+/// A BITFIELD operation with its field and the OVERFLOW in force for it.
+#[derive(Clone, Copy, Debug)]
+struct Field {
+    op: FieldOp,
+    /// Bit offset of the field's most significant bit.
+    offset: u64,
+    /// Width, 1..=64 (1..=63 unsigned).
+    bits: u32,
+    signed: bool,
+    overflow: Overflow,
+}
+
+/// A BITFIELD type (`i1`..`i64`, `u1`..`u63`) as Redis's
+/// `getBitfieldTypeFromArgument` reads it: the sign letter in lower case,
+/// then an integer; the number is read as a C string (up to a NUL byte).
+fn bitfield_type(arg: &[u8]) -> Result<(bool, u32), CmdError> {
+    let err = || CmdError::msg(BITFIELD_TYPE);
+    let signed = match arg.first() {
+        Some(b'i') => true,
+        Some(b'u') => false,
+        _ => return Err(err()),
+    };
+    let digits = arg[1..].split(|&b| b == 0).next().unwrap_or(&[]);
+    let max = if signed { 64 } else { 63 };
+    match store::parse_i64(digits) {
+        Some(n) if (1..=max).contains(&n) => Ok((signed, n as u32)),
+        _ => Err(err()),
+    }
+}
+
+/// A BITFIELD offset: a bit offset as SETBIT's, or `#N` for the N-th field
+/// of `bits` bits (N × bits, wrapping as Redis's C does before the range
+/// check).
+fn bitfield_offset(arg: &[u8], bits: u32, max_bytes: u64) -> Result<u64, CmdError> {
+    let (text, scale) = match arg.split_first() {
+        Some((b'#', rest)) => (rest, i64::from(bits)),
+        _ => (arg, 1),
+    };
+    store::parse_i64(text)
+        .map(|n| n.wrapping_mul(scale))
+        .and_then(|n| u64::try_from(n).ok())
+        .filter(|n| n >> 3 < max_bytes)
+        .ok_or(CmdError::msg(BIT_OFFSET))
+}
+
+/// Parses BITFIELD's operations (`args` after the key), in Redis's order of
+/// checks: the first bad argument is the error.
+fn parse_fields(args: &[Arg<'_>], max_bytes: u64) -> Result<Vec<Field>, CmdError> {
+    let mut fields = Vec::new();
+    let mut overflow = Overflow::Wrap;
+    let mut j = 0;
+    while j < args.len() {
+        let left = args.len() - j - 1;
+        let word = &args[j];
+        let takes_value = if parse::is(word, "get") && left >= 2 {
+            false
+        } else if (parse::is(word, "set") || parse::is(word, "incrby")) && left >= 3 {
+            true
+        } else if parse::is(word, "overflow") && left >= 1 {
+            let kind = &args[j + 1];
+            overflow = if parse::is(kind, "wrap") {
+                Overflow::Wrap
+            } else if parse::is(kind, "sat") {
+                Overflow::Sat
+            } else if parse::is(kind, "fail") {
+                Overflow::Fail
+            } else {
+                return Err(CmdError::msg(BITFIELD_OVERFLOW));
+            };
+            j += 2;
+            continue;
+        } else {
+            return Err(CmdError::msg(SYNTAX));
+        };
+        let (signed, bits) = bitfield_type(&args[j + 1])?;
+        let offset = bitfield_offset(&args[j + 2], bits, max_bytes)?;
+        let op = if !takes_value {
+            FieldOp::Get
+        } else {
+            let n = parse::int(&args[j + 3])?;
+            if parse::is(word, "set") {
+                FieldOp::Set(n)
+            } else {
+                FieldOp::IncrBy(n)
+            }
+        };
+        fields.push(Field {
+            op,
+            offset,
+            bits,
+            signed,
+            overflow,
+        });
+        j += if takes_value { 4 } else { 3 };
+    }
+    Ok(fields)
+}
+
+/// The `bits`-bit unsigned integer at bit `offset` of `v`; bytes past the
+/// end read as zeros.
+fn get_unsigned(v: &[u8], offset: u64, bits: u32) -> u64 {
+    (offset..offset + u64::from(bits)).fold(0, |acc, i| {
+        let byte = usize::try_from(i >> 3).ok().and_then(|b| v.get(b));
+        let bit = byte.map_or(0, |b| (b >> (7 - (i & 7))) & 1);
+        acc << 1 | u64::from(bit)
+    })
+}
+
+/// The `bits`-bit two's-complement integer at bit `offset` of `v`.
+fn get_signed(v: &[u8], offset: u64, bits: u32) -> i64 {
+    let u = get_unsigned(v, offset, bits);
+    if bits < 64 && u & (1 << (bits - 1)) != 0 {
+        (u | u64::MAX << bits) as i64
+    } else {
+        u as i64
+    }
+}
+
+/// Writes the low `bits` bits of `value` at bit `offset` of `v`, which is
+/// long enough.
+fn set_bits(v: &mut [u8], offset: u64, bits: u32, value: u64) {
+    for j in 0..bits {
+        let on = value >> (bits - 1 - j) & 1 == 1;
+        let i = offset + u64::from(j);
+        if let Some(b) = usize::try_from(i >> 3).ok().and_then(|b| v.get_mut(b)) {
+            let m = 1u8 << (7 - (i & 7));
+            if on {
+                *b |= m;
+            } else {
+                *b &= !m;
+            }
+        }
+    }
+}
+
+/// Redis's `checkUnsignedBitfieldOverflow`, its C integer conversions
+/// kept: None when `value + incr` fits in `bits` unsigned bits, else the
+/// value WRAP or SAT stores (FAIL stores nothing).
+fn unsigned_overflow(value: u64, incr: i64, bits: u32, ow: Overflow) -> Option<u64> {
+    let max = if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let max_incr = max.wrapping_sub(value) as i64;
+    let min_incr = value.wrapping_neg() as i64;
+    let wrap = || value.wrapping_add(incr as u64) & !u64::MAX.checked_shl(bits).unwrap_or(0);
+    if value > max || (incr > 0 && incr > max_incr) {
+        Some(if ow == Overflow::Sat { max } else { wrap() })
+    } else if incr < 0 && incr < min_incr {
+        Some(if ow == Overflow::Sat { 0 } else { wrap() })
+    } else {
+        None
+    }
+}
+
+/// Redis's `checkSignedBitfieldOverflow`, likewise.
+fn signed_overflow(value: i64, incr: i64, bits: u32, ow: Overflow) -> Option<i64> {
+    let max = if bits == 64 {
+        i64::MAX
+    } else {
+        (1i64 << (bits - 1)) - 1
+    };
+    let min = -max - 1;
+    let max_incr = (max as u64).wrapping_sub(value as u64) as i64;
+    let min_incr = min.wrapping_sub(value);
+    let wrap = || {
+        let mut c = (value as u64).wrapping_add(incr as u64);
+        if bits < 64 {
+            let mask = u64::MAX << bits;
+            if c & (1 << (bits - 1)) != 0 {
+                c |= mask;
+            } else {
+                c &= !mask;
+            }
+        }
+        c as i64
+    };
+    let wide = bits != 64;
+    if value > max || (wide && incr > max_incr) || (value >= 0 && incr > 0 && incr > max_incr) {
+        Some(if ow == Overflow::Sat { max } else { wrap() })
+    } else if value < min || (wide && incr < min_incr) || (value < 0 && incr < 0 && incr < min_incr)
+    {
+        Some(if ow == Overflow::Sat { min } else { wrap() })
+    } else {
+        None
+    }
+}
+
+/// Runs a SET or INCRBY on `v` (long enough for its field): the reply
+/// (None when OVERFLOW FAIL refused it) and whether the field changed.
+/// INCRBY replies the new value, SET the old one.
+fn apply_write(v: &mut [u8], f: &Field) -> (Option<i64>, bool) {
+    let (incr, arg) = match f.op {
+        FieldOp::IncrBy(n) => (true, n),
+        FieldOp::Set(n) => (false, n),
+        FieldOp::Get => return (Some(read_field(v, f)), false),
+    };
+    // Old and new value as the field's bits, and the reply.
+    let (old, new, reply) = if f.signed {
+        let old = get_signed(v, f.offset, f.bits);
+        let (base, delta) = if incr { (old, arg) } else { (arg, 0) };
+        let new = match signed_overflow(base, delta, f.bits, f.overflow) {
+            Some(_) if f.overflow == Overflow::Fail => return (None, false),
+            Some(limit) => limit,
+            None => base.wrapping_add(delta),
+        };
+        (old as u64, new as u64, if incr { new } else { old })
+    } else {
+        let old = get_unsigned(v, f.offset, f.bits);
+        let (base, delta) = if incr { (old, arg) } else { (arg as u64, 0) };
+        let new = match unsigned_overflow(base, delta, f.bits, f.overflow) {
+            Some(_) if f.overflow == Overflow::Fail => return (None, false),
+            Some(limit) => limit,
+            None => base.wrapping_add(delta as u64),
+        };
+        // A u63 at most: the C code's cast to long long keeps it.
+        (old, new, if incr { new as i64 } else { old as i64 })
+    };
+    set_bits(v, f.offset, f.bits, new);
+    (Some(reply), old != new)
+}
+
+/// A GET: the field's value (bits past the end of `v` are zeros).
+fn read_field(v: &[u8], f: &Field) -> i64 {
+    if f.signed {
+        get_signed(v, f.offset, f.bits)
+    } else {
+        get_unsigned(v, f.offset, f.bits) as i64
+    }
+}
+
+/// Writes BITFIELD's reply: one integer per operation, a null for one that
+/// OVERFLOW FAIL refused.
+fn reply_fields(cx: &mut Cx<'_>, replies: &[Option<i64>]) {
+    cx.out.array_len(replies.len());
+    for r in replies {
+        match r {
+            Some(n) => cx.out.integer(*n),
+            None => cx.out.null(),
+        }
+    }
+}
+
+fn bitfield(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    bitfield_generic(cx, args, false)
+}
+
+fn bitfield_ro(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    bitfield_generic(cx, args, true)
+}
+
+/// BITFIELD and BITFIELD_RO (`read_only`: any SET or INCRBY is refused,
+/// once every argument parsed). Only GETs: one read of the value. Any
+/// write: one read-modify-write under the key's lock, which first grows
+/// the string with zeros to the farthest bit any SET or INCRBY names (even
+/// one that OVERFLOW FAIL then refuses, as Redis does).
+fn bitfield_generic(cx: &mut Cx<'_>, args: &[Arg<'_>], read_only: bool) -> CmdResult {
+    let fields = parse_fields(&args[2..], cx.engine.config.proto_max_bulk_len)?;
+    let highest = fields
+        .iter()
+        .filter(|f| f.op != FieldOp::Get)
+        .map(|f| f.offset + u64::from(f.bits) - 1)
+        .max();
+    let db = cx.db();
+    let Some(highest) = highest else {
+        let value = cx.engine.h.get(db, &args[1])?;
+        let value = cx.miss_if_none(&args[1], value).unwrap_or_default();
+        let replies: Vec<_> = fields.iter().map(|f| Some(read_field(&value, f))).collect();
+        reply_fields(cx, &replies);
+        return Ok(());
+    };
+    if read_only {
+        return Err(CmdError::msg(BITFIELD_RO_WRITE));
+    }
+    let len = usize::try_from(highest >> 3)
+        .ok()
+        .and_then(|b| b.checked_add(1))
+        .ok_or(CmdError::msg(BIT_OFFSET))?;
+    let (replies, changes) = cx.engine.h.modify(db, &args[1], |old| {
+        let mut value = match old {
+            Some((_, m)) if m.vtype != ValueType::String => return Err(store::Error::WrongType),
+            Some((v, _)) => v.to_vec(),
+            None => Vec::new(),
+        };
+        // Redis counts every operation as a change once the key was created
+        // or grew.
+        let grown = old.is_none() || value.len() < len;
+        if value.len() < len {
+            zero_extend(&mut value, len)?;
+        }
+        let mut replies = Vec::with_capacity(fields.len());
+        let mut changes = 0;
+        for f in &fields {
+            let (reply, changed) = apply_write(&mut value, f);
+            if reply.is_some() && f.op != FieldOp::Get && (grown || changed) {
+                changes += 1;
+            }
+            replies.push(reply);
+        }
+        let action = if grown || changes > 0 {
+            Modify::Write(ValueType::String, value)
+        } else {
+            Modify::Keep
+        };
+        Ok((action, (replies, changes)))
+    })?;
+    if changes > 0 {
+        cx.notify(class::STRING, "setbit", &args[1]);
+    }
+    reply_fields(cx, &replies);
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -394,6 +737,124 @@ mod tests {
             let pos = (first..=last).find(|&i| naive_bit(&v, i) == bit);
             proptest::prop_assert_eq!(find_bit(&v, (first, last), bit), pos);
         }
+    }
+
+    /// The field's range, and what WRAP and SAT make of `x`, computed
+    /// wide: the model Redis's C overflow checks must agree with.
+    fn model(x: i128, bits: u32, signed: bool) -> (bool, i128, i128) {
+        let (min, max) = if signed {
+            (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+        } else {
+            (0, (1i128 << bits) - 1)
+        };
+        let wrap = (x - min).rem_euclid(1i128 << bits) + min;
+        (x < min || x > max, wrap, x.clamp(min, max))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn signed_overflow_matches_wide_arithmetic(
+            bits in 1u32..=64,
+            raw: u64,
+            incr: i64,
+        ) {
+            // A value as read from the field: any `bits`-bit integer.
+            let value = get_signed(&raw.to_be_bytes(), 0, bits);
+            let (over, wrap, sat) = model(i128::from(value) + i128::from(incr), bits, true);
+            proptest::prop_assert_eq!(signed_overflow(value, incr, bits, Overflow::Fail).is_some(), over);
+            if over {
+                proptest::prop_assert_eq!(signed_overflow(value, incr, bits, Overflow::Wrap), Some(wrap as i64));
+                proptest::prop_assert_eq!(signed_overflow(value, incr, bits, Overflow::Sat), Some(sat as i64));
+            }
+            // SET checks the new value alone. Redis's `max - value` wraps
+            // for a value that far below the range, which then counts as
+            // above it: SAT stores the maximum (as redis-server does).
+            let (over, wrap, mut sat) = model(i128::from(incr), bits, true);
+            let max = (1i128 << (bits - 1)) - 1;
+            if bits < 64 && max - i128::from(incr) > i128::from(i64::MAX) {
+                sat = max;
+            }
+            proptest::prop_assert_eq!(signed_overflow(incr, 0, bits, Overflow::Fail).is_some(), over);
+            if over {
+                proptest::prop_assert_eq!(signed_overflow(incr, 0, bits, Overflow::Wrap), Some(wrap as i64));
+                proptest::prop_assert_eq!(signed_overflow(incr, 0, bits, Overflow::Sat), Some(sat as i64));
+            }
+        }
+
+        #[test]
+        fn unsigned_overflow_matches_wide_arithmetic(
+            bits in 1u32..=63,
+            raw: u64,
+            incr: i64,
+        ) {
+            let value = get_unsigned(&raw.to_be_bytes(), 0, bits);
+            let (over, wrap, sat) = model(i128::from(value) + i128::from(incr), bits, false);
+            proptest::prop_assert_eq!(unsigned_overflow(value, incr, bits, Overflow::Fail).is_some(), over);
+            if over {
+                proptest::prop_assert_eq!(unsigned_overflow(value, incr, bits, Overflow::Wrap), Some(wrap as u64));
+                proptest::prop_assert_eq!(unsigned_overflow(value, incr, bits, Overflow::Sat), Some(sat as u64));
+            }
+            // SET of a negative number: Redis takes it as a huge unsigned
+            // one, so SAT stores the maximum, not 0.
+            let as_unsigned = i128::from(incr as u64);
+            let (over, wrap, sat) = model(as_unsigned, bits, false);
+            proptest::prop_assert_eq!(unsigned_overflow(incr as u64, 0, bits, Overflow::Fail).is_some(), over);
+            if over {
+                proptest::prop_assert_eq!(unsigned_overflow(incr as u64, 0, bits, Overflow::Wrap), Some(wrap as u64));
+                proptest::prop_assert_eq!(unsigned_overflow(incr as u64, 0, bits, Overflow::Sat), Some(sat as u64));
+            }
+        }
+
+        #[test]
+        fn fields_round_trip_and_leave_other_bits_alone(
+            v in proptest::collection::vec(proptest::num::u8::ANY, 11..14),
+            offset in 0u64..24,
+            bits in 1u32..=64,
+            value: u64,
+        ) {
+            let mut w = v.clone();
+            set_bits(&mut w, offset, bits, value);
+            let mask = u64::MAX >> (64 - bits);
+            proptest::prop_assert_eq!(get_unsigned(&w, offset, bits), value & mask);
+            for i in (0..v.len() as u64 * 8).filter(|i| *i < offset || *i >= offset + u64::from(bits)) {
+                proptest::prop_assert_eq!(naive_bit(&w, i), naive_bit(&v, i));
+            }
+        }
+    }
+
+    #[test]
+    fn fields_read_past_the_end_as_zeros() {
+        assert_eq!(get_unsigned(&[0xff], 4, 8), 0xf0);
+        assert_eq!(get_signed(&[0xff], 4, 8), -16);
+        assert_eq!(get_signed(&[0x80], 0, 1), -1);
+        assert_eq!(get_unsigned(&[], 1000, 63), 0);
+    }
+
+    #[test]
+    fn types_and_offsets_parse_like_redis() {
+        assert_eq!(bitfield_type(b"i64").unwrap(), (true, 64));
+        assert_eq!(bitfield_type(b"u63").unwrap(), (false, 63));
+        assert_eq!(bitfield_type(b"u1").unwrap(), (false, 1));
+        for bad in [
+            "u64", "i65", "i0", "I8", "U8", "x8", "", "i", "i-1", "i+8", "i 8", "i08",
+        ] {
+            assert!(bitfield_type(bad.as_bytes()).is_err(), "{bad:?}");
+        }
+        // The number is read as a C string.
+        assert_eq!(bitfield_type(b"i8\0junk").unwrap(), (true, 8));
+        let max = 512 << 20;
+        assert_eq!(bitfield_offset(b"#3", 8, max).unwrap(), 24);
+        assert_eq!(bitfield_offset(b"13", 8, max).unwrap(), 13);
+        assert!(bitfield_offset(b"#-1", 8, max).is_err());
+        assert!(bitfield_offset(b"#", 8, max).is_err());
+        assert!(bitfield_offset(b"#536870912", 8, max).is_err());
+        assert_eq!(bitfield_offset(b"#536870911", 8, max).unwrap(), 4294967288);
+        // N × bits wraps before the check, as the C multiplication does.
+        assert!(bitfield_offset(b"#9223372036854775807", 8, max).is_err());
+        assert_eq!(
+            bitfield_offset(b"#-9223372036854775808", 2, max).unwrap(),
+            0
+        );
     }
 
     #[test]

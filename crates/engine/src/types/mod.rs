@@ -7,5 +7,6 @@ pub(crate) mod hash;
 pub(crate) mod hyperloglog;
 pub(crate) mod list;
 pub(crate) mod set;
+pub(crate) mod sort;
 pub(crate) mod string;
 pub(crate) mod zset;

@@ -120,7 +120,9 @@ fn decimal(s: &[u8]) -> Option<(f64, usize, bool)> {
     }
     // The prefix has Rust's float syntax, so this parse cannot fail.
     let value: f64 = std::str::from_utf8(&s[..end]).ok()?.parse().ok()?;
-    let range_error = value.is_infinite() || (value == 0.0 && nonzero);
+    // glibc also reports a subnormal result (an inexact one, as a decimal's
+    // always is but for absurdly long ones).
+    let range_error = value.is_infinite() || (value == 0.0 && nonzero) || value.is_subnormal();
     Some((value, end, range_error))
 }
 
@@ -238,6 +240,21 @@ pub(crate) fn parse_bound(text: &[u8]) -> Option<f64> {
         r.len == text.len()
     };
     (whole && !r.value.is_nan()).then_some(r.value)
+}
+
+/// A weight as SORT reads it (plain `strtod` in `sortCommand`): the value
+/// as a C string (up to a NUL byte) must be one number, not NaN and with no
+/// range error (`ERANGE`); leading spaces are skipped and an empty string is
+/// 0.
+pub(crate) fn parse_weight(text: &[u8]) -> Option<f64> {
+    let text = text.split(|&b| b == 0).next().unwrap_or(text);
+    let r = strtod(text);
+    let whole = if r.len == 0 {
+        text.is_empty()
+    } else {
+        r.len == text.len()
+    };
+    (whole && !r.value.is_nan() && !r.range_error).then_some(r.value)
 }
 
 /// A score as Redis 7.0's `addReplyDouble` writes it: `%.17g`, and `inf` /
