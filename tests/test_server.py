@@ -241,3 +241,12 @@ def test_shutdown_stops_the_server(make_server):
 def test_shutdown_errors(raw):
     assert raw.cmd("SHUTDOWN", "FOO") == Err("ERR syntax error")
     assert raw.cmd("PING") == "PONG"
+
+
+def test_command_list_names_subcommands_and_filters(raw):
+    names = raw.cmd("COMMAND", "LIST")
+    assert b"config|get" in names and b"get" in names
+    assert raw.cmd("COMMAND", "LIST", "FILTERBY", "PATTERN", "config|g*") == [b"config|get"]
+    hll = raw.cmd("COMMAND", "LIST", "FILTERBY", "ACLCAT", "hyperloglog")
+    assert sorted(hll) == [b"pfadd", b"pfcount", b"pfdebug", b"pfmerge", b"pfselftest"]
+    assert raw.cmd("COMMAND", "LIST", "FILTERBY", "MODULE", "nosuch") == []

@@ -1207,34 +1207,26 @@ fn command_docs(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     Ok(())
 }
 
+/// COMMAND LIST: every command and subcommand (`config|get`), as Redis 7.0
+/// lists them, optionally filtered.
 fn command_list(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    let pattern = match args.len() {
-        2 => None,
-        5 if parse::is(&args[2], "filterby") && parse::is(&args[3], "pattern") => Some(&args[4]),
-        5 if parse::is(&args[2], "filterby") && parse::is(&args[3], "aclcat") => {
-            let names: Vec<_> = command::all()
-                .filter(|c| {
-                    acl_categories(c)
-                        .iter()
-                        .any(|cat| args[4].eq_ignore_ascii_case(&cat.as_bytes()[1..]))
-                })
-                .collect();
-            cx.out.array_len(names.len());
-            for c in names {
-                cx.out.bulk(c.name.as_bytes());
-            }
-            return Ok(());
-        }
+    let every = command::all().flat_map(|c| std::iter::once(c).chain(c.subcommands.iter()));
+    let names: Vec<&Command> = match args.len() {
+        2 => every.collect(),
+        5 if parse::is(&args[2], "filterby") && parse::is(&args[3], "pattern") => every
+            .filter(|c| glob_match(&args[4], c.name.as_bytes(), true))
+            .collect(),
+        5 if parse::is(&args[2], "filterby") && parse::is(&args[3], "aclcat") => every
+            .filter(|c| {
+                acl_categories(c)
+                    .iter()
+                    .any(|cat| args[4].eq_ignore_ascii_case(&cat.as_bytes()[1..]))
+            })
+            .collect(),
         // No modules: none of their commands.
-        5 if parse::is(&args[2], "filterby") && parse::is(&args[3], "module") => {
-            cx.out.array_len(0);
-            return Ok(());
-        }
+        5 if parse::is(&args[2], "filterby") && parse::is(&args[3], "module") => Vec::new(),
         _ => return Err(CmdError::syntax()),
     };
-    let names: Vec<_> = command::all()
-        .filter(|c| pattern.is_none_or(|p| glob_match(p, c.name.as_bytes(), true)))
-        .collect();
     cx.out.array_len(names.len());
     for c in names {
         cx.out.bulk(c.name.as_bytes());
