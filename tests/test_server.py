@@ -250,3 +250,15 @@ def test_command_list_names_subcommands_and_filters(raw):
     hll = raw.cmd("COMMAND", "LIST", "FILTERBY", "ACLCAT", "hyperloglog")
     assert sorted(hll) == [b"pfadd", b"pfcount", b"pfdebug", b"pfmerge", b"pfselftest"]
     assert raw.cmd("COMMAND", "LIST", "FILTERBY", "MODULE", "nosuch") == []
+
+
+def test_command_getkeys(raw):
+    assert raw.cmd("COMMAND", "GETKEYS", "MSET", "a", "b", "c", "d") == [b"a", b"c"]
+    assert raw.cmd("COMMAND", "GETKEYS", "SORT", "abc", "STORE", "x", "STORE", "def") == [b"abc", b"def"]
+    assert raw.cmd("COMMAND", "GETKEYS", "ZUNIONSTORE", "t", "2", "a", "b", "WEIGHTS", "1", "2") == [b"t", b"a", b"b"]
+    assert raw.cmd("COMMAND", "GETKEYS", "BLMPOP", "0", "2", "a", "b", "LEFT") == [b"a", b"b"]
+    assert raw.cmd("COMMAND", "GETKEYS", "MEMORY", "USAGE", "key") == [b"key"]
+    assert raw.cmd("COMMAND", "GETKEYS", "NOSUCH", "a") == Err("ERR Invalid command specified")
+    assert raw.cmd("COMMAND", "GETKEYS", "GET", "a", "b") == Err(
+        "ERR Invalid number of arguments specified for command")
+    assert raw.cmd("COMMAND", "GETKEYS", "PING", "x") == Err("ERR The command has no key arguments")

@@ -21,6 +21,10 @@ pub type CmdResult = Result<(), CmdError>;
 /// A command's implementation.
 pub type Handler = fn(&mut Cx<'_>, &[Arg<'_>]) -> CmdResult;
 
+/// The indexes of a request's keys, for a command whose keys depend on its
+/// arguments (Redis's `movablekeys`: a numkeys argument, SORT's STORE).
+pub type KeysFn = fn(&[Arg<'_>]) -> Vec<usize>;
+
 /// Redis's command flags, as COMMAND INFO names them.
 pub mod flags {
     /// May modify the data set.
@@ -112,6 +116,9 @@ pub struct Command {
     pub handler: Handler,
     /// Subcommands, for a container command.
     pub subcommands: &'static [Command],
+    /// Where the keys are when `first_key`/`last_key`/`step` cannot say
+    /// (None: they can).
+    pub movable_keys: Option<KeysFn>,
 }
 
 impl Command {
@@ -136,6 +143,15 @@ impl Command {
     /// Whether the command may write.
     pub fn is_write(&self) -> bool {
         self.flags & flags::WRITE != 0
+    }
+
+    /// The positions of a request's keys (COMMAND GETKEYS): the table's
+    /// key spec, or the command's own reading of its arguments.
+    pub fn keys_of(&self, args: &[Arg<'_>]) -> Vec<usize> {
+        match self.movable_keys {
+            Some(f) => f(args).into_iter().filter(|&i| i < args.len()).collect(),
+            None => self.key_positions(args.len()).collect(),
+        }
     }
 
     /// The argument positions that are keys, for `argc` arguments.
@@ -182,7 +198,39 @@ pub(crate) const fn spec(
         summary,
         handler,
         subcommands: &[],
+        movable_keys: None,
     }
+}
+
+/// The `n` keys after a numkeys argument at `at` (none when it is not a
+/// number in range).
+fn keys_after_numkeys(args: &[Arg<'_>], at: usize) -> Vec<usize> {
+    let n = args
+        .get(at)
+        .and_then(|a| store::parse_i64(a))
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| at + 1 + n <= args.len())
+        .unwrap_or(0);
+    (at + 1..at + 1 + n).collect()
+}
+
+/// ZUNION, ZINTER, ZDIFF, ZINTERCARD, SINTERCARD, LMPOP, ZMPOP: numkeys
+/// first, then the keys.
+pub(crate) fn keys_numkeys_first(args: &[Arg<'_>]) -> Vec<usize> {
+    keys_after_numkeys(args, 1)
+}
+
+/// BLMPOP, BZMPOP: a timeout, numkeys, then the keys.
+pub(crate) fn keys_numkeys_second(args: &[Arg<'_>]) -> Vec<usize> {
+    keys_after_numkeys(args, 2)
+}
+
+/// ZUNIONSTORE, ZINTERSTORE, ZDIFFSTORE: the destination, numkeys, then
+/// the keys.
+pub(crate) fn keys_destination_then_numkeys(args: &[Arg<'_>]) -> Vec<usize> {
+    let mut keys = vec![1];
+    keys.extend(keys_after_numkeys(args, 2));
+    keys
 }
 
 /// A HELP reply: one simple string per line.

@@ -99,6 +99,13 @@ const COMMAND_SUBCOMMANDS: &[Command] = &[
         command_list,
     ),
     cmd(
+        "command|getkeys",
+        -4,
+        LOADING | STALE,
+        "Extract keys given a full Redis command",
+        command_getkeys,
+    ),
+    cmd(
         "command|help",
         2,
         LOADING | STALE,
@@ -1203,6 +1210,33 @@ fn command_docs(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     cx.out.map_len(cmds.len());
     for c in cmds {
         write_doc(cx, c);
+    }
+    Ok(())
+}
+
+/// COMMAND GETKEYS command arg…: the keys the request would touch, by the
+/// command's key spec (or its own reading of its arguments).
+fn command_getkeys(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let request = &args[2..];
+    let mut cmd =
+        command::lookup(&request[0]).ok_or(CmdError::msg("ERR Invalid command specified"))?;
+    if !cmd.subcommands.is_empty() && request.len() >= 2 {
+        if let Ok(sub) = command::find_sub(cmd, request) {
+            cmd = sub;
+        }
+    }
+    if !cmd.arity_ok(request.len()) {
+        return Err(CmdError::msg(
+            "ERR Invalid number of arguments specified for command",
+        ));
+    }
+    let keys = cmd.keys_of(request);
+    if keys.is_empty() {
+        return Err(CmdError::msg("ERR The command has no key arguments"));
+    }
+    cx.out.array_len(keys.len());
+    for i in keys {
+        cx.out.bulk(&request[i]);
     }
     Ok(())
 }

@@ -177,12 +177,12 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd("lpos", -3, READONLY, (1, 1, 1), "6.0.6", "Return the index of matching elements on a list", lpos),
     cmd("lmove", 5, WRITE | DENYOOM | ATOMIC, (1, 2, 1), "6.2.0", "Pop an element from a list, push it to another list and return it", lmove),
     cmd("rpoplpush", 3, WRITE | DENYOOM | ATOMIC, (1, 2, 1), "1.2.0", "Remove the last element in a list, prepend it to another list and return it", rpoplpush),
-    cmd("lmpop", -4, WRITE, (0, 0, 0), "7.0.0", "Pop elements from a list", lmpop),
+    Command { movable_keys: Some(crate::command::keys_numkeys_first), ..cmd("lmpop", -4, WRITE, (0, 0, 0), "7.0.0", "Pop elements from a list", lmpop) },
     cmd("blpop", -3, WRITE | NOSCRIPT | BLOCKING, (1, -2, 1), "2.0.0", "Remove and get the first element in a list, or block until one is available", blpop),
     cmd("brpop", -3, WRITE | NOSCRIPT | BLOCKING, (1, -2, 1), "2.0.0", "Remove and get the last element in a list, or block until one is available", brpop),
     cmd("blmove", 6, WRITE | DENYOOM | NOSCRIPT | BLOCKING | ATOMIC, (1, 2, 1), "6.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", blmove),
     cmd("brpoplpush", 4, WRITE | DENYOOM | NOSCRIPT | BLOCKING | ATOMIC, (1, 2, 1), "2.2.0", "Pop an element from a list, push it to another list and return it; or block until one is available", brpoplpush),
-    cmd("blmpop", -5, WRITE | BLOCKING, (0, 0, 0), "7.0.0", "Pop elements from a list, or block until one is available", blmpop),
+    Command { movable_keys: Some(crate::command::keys_numkeys_second), ..cmd("blmpop", -5, WRITE | BLOCKING, (0, 0, 0), "7.0.0", "Pop elements from a list, or block until one is available", blmpop) },
 ];
 
 /// LPUSH, RPUSH, LPUSHX, RPUSHX: `create` is false for the X forms, which

@@ -59,7 +59,7 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd("srandmember", -2, READONLY, (1, 1, 1), "1.0.0", "Get one or multiple random members from a set", srandmember),
     cmd("smove", 4, WRITE | FAST | ATOMIC, (1, 2, 1), "1.0.0", "Move a member from one set to another", smove),
     cmd("sinter", -2, READONLY | ATOMIC, (1, -1, 1), "1.0.0", "Intersect multiple sets", sinter),
-    cmd("sintercard", -3, READONLY | ATOMIC, (0, 0, 0), "7.0.0", "Intersect multiple sets and return the cardinality of the result", sintercard),
+    Command { movable_keys: Some(crate::command::keys_numkeys_first), ..cmd("sintercard", -3, READONLY | ATOMIC, (0, 0, 0), "7.0.0", "Intersect multiple sets and return the cardinality of the result", sintercard) },
     cmd("sinterstore", -3, WRITE | DENYOOM | ATOMIC, (1, -1, 1), "1.0.0", "Intersect multiple sets and store the resulting set in a key", sinterstore),
     cmd("sunion", -2, READONLY | ATOMIC, (1, -1, 1), "1.0.0", "Add multiple sets", sunion),
     cmd("sunionstore", -3, WRITE | DENYOOM | ATOMIC, (1, -1, 1), "1.0.0", "Add multiple sets and store the resulting set in a key", sunionstore),

@@ -60,8 +60,8 @@ const fn cmd(
 /// SORT and SORT_RO.
 #[rustfmt::skip]
 pub(crate) const COMMANDS: &[Command] = &[
-    cmd("sort", -2, WRITE | DENYOOM | ATOMIC, "1.0.0", "Sort the elements in a list, set or sorted set", sort),
-    cmd("sort_ro", -2, READONLY | ATOMIC, "7.0.0", "Sort the elements in a list, set or sorted set. Read-only variant of SORT.", sort_ro),
+    Command { movable_keys: Some(sort_keys), ..cmd("sort", -2, WRITE | DENYOOM | ATOMIC, "1.0.0", "Sort the elements in a list, set or sorted set", sort) },
+    Command { movable_keys: Some(sort_keys), ..cmd("sort_ro", -2, READONLY | ATOMIC, "7.0.0", "Sort the elements in a list, set or sorted set. Read-only variant of SORT.", sort_ro) },
 ];
 
 /// SORT's options, as `sortCommandGeneric` parses them.
@@ -332,6 +332,30 @@ fn compare(a: (&Key, &[u8]), b: (&Key, &[u8])) -> Ordering {
         (Key::Text(x), Key::Text(y)) => x.cmp(y),
         _ => a.1.cmp(b.1),
     }
+}
+
+/// SORT's keys: the sorted key and the last STORE's destination, reading
+/// the options as SORT does (LIMIT's two numbers and BY/GET patterns are not
+/// keys; BY and GET keys come from the data, so no request names them).
+fn sort_keys(args: &[Arg<'_>]) -> Vec<usize> {
+    let mut keys = vec![1];
+    let mut store = None;
+    let mut i = 2;
+    while i < args.len() {
+        let skip = if crate::parse::is(&args[i], "limit") {
+            2
+        } else if crate::parse::is(&args[i], "get") || crate::parse::is(&args[i], "by") {
+            1
+        } else if crate::parse::is(&args[i], "store") {
+            store = Some(i + 1);
+            1
+        } else {
+            0
+        };
+        i += 1 + skip;
+    }
+    keys.extend(store.filter(|&d| d < args.len()));
+    keys
 }
 
 fn sort(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
