@@ -233,6 +233,66 @@ pub(crate) fn keys_destination_then_numkeys(args: &[Arg<'_>]) -> Vec<usize> {
     keys
 }
 
+/// Defines `cmd`, the constructor a group's file builds its table with: the
+/// group fixed, and the key spec and the version either fixed for the whole
+/// file or given per command, in the order name, arity, flags, [keys],
+/// [since], summary, handler.
+macro_rules! group_cmd {
+    ($group:literal) => {
+        /// A command of this file's group.
+        const fn cmd(
+            name: &'static str,
+            arity: i32,
+            flags: u32,
+            keys: (i32, i32, i32),
+            since: &'static str,
+            summary: &'static str,
+            handler: $crate::command::Handler,
+        ) -> $crate::command::Command {
+            $crate::command::spec(name, arity, flags, keys, $group, since, summary, handler)
+        }
+    };
+    ($group:literal, since = $since:literal) => {
+        /// A command of this file's group.
+        const fn cmd(
+            name: &'static str,
+            arity: i32,
+            flags: u32,
+            keys: (i32, i32, i32),
+            summary: &'static str,
+            handler: $crate::command::Handler,
+        ) -> $crate::command::Command {
+            $crate::command::spec(name, arity, flags, keys, $group, $since, summary, handler)
+        }
+    };
+    ($group:literal, keys = $keys:expr) => {
+        /// A command of this file's group.
+        const fn cmd(
+            name: &'static str,
+            arity: i32,
+            flags: u32,
+            since: &'static str,
+            summary: &'static str,
+            handler: $crate::command::Handler,
+        ) -> $crate::command::Command {
+            $crate::command::spec(name, arity, flags, $keys, $group, since, summary, handler)
+        }
+    };
+    ($group:literal, keys = $keys:expr, since = $since:literal) => {
+        /// A command of this file's group.
+        const fn cmd(
+            name: &'static str,
+            arity: i32,
+            flags: u32,
+            summary: &'static str,
+            handler: $crate::command::Handler,
+        ) -> $crate::command::Command {
+            $crate::command::spec(name, arity, flags, $keys, $group, $since, summary, handler)
+        }
+    };
+}
+pub(crate) use group_cmd;
+
 /// A HELP reply: one simple string per line.
 pub(crate) fn reply_help(cx: &mut Cx<'_>, lines: &[&str]) -> CmdResult {
     cx.out.array_len(lines.len());

@@ -12,24 +12,7 @@ use crate::session::ReplyMode;
 /// 7.0's features.
 pub const REDIS_VERSION: &str = "7.0.15";
 
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(
-        name,
-        arity,
-        flags,
-        (0, 0, 0),
-        "connection",
-        "1.0.0",
-        summary,
-        handler,
-    )
-}
+crate::command::group_cmd!("connection", keys = (0, 0, 0), since = "1.0.0");
 
 const CLIENT_SUBCOMMANDS: &[Command] = &[
     cmd(

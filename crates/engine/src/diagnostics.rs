@@ -529,25 +529,7 @@ fn doctor(events: &[(String, Event)]) -> String {
 
 // ---------- commands ----------
 
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    since: &'static str,
-    summary: &'static str,
-    handler: command::Handler,
-) -> Command {
-    command::spec(
-        name,
-        arity,
-        flags,
-        (0, 0, 0),
-        "server",
-        since,
-        summary,
-        handler,
-    )
-}
+crate::command::group_cmd!("server", keys = (0, 0, 0));
 
 #[rustfmt::skip]
 const SLOWLOG_SUBCOMMANDS: &[Command] = &[

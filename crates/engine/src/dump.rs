@@ -29,24 +29,7 @@ const NO_STREAM_DUMP: &str = "ERR DUMP of stream values is not supported";
 /// lookup and the read (another worker rewrote it meanwhile).
 const TYPE_RACE_RETRIES: usize = 8;
 
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(
-        name,
-        arity,
-        flags,
-        (1, 1, 1),
-        "generic",
-        "2.6.0",
-        summary,
-        handler,
-    )
-}
+crate::command::group_cmd!("generic", keys = (1, 1, 1), since = "2.6.0");
 
 /// DUMP and RESTORE.
 pub(crate) const COMMANDS: &[Command] = &[

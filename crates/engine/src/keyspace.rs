@@ -28,19 +28,7 @@ const SHARED_REFCOUNT: i64 = i32::MAX as i64;
 /// Keys one SCAN step of KEYS examines.
 const KEYS_PAGE: usize = 1024;
 
-/// A command of the `generic` group.
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    keys: (i32, i32, i32),
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(
-        name, arity, flags, keys, "generic", "1.0.0", summary, handler,
-    )
-}
+crate::command::group_cmd!("generic", since = "1.0.0");
 
 /// A db-wide command (Redis files these under `server`).
 const fn server_cmd(

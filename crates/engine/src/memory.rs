@@ -7,18 +7,7 @@ use crate::engine::Cx;
 use crate::error::{CmdError, SYNTAX};
 use crate::parse;
 
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    keys: (i32, i32, i32),
-    summary: &'static str,
-    handler: command::Handler,
-) -> Command {
-    command::spec(
-        name, arity, flags, keys, "server", "4.0.0", summary, handler,
-    )
-}
+crate::command::group_cmd!("server", since = "4.0.0");
 
 #[rustfmt::skip]
 const MEMORY_SUBCOMMANDS: &[Command] = &[

@@ -13,25 +13,7 @@ const OFF: &str = "ERR persistence is off: start shoal serve with --dir to save"
 /// How long SAVE waits for the supervisor's snapshot.
 const SAVE_TIMEOUT: Duration = Duration::from_secs(600);
 
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    since: &'static str,
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(
-        name,
-        arity,
-        flags,
-        (0, 0, 0),
-        "server",
-        since,
-        summary,
-        handler,
-    )
-}
+crate::command::group_cmd!("server", keys = (0, 0, 0));
 
 /// The persistence commands.
 #[rustfmt::skip]

@@ -9,25 +9,7 @@ use crate::engine::Cx;
 use crate::error::CmdError;
 use crate::parse;
 
-/// A command of the `scripting` group.
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    summary: &'static str,
-    handler: command::Handler,
-) -> Command {
-    command::spec(
-        name,
-        arity,
-        flags,
-        (0, 0, 0),
-        "scripting",
-        "7.0.0",
-        summary,
-        handler,
-    )
-}
+crate::command::group_cmd!("scripting", keys = (0, 0, 0), since = "7.0.0");
 
 #[rustfmt::skip]
 const FUNCTION_SUBCOMMANDS: &[Command] = &[

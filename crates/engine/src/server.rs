@@ -12,24 +12,7 @@ use crate::error::CmdError;
 use crate::parse;
 use crate::stats::CommandStats;
 
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    summary: &'static str,
-    handler: command::Handler,
-) -> Command {
-    crate::command::spec(
-        name,
-        arity,
-        flags,
-        (0, 0, 0),
-        "server",
-        "1.0.0",
-        summary,
-        handler,
-    )
-}
+crate::command::group_cmd!("server", keys = (0, 0, 0), since = "1.0.0");
 
 const CONFIG_SUBCOMMANDS: &[Command] = &[
     cmd(

@@ -47,27 +47,7 @@ const NOT_IN_MULTI: &str = "ERR Command not allowed inside a transaction";
 /// `processCommand`).
 const NOT_QUEUED: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
 
-/// A command of the `transactions` group.
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    keys: (i32, i32, i32),
-    since: &'static str,
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(
-        name,
-        arity,
-        flags,
-        keys,
-        "transactions",
-        since,
-        summary,
-        handler,
-    )
-}
+crate::command::group_cmd!("transactions");
 
 /// The transaction commands.
 #[rustfmt::skip]

@@ -11,24 +11,7 @@ use crate::engine::{Cx, Flow, ServerRequest};
 use crate::error::CmdError;
 use crate::session::ReplyMode;
 
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(
-        name,
-        arity,
-        flags,
-        (0, 0, 0),
-        "pubsub",
-        "2.0.0",
-        summary,
-        handler,
-    )
-}
+crate::command::group_cmd!("pubsub", keys = (0, 0, 0), since = "2.0.0");
 
 const SUB: u32 = PUBSUB | NOSCRIPT | LOADING | STALE;
 

@@ -32,18 +32,7 @@ pub(crate) const BITFIELD_OVERFLOW: &str = "ERR Invalid OVERFLOW type specified"
 /// BITFIELD_RO given SET or INCRBY.
 pub(crate) const BITFIELD_RO_WRITE: &str = "ERR BITFIELD_RO only supports the GET subcommand";
 
-/// A command of the `bitmap` group.
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    keys: (i32, i32, i32),
-    since: &'static str,
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(name, arity, flags, keys, "bitmap", since, summary, handler)
-}
+crate::command::group_cmd!("bitmap");
 
 /// The bitmap commands.
 #[rustfmt::skip]

@@ -53,18 +53,7 @@ const NO_MEMBER: &str = "ERR could not decode requested zset member";
 /// ANY without COUNT.
 const ANY_NEEDS_COUNT: &str = "ERR the ANY argument requires COUNT argument";
 
-/// A command of the `geo` group.
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    keys: (i32, i32, i32),
-    since: &'static str,
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(name, arity, flags, keys, "geo", since, summary, handler)
-}
+crate::command::group_cmd!("geo");
 
 /// The geo commands. GEORADIUS and GEORADIUSBYMEMBER list only their source
 /// key, as Redis does (their STORE destination is found by keyword).

@@ -27,26 +27,7 @@ const NOT_FLOAT_FIELD: &str = "ERR hash value is not a float";
 /// HINCRBYFLOAT by an infinite increment.
 const NAN_OR_INFINITE_INCR: &str = "ERR value is NaN or Infinity";
 
-/// A command of the `hash` group.
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    since: &'static str,
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(
-        name,
-        arity,
-        flags,
-        (1, 1, 1),
-        "hash",
-        since,
-        summary,
-        handler,
-    )
-}
+crate::command::group_cmd!("hash", keys = (1, 1, 1));
 
 /// The hash commands.
 #[rustfmt::skip]

@@ -616,26 +616,7 @@ fn decode(v: &[u8]) -> String {
 
 // ---------------------------------------------------------------- commands
 
-/// A command of the `hyperloglog` group.
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    keys: (i32, i32, i32),
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(
-        name,
-        arity,
-        flags,
-        keys,
-        "hyperloglog",
-        "2.8.9",
-        summary,
-        handler,
-    )
-}
+crate::command::group_cmd!("hyperloglog", since = "2.8.9");
 
 /// The HyperLogLog commands.
 #[rustfmt::skip]

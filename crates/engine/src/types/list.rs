@@ -143,18 +143,7 @@ fn is_list(cx: &mut Cx<'_>, key: &[u8]) -> Result<bool, CmdError> {
     }
 }
 
-/// A command of the `list` group.
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    keys: (i32, i32, i32),
-    since: &'static str,
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(name, arity, flags, keys, "list", since, summary, handler)
-}
+crate::command::group_cmd!("list");
 
 /// The list commands. LMPOP and BLMPOP name their keys through `numkeys`,
 /// which the table cannot express: (0, 0, 0) as Redis reports for

@@ -32,18 +32,7 @@ const NUMKEYS_TOO_MANY: &str = "ERR Number of keys can't be greater than number 
 /// SINTERCARD's LIMIT is negative or not a number.
 const LIMIT_NEGATIVE: &str = "ERR LIMIT can't be negative";
 
-/// A command of the `set` group.
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    keys: (i32, i32, i32),
-    since: &'static str,
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(name, arity, flags, keys, "set", since, summary, handler)
-}
+crate::command::group_cmd!("set");
 
 /// The set commands. SINTERCARD's keys follow its numkeys argument, which
 /// the table cannot express: (0, 0, 0), as Redis's movablekeys show it.

@@ -36,18 +36,7 @@ pub(crate) const LCS_TOO_BIG: &str =
 pub(crate) const LCS_NO_MEMORY: &str =
     "ERR Insufficient memory, failed allocating transient memory for LCS";
 
-/// A command of the `string` group.
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    keys: (i32, i32, i32),
-    since: &'static str,
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(name, arity, flags, keys, "string", since, summary, handler)
-}
+crate::command::group_cmd!("string");
 
 /// The string commands.
 #[rustfmt::skip]

@@ -57,27 +57,7 @@ const OUT_OF_RANGE: &str = "ERR value is out of range";
 /// "value is out of range" rather than exhausting it.
 const RANDOM_REPLY_MAX: u64 = 1 << 24;
 
-/// A command of the `sorted-set` group.
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    keys: (i32, i32, i32),
-    since: &'static str,
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(
-        name,
-        arity,
-        flags,
-        keys,
-        "sorted-set",
-        since,
-        summary,
-        handler,
-    )
-}
+crate::command::group_cmd!("sorted-set");
 
 /// The sorted-set commands. ZMPOP, BZMPOP, ZUNION, ZINTER, ZDIFF and
 /// ZINTERCARD take a key count, which the table cannot express: they list
