@@ -122,21 +122,8 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
 /// Quotes an argument as Redis's `sdscatrepr` does, so [`split_args`] reads
 /// it back unchanged.
 pub fn quote_arg(arg: &[u8]) -> String {
-    let mut out = String::from("\"");
-    for &b in arg {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b'"' => out.push_str("\\\""),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            7 => out.push_str("\\a"),
-            8 => out.push_str("\\b"),
-            b if b.is_ascii_graphic() || b == b' ' => out.push(b as char),
-            b => out.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    out.push('"');
+    let mut out = String::new();
+    crate::pubsub::quote(&mut out, arg);
     out
 }
 
