@@ -703,6 +703,31 @@ def test_always_holds_a_transaction_and_a_memcached_write(durable, tmp_path):
             gate.unlink()
 
 
+def test_always_holds_a_memcached_udp_write(durable, tmp_path):
+    """A UDP `set` is answered only after the fsync of its record too (every
+    front end goes through the one batch runner, which waits)."""
+    from test_memcached_udp import Udp
+    gate = tmp_path / "fsync-gate"
+    s = durable("always", workers=1, env={"SHOAL_TEST_FSYNC_GATE": str(gate)}).start()
+    gate.touch()
+    udp = Udp(s.mc_port)
+    try:
+        # A read writes nothing: answered at once, gate or not.
+        assert udp.call(1, b"get uk\r\n") == b"END\r\n"
+        udp.send(2, b"set uk 0 0 1\r\nx\r\n")
+        assert udp.nothing(), "a UDP set was answered before its fsync"
+        gate.unlink()
+        got = udp.receive(first=30)
+        assert [d[4] for d in got if d[0] == 2] == [b"STORED\r\n"], got
+    finally:
+        udp.close()
+        if gate.exists():
+            gate.unlink()
+    s.reboot()
+    with s.raw() as c:
+        assert c.cmd("GET", "uk") == b"x"
+
+
 # ---------------------------------------------------------------------------
 # 6. SAVE, BGSAVE, LASTSAVE, INFO persistence, CONFIG appendfsync.
 

@@ -18,6 +18,7 @@ use store::WorkerCounter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{watch, Notify};
 
+use crate::batch::{Ran, Runner};
 use crate::blocking::Outcome;
 use crate::bus;
 use crate::pubsub::Push;
@@ -202,8 +203,7 @@ where
     let mut buf = BytesMut::with_capacity(PROTO_IOBUF_LEN);
     let mut out: Vec<u8> = Vec::with_capacity(PROTO_IOBUF_LEN);
     let mut shutdown = worker.shutdown.subscribe();
-    // The end of the last log frame this client's writes produced.
-    let mut logged_to = 0;
+    let mut runner = Runner::new();
     loop {
         // Limits are read each round: CONFIG SET on any worker changes them.
         let subscribed = session.borrow().subs().total() > 0;
@@ -232,17 +232,21 @@ where
         let mut step = if buf.is_empty() {
             Step::NeedInput
         } else {
-            let before = worker.engine.borrow().log_last_end();
-            let step = process(worker, session, &mut parser, &mut buf, &mut out);
-            let after = worker.engine.borrow().log_last_end();
-            if after != before {
-                logged_to = after;
-            }
-            worker.flush_pubsub();
-            step
+            let mut session_ref = session.borrow_mut();
+            runner.run(worker, &mut session_ref, |engine, session_ref| {
+                process(
+                    worker,
+                    engine,
+                    session,
+                    session_ref,
+                    &mut parser,
+                    &mut buf,
+                    &mut out,
+                )
+            })
         };
         // `appendfsync always`: no reply before the fsync of its writes.
-        worker.durable.wait(logged_to).await;
+        runner.settle(worker).await;
         if output_limit != 0 && out.len() as u64 > output_limit {
             // client-output-buffer-limit: the client is closed, its replies
             // dropped, as Redis does.
@@ -518,14 +522,13 @@ async fn idle(seconds: u64) {
 /// while the engine is borrowed) and drops the consumed bytes.
 fn process(
     worker: &Worker,
+    engine: &mut Engine,
     session_rc: &Rc<RefCell<Session>>,
+    session: &mut Session,
     parser: &mut RequestParser,
     buf: &mut BytesMut,
     out: &mut Vec<u8>,
-) -> Step {
-    let mut engine = worker.engine.borrow_mut();
-    let mut session = session_rc.borrow_mut();
-    engine.begin_batch(&mut session);
+) -> Ran<Step> {
     session.qbuf = buf.len();
     let mut batch = Vec::new();
     let mut pos = 0;
@@ -536,7 +539,7 @@ fn process(
                 pos += n;
                 // Looked up (and its keys' slots prefetched) now, before any
                 // request of the batch runs, so the cache misses overlap.
-                let cmd = engine.resolve(&session, &args, true);
+                let cmd = engine.resolve(session, &args, true);
                 batch.push((args, pos, cmd));
             }
             Ok(None) => break,
@@ -551,7 +554,7 @@ fn process(
     let mut executed = 0;
     let mut start = 0;
     for (args, end, cmd) in &batch {
-        let mut flow = engine.execute_resolved(&mut session, *cmd, args, out);
+        let mut flow = engine.execute_resolved(session, *cmd, args, out);
         if flow == Flow::Hold {
             // Nothing ran: the request stays in the buffer, with the ones
             // after it, until the pause ends.
@@ -566,20 +569,11 @@ fn process(
             worker.pause.unpaused_here();
         }
         if let Flow::Block(req) = flow {
-            flow = block(
-                worker,
-                &mut engine,
-                session_rc,
-                &mut session,
-                *cmd,
-                args,
-                req,
-                out,
-            );
+            flow = block(worker, engine, session_rc, session, *cmd, args, req, out);
         }
         // Clients blocked on keys this command wrote are served before the
         // next command runs, as in Redis.
-        worker.blocking.serve_ready(&mut engine, Vec::new());
+        worker.blocking.serve_ready(engine, Vec::new());
         match flow {
             Flow::Continue => continue,
             Flow::Close => step = Step::Close,
@@ -597,7 +591,6 @@ fn process(
         break;
     }
     drop(batch);
-    engine.end_batch();
     if !matches!(step, Step::NeedInput) {
         // Requests after this one are parsed again from the new start.
         parser.reset();
@@ -608,12 +601,10 @@ fn process(
     buf.advance(consumed);
     session.qbuf = buf.len();
     session.omem = out.len();
-    if executed > 0 {
-        let _ = worker
-            .store
-            .add_worker_counter(worker.slot, WorkerCounter::Commands, executed);
+    Ran {
+        next: step,
+        executed,
     }
-    step
 }
 
 /// Registers a client whose command found nothing as blocked, then runs the

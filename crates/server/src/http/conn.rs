@@ -24,7 +24,6 @@ use proto::http::{
     Connection, Head, HeadParser, HttpError, Method, Response, Route, MAX_BODY,
 };
 use proto::resp::ReplyWriter;
-use store::WorkerCounter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -32,6 +31,7 @@ use tokio::sync::Notify;
 use super::metrics;
 use super::sse;
 use super::websocket::{self, Sub};
+use crate::batch::{Ran, Runner};
 use crate::connection;
 use crate::worker::Worker;
 
@@ -279,16 +279,18 @@ impl Conn {
         let mut last_read = tokio::time::Instant::now();
         let timer = tokio::time::sleep(KEEPALIVE_TIMEOUT);
         tokio::pin!(timer);
-        let mut logged_to = 0;
+        let mut runner = Runner::new();
+        let worker = self.worker.clone();
         loop {
-            let before = self.worker.engine.borrow().log_last_end();
-            let step = self.process(&mut buf, &mut out);
-            let after = self.worker.engine.borrow().log_last_end();
-            if after != before {
-                logged_to = after;
-            }
+            let step = {
+                let session_rc = self.session.clone();
+                let mut session = session_rc.borrow_mut();
+                runner.run(&worker, &mut session, |engine, session| {
+                    self.process(engine, session, &mut buf, &mut out)
+                })
+            };
             // `appendfsync always`: no reply before the fsync of its writes.
-            self.worker.durable.wait(logged_to).await;
+            runner.settle(&worker).await;
             match step {
                 Step::NeedInput => {}
                 Step::Flush => {
@@ -394,13 +396,14 @@ impl Conn {
 
     /// Answers every complete request in `buf` (synchronously: the engine is
     /// borrowed, nothing awaits) and drops their bytes.
-    fn process(&mut self, buf: &mut BytesMut, out: &mut Vec<u8>) -> Step {
+    fn process(
+        &mut self,
+        engine: &mut Engine,
+        session: &mut Session,
+        buf: &mut BytesMut,
+        out: &mut Vec<u8>,
+    ) -> Ran<Step> {
         self.date = date_now();
-        let worker = self.worker.clone();
-        let mut engine = worker.engine.borrow_mut();
-        let session_rc = self.session.clone();
-        let mut session = session_rc.borrow_mut();
-        engine.begin_batch(&mut session);
         let mut consumed = 0;
         let mut executed = 0;
         let step = loop {
@@ -433,8 +436,8 @@ impl Conn {
                 Connection::Default
             };
             let answered = self.answer(
-                &mut engine,
-                &mut session,
+                engine,
+                session,
                 &head,
                 rest,
                 &body,
@@ -457,18 +460,13 @@ impl Conn {
                 }
             }
         };
-        engine.end_batch();
         buf.advance(consumed);
         session.qbuf = buf.len();
         session.omem = out.len();
-        if executed > 0 {
-            let _ = worker.store.add_worker_counter(
-                worker.slot,
-                WorkerCounter::Commands,
-                executed as i64,
-            );
+        Ran {
+            next: step,
+            executed,
         }
-        step
     }
 
     /// The next whole request at the start of `rest`: its head, body and

@@ -17,11 +17,10 @@ use engine::{Engine, Session};
 use proto::memcache::binary::{
     self, write_error, write_response, Command, Frame, Request, Status, StoreMode,
 };
-use store::WorkerCounter;
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::IO_CHUNK;
+use crate::batch::{Ran, Runner};
 use crate::worker::Worker;
 
 /// Replies past this size are written before more requests of the buffer
@@ -42,40 +41,24 @@ pub(crate) async fn serve(
     let mut skip: u64 = 0;
     let mut session = Session::new(0, worker.engine.borrow().now_ms());
     let mut shutdown = worker.shutdown.subscribe();
-    let mut logged_to = 0;
+    let mut runner = Runner::new();
     loop {
         let dropped = skip.min(buf.len() as u64);
         buf.advance(dropped as usize);
         skip -= dropped;
         let mut batch = Batch::default();
         if skip == 0 {
-            let mut engine = worker.engine.borrow_mut();
-            let before = engine.log_last_end();
-            engine.begin_batch(&mut session);
-            batch = process(&mut engine, &buf, &mut out, &mut value, REPLY_FLUSH);
-            engine.end_batch();
-            if engine.log_last_end() != before {
-                logged_to = engine.log_last_end();
-            }
+            batch = runner.run(worker, &mut session, |engine, _| {
+                let batch = process(engine, &buf, &mut out, &mut value, REPLY_FLUSH);
+                Ran {
+                    executed: batch.executed,
+                    next: batch,
+                }
+            });
             buf.advance(batch.consumed);
             skip = batch.skip;
         }
-        if batch.executed > 0 {
-            let _ = worker.store.add_worker_counter(
-                worker.slot,
-                WorkerCounter::Commands,
-                batch.executed,
-            );
-        }
-        if !out.is_empty() {
-            // `appendfsync always`: no reply before the fsync of its writes.
-            worker.durable.wait(logged_to).await;
-            stream.write_all(&out).await?;
-            out.clear();
-            if out.capacity() > REPLY_FLUSH {
-                out.shrink_to(IO_CHUNK);
-            }
-        }
+        runner.reply(worker, stream, &mut out, IO_CHUNK).await?;
         if batch.close || *shutdown.borrow() {
             return Ok(());
         }
@@ -96,7 +79,7 @@ pub(super) struct Batch {
     /// Bytes past those to discard as they arrive.
     pub skip: u64,
     /// Requests executed.
-    pub executed: i64,
+    pub executed: u64,
     /// The connection is to close once the replies are written.
     pub close: bool,
     /// Stopped at the reply limit: more complete requests may wait.

@@ -23,6 +23,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::IO_CHUNK;
+use crate::batch::{Ran, Runner};
 use crate::worker::Worker;
 
 /// Replies past this size are written before more requests of the buffer
@@ -94,23 +95,17 @@ async fn serve(worker: &Rc<Worker>, stream: &mut TcpStream) -> std::io::Result<(
         value: Vec::new(),
     };
     let mut out: Vec<u8> = Vec::with_capacity(IO_CHUNK);
-    let mut logged_to = 0;
+    let mut runner = Runner::new();
     loop {
-        let before = worker.engine.borrow().log_last_end();
-        let step = process(worker, &mut conn, &mut buf, &mut out);
-        let after = worker.engine.borrow().log_last_end();
-        if after != before {
-            logged_to = after;
-        }
-        if !out.is_empty() {
-            // `appendfsync always`: no reply before the fsync of its writes.
-            worker.durable.wait(logged_to).await;
-            stream.write_all(&out).await?;
-            out.clear();
-            if out.capacity() > REPLY_FLUSH {
-                out.shrink_to(IO_CHUNK);
-            }
-        }
+        let Conn {
+            parser,
+            session,
+            value,
+        } = &mut conn;
+        let step = runner.run(worker, session, |engine, _| {
+            process(engine, parser, value, &mut buf, &mut out)
+        });
+        runner.reply(worker, stream, &mut out, IO_CHUNK).await?;
         match step {
             Step::Close => return Ok(()),
             Step::Flush => continue,
@@ -131,16 +126,20 @@ async fn serve(worker: &Rc<Worker>, stream: &mut TcpStream) -> std::io::Result<(
 
 /// Runs every complete request in `buf` (synchronously: the engine stays
 /// borrowed for the batch) and drops the bytes consumed.
-fn process(worker: &Worker, conn: &mut Conn, buf: &mut BytesMut, out: &mut Vec<u8>) -> Step {
-    let mut engine = worker.engine.borrow_mut();
-    engine.begin_batch(&mut conn.session);
+fn process(
+    engine: &mut Engine,
+    parser: &mut Parser,
+    value: &mut Vec<u8>,
+    buf: &mut BytesMut,
+    out: &mut Vec<u8>,
+) -> Ran<Step> {
     // `item-size-max` may have changed (CONFIG SET on any worker).
-    conn.parser.set_item_size_max(engine.mc_item_size_max());
+    parser.set_item_size_max(engine.mc_item_size_max());
     let mut pos = 0;
     let mut executed = 0;
     let mut step = Step::NeedInput;
     loop {
-        match conn.parser.parse(&buf[pos..]) {
+        match parser.parse(&buf[pos..]) {
             Parsed::Incomplete => break,
             Parsed::Skipped(n) => pos += n,
             Parsed::Close => {
@@ -160,7 +159,7 @@ fn process(worker: &Worker, conn: &mut Conn, buf: &mut BytesMut, out: &mut Vec<u
             Parsed::Request(request, consumed) => {
                 pos += consumed;
                 executed += 1;
-                if !execute(&mut engine, &mut conn.value, request, out) {
+                if !execute(engine, value, request, out) {
                     step = Step::Close;
                     break;
                 }
@@ -171,15 +170,11 @@ fn process(worker: &Worker, conn: &mut Conn, buf: &mut BytesMut, out: &mut Vec<u
             }
         }
     }
-    engine.end_batch();
-    drop(engine);
     buf.advance(pos);
-    if executed > 0 {
-        let _ = worker
-            .store
-            .add_worker_counter(worker.slot, WorkerCounter::Commands, executed);
+    Ran {
+        next: step,
+        executed,
     }
-    step
 }
 
 /// Runs one request and appends its reply. Returns false on `quit`.

@@ -14,11 +14,11 @@ use engine::{Engine, Session};
 use nix::sys::socket::{recvmmsg, sendmmsg, MsgFlags, MultiHeaders, SockaddrStorage};
 use proto::memcache::text::{write_line, Parsed, Parser};
 use proto::memcache::{binary::REQUEST_MAGIC, udp};
-use store::WorkerCounter;
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
 
 use super::{binary, text};
+use crate::batch::{Ran, Runner};
 use crate::worker::Worker;
 
 /// Datagrams taken per `recvmmsg`.
@@ -43,6 +43,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, socket: UdpSocket) {
     let mut value = Vec::new();
     let mut session = Session::new(0, worker.engine.borrow().now_ms());
     let mut shutdown = worker.shutdown.subscribe();
+    let mut runner = Runner::new();
     loop {
         if *shutdown.borrow() {
             return;
@@ -63,25 +64,20 @@ pub(crate) async fn serve(worker: Rc<Worker>, socket: UdpSocket) {
             Err(_) => continue,
         };
         outbox.clear();
-        let mut executed = 0;
-        {
-            let mut engine = worker.engine.borrow_mut();
-            engine.begin_batch(&mut session);
+        runner.run(&worker, &mut session, |engine, _| {
+            let mut executed = 0;
             for (datagram, from) in inbox.datagrams(received) {
                 let Some(request) = udp::parse_datagram(datagram) else {
                     continue;
                 };
                 reply.clear();
-                executed += execute(&mut engine, request.payload, &mut reply, &mut value);
+                executed += execute(engine, request.payload, &mut reply, &mut value);
                 outbox.add(from, request.request_id, &reply);
             }
-            engine.end_batch();
-        }
-        if executed > 0 {
-            let _ = worker
-                .store
-                .add_worker_counter(worker.slot, WorkerCounter::Commands, executed);
-        }
+            Ran { next: (), executed }
+        });
+        // `appendfsync always` holds UDP replies too.
+        runner.settle(&worker).await;
         outbox.send(&socket, fd).await;
     }
 }
@@ -89,7 +85,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, socket: UdpSocket) {
 /// Runs the requests of one datagram's payload; replies into `reply`.
 /// Returns how many ran. A request must be whole within the datagram: an
 /// incomplete one is dropped, as memcached does.
-fn execute(engine: &mut Engine, payload: &[u8], reply: &mut Vec<u8>, value: &mut Vec<u8>) -> i64 {
+fn execute(engine: &mut Engine, payload: &[u8], reply: &mut Vec<u8>, value: &mut Vec<u8>) -> u64 {
     if payload.first() == Some(&REQUEST_MAGIC) {
         // What would close a TCP connection (QUIT, a bad header) ends the
         // datagram; a too-large value was never in it.

@@ -1,0 +1,115 @@
+//! The one batch runner: what every front end does around the requests it
+//! has parsed, so that a front end is only its codec and its transport.
+//!
+//! A front end (RESP over TCP and Unix sockets, memcached text, binary and
+//! UDP, HTTP and what it upgrades to) reads bytes, and for each read hands a
+//! closure to [`Runner::run`] that parses and executes every complete request
+//! with the engine borrowed. The runner around it:
+//!
+//! 1. opens the engine's batch for the client's session (the clock is read
+//!    once, CLIENT PAUSE is looked at once) and notes the log's end;
+//! 2. after the closure, closes the batch, remembers the end of the last log
+//!    frame the batch wrote (so `appendfsync always` knows what to wait
+//!    for), adds the requests run to the worker's command counter, and hands
+//!    the pub/sub output the batch produced to clients and other workers;
+//! 3. before replies leave, [`Runner::settle`] waits for the fsync that
+//!    covers every write of this client (`appendfsync always`, group
+//!    commit); [`Runner::reply`] does that and writes.
+//!
+//! The engine is never borrowed across an `.await`: the closure runs
+//! synchronously, and settling and writing happen after it.
+
+use engine::{Engine, Session};
+use store::WorkerCounter;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use crate::worker::Worker;
+
+/// Output room a client keeps between batches at most (beyond it, it
+/// shrinks back to its front end's usual size).
+pub(crate) const SHRINK_ABOVE: usize = 1 << 20;
+
+/// What a batch's closure returns: its own outcome and how many requests it
+/// ran (the worker's command counter, INFO's `total_commands_processed`).
+pub(crate) struct Ran<T> {
+    /// What the front end does next.
+    pub next: T,
+    /// Requests executed in the batch.
+    pub executed: u64,
+}
+
+/// One client's (or one UDP socket's) runner: what its writes owe the log.
+#[derive(Debug, Default)]
+pub(crate) struct Runner {
+    /// The end of the last log frame this client's requests wrote (0: none).
+    logged_to: u64,
+}
+
+impl Runner {
+    /// A runner for a new client.
+    pub fn new() -> Runner {
+        Runner::default()
+    }
+
+    /// Runs one batch of requests for `session`: `batch` parses and executes
+    /// them with the engine borrowed. See the module's steps 1 and 2.
+    pub fn run<T>(
+        &mut self,
+        worker: &Worker,
+        session: &mut Session,
+        batch: impl FnOnce(&mut Engine, &mut Session) -> Ran<T>,
+    ) -> T {
+        let ran = {
+            let mut engine = worker.engine.borrow_mut();
+            let before = engine.log_last_end();
+            engine.begin_batch(session);
+            let ran = batch(&mut engine, session);
+            engine.end_batch();
+            let after = engine.log_last_end();
+            if after != before {
+                self.logged_to = after;
+            }
+            ran
+        };
+        if ran.executed > 0 {
+            let _ = worker.store.add_worker_counter(
+                worker.slot,
+                WorkerCounter::Commands,
+                ran.executed as i64,
+            );
+        }
+        worker.flush_pubsub();
+        ran.next
+    }
+
+    /// Waits, under `appendfsync always`, until everything this client
+    /// wrote is fsynced: no reply may leave before that.
+    pub async fn settle(&self, worker: &Worker) {
+        worker.durable.wait(self.logged_to).await;
+    }
+
+    /// Settles, then writes `out` and empties it. Room past
+    /// [`SHRINK_ABOVE`] goes back down to `keep` bytes, so that one large
+    /// reply does not stay allocated per client.
+    pub async fn reply<W>(
+        &self,
+        worker: &Worker,
+        stream: &mut W,
+        out: &mut Vec<u8>,
+        keep: usize,
+    ) -> std::io::Result<()>
+    where
+        W: AsyncWrite + Unpin,
+    {
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.settle(worker).await;
+        stream.write_all(out).await?;
+        out.clear();
+        if out.capacity() > SHRINK_ABOVE {
+            out.shrink_to(keep);
+        }
+        Ok(())
+    }
+}
