@@ -17,6 +17,7 @@ import random
 import re
 import signal
 import socket
+import struct
 import subprocess
 import time
 
@@ -703,29 +704,123 @@ def test_always_holds_a_transaction_and_a_memcached_write(durable, tmp_path):
             gate.unlink()
 
 
-def test_always_holds_a_memcached_udp_write(durable, tmp_path):
-    """A UDP `set` is answered only after the fsync of its record too (every
-    front end goes through the one batch runner, which waits)."""
-    from test_memcached_udp import Udp
+def _mc_binary_set(key, value):
+    """A memcached binary-protocol SET request (flags 0, no expiry)."""
+    extras = struct.pack(">II", 0, 0)
+    body = extras + key + value
+    return struct.pack(">BBHBBHIIQ", 0x80, 0x01, len(key), len(extras), 0, 0,
+                       len(body), 7, 0) + body
+
+
+class _Stream:
+    """A front end spoken over a plain stream socket: `request` is a write,
+    `reply` the start of its answer."""
+
+    def __init__(self, connect, request, reply):
+        self.connect, self.request, self.reply = connect, request, reply
+
+    def write(self, s):
+        self.sock = self.connect(s)
+        self.sock.sendall(self.request)
+
+    def answered(self, timeout):
+        self.sock.settimeout(timeout)
+        got = b""
+        try:
+            while len(got) < len(self.reply):
+                chunk = self.sock.recv(100)
+                if not chunk:
+                    break
+                got += chunk
+        except socket.timeout:
+            return None
+        return got[:len(self.reply)]
+
+    def close(self):
+        self.sock.close()
+
+
+class _Udp:
+    def write(self, s):
+        from test_memcached_udp import Udp
+        self.udp = Udp(s.mc_port)
+        self.udp.send(2, b"set fk 0 0 1\r\nx\r\n")
+
+    def answered(self, timeout):
+        got = self.udp.receive(first=timeout)
+        return b"".join(d[4] for d in got if d[0] == 2) or None
+
+    def close(self):
+        self.udp.close()
+
+
+class _WebSocket:
+    def write(self, s):
+        from websockets.sync.client import connect
+        self.connection = connect(f"ws://127.0.0.1:{s.http_port}/", subprotocols=["resp"])
+        self.ws = self.connection.__enter__()
+        self.ws.send(b"*3\r\n$3\r\nSET\r\n$2\r\nfk\r\n$1\r\nx\r\n")
+
+    def answered(self, timeout):
+        try:
+            return self.ws.recv(timeout=timeout)
+        except TimeoutError:
+            return None
+
+    def close(self):
+        self.connection.__exit__(None, None, None)
+
+
+def _tcp(port_of):
+    return lambda s: socket.create_connection(("127.0.0.1", port_of(s)), timeout=5)
+
+
+def _unix(s):
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(str(s.dir.parent / "shoal.sock"))
+    return c
+
+
+RESP_SET = b"*3\r\n$3\r\nSET\r\n$2\r\nfk\r\n$1\r\nx\r\n"
+FRONT_ENDS = {
+    "resp": lambda: _Stream(_tcp(lambda s: s.port), RESP_SET, b"+OK\r\n"),
+    "unix": lambda: _Stream(_unix, RESP_SET, b"+OK\r\n"),
+    "memcached-text": lambda: _Stream(_tcp(lambda s: s.mc_port), b"set fk 0 0 1\r\nx\r\n",
+                                      b"STORED\r\n"),
+    "memcached-binary": lambda: _Stream(_tcp(lambda s: s.mc_port), _mc_binary_set(b"fk", b"x"),
+                                        b"\x81\x01"),
+    "memcached-udp": _Udp,
+    "http-put": lambda: _Stream(_tcp(lambda s: s.http_port),
+                                b"PUT /fk HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx",
+                                b"HTTP/1.1 201"),
+    "websocket": _WebSocket,
+}
+
+
+@pytest.mark.parametrize("front_end", sorted(FRONT_ENDS))
+def test_always_holds_a_write_on_every_front_end(durable, tmp_path, front_end):
+    """Under `appendfsync always` a write is answered only after the fsync
+    of its record, whatever protocol it came by (every front end goes
+    through the one batch runner, which waits)."""
     gate = tmp_path / "fsync-gate"
-    s = durable("always", workers=1, env={"SHOAL_TEST_FSYNC_GATE": str(gate)}).start()
+    s = durable("always", workers=1, env={"SHOAL_TEST_FSYNC_GATE": str(gate)},
+                extra_args=["--unixsocket", str(tmp_path / "shoal.sock")]).start()
     gate.touch()
-    udp = Udp(s.mc_port)
+    client = FRONT_ENDS[front_end]()
     try:
-        # A read writes nothing: answered at once, gate or not.
-        assert udp.call(1, b"get uk\r\n") == b"END\r\n"
-        udp.send(2, b"set uk 0 0 1\r\nx\r\n")
-        assert udp.nothing(), "a UDP set was answered before its fsync"
+        client.write(s)
+        assert client.answered(0.5) is None, f"{front_end}: answered before the fsync"
         gate.unlink()
-        got = udp.receive(first=30)
-        assert [d[4] for d in got if d[0] == 2] == [b"STORED\r\n"], got
+        reply = client.answered(30)
+        assert reply is not None and reply.startswith(
+            b"+OK" if front_end == "websocket" else b""), reply
     finally:
-        udp.close()
+        client.close()
         if gate.exists():
             gate.unlink()
     s.reboot()
     with s.raw() as c:
-        assert c.cmd("GET", "uk") == b"x"
+        assert c.cmd("GET", "fk") == b"x"
 
 
 # ---------------------------------------------------------------------------
