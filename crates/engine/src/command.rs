@@ -55,6 +55,27 @@ pub mod flags {
     pub const ALLOW_BUSY: u32 = 1 << 12;
     /// May block the client (BLPOP and kin).
     pub const BLOCKING: u32 = 1 << 13;
+    /// Not shown to MONITOR as itself (a script shows the commands it runs).
+    pub const SKIP_MONITOR: u32 = 1 << 14;
+    /// Never logged in the SLOWLOG as itself (EXEC: its commands are).
+    pub const SKIP_SLOWLOG: u32 = 1 << 15;
+    /// Declares no key it must be given (a script's numkeys may be 0).
+    pub const NO_MANDATORY_KEYS: u32 = 1 << 16;
+    /// Redis's hidden `may-replicate`: not WRITE, yet it changes what a
+    /// replica sees (PUBLISH, PFCOUNT, scripts), so a WRITE pause holds it.
+    /// COMMAND INFO does not show it, as in Redis.
+    pub const MAY_REPLICATE: u32 = 1 << 17;
+    /// shoal's own, not shown: a RESP2 client in subscribed mode may run it
+    /// (Redis's PING, QUIT, RESET and the subscribe commands).
+    pub const SUBSCRIBED_OK: u32 = 1 << 28;
+    /// shoal's own, not shown: it acts on the transaction itself, so while
+    /// MULTI is open it runs at once instead of being queued (MULTI, EXEC,
+    /// DISCARD, WATCH, QUIT, RESET).
+    pub const NOT_QUEUED: u32 = 1 << 29;
+    /// shoal's own, not shown: it ends an open transaction (EXEC, DISCARD,
+    /// QUIT, RESET), so inside MULTI it is never refused for memory (every
+    /// other command is: queueing takes memory too).
+    pub const ENDS_MULTI: u32 = 1 << 30;
     /// shoal's own, not a Redis flag (COMMAND INFO does not show it): the
     /// command touches several keys and must look like one step to every
     /// other client, so the dispatcher runs it inside
@@ -79,13 +100,16 @@ pub mod flags {
         (PUBSUB, "pubsub"),
         (NOSCRIPT, "noscript"),
         (RANDOM, "random"),
+        (BLOCKING, "blocking"),
         (LOADING, "loading"),
         (STALE, "stale"),
+        (SKIP_MONITOR, "skip_monitor"),
+        (SKIP_SLOWLOG, "skip_slowlog"),
         (FAST, "fast"),
         (NO_AUTH, "no_auth"),
+        (NO_MANDATORY_KEYS, "no_mandatory_keys"),
         (NO_MULTI, "no_multi"),
         (ALLOW_BUSY, "allow_busy"),
-        (BLOCKING, "blocking"),
     ];
 }
 

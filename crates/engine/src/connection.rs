@@ -138,12 +138,20 @@ const CLIENT_SUBCOMMANDS: &[Command] = &[
 
 /// The connection commands.
 pub(crate) const COMMANDS: &[Command] = &[
-    cmd("ping", -1, FAST, "Ping the server", ping),
+    cmd("ping", -1, FAST | SUBSCRIBED_OK, "Ping the server", ping),
     cmd("echo", 2, FAST, "Echo the given string", echo),
     cmd(
         "quit",
         -1,
-        ALLOW_BUSY | NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        ALLOW_BUSY
+            | NOSCRIPT
+            | LOADING
+            | STALE
+            | FAST
+            | NO_AUTH
+            | SUBSCRIBED_OK
+            | NOT_QUEUED
+            | ENDS_MULTI,
         "Close the connection",
         quit,
     ),
@@ -164,7 +172,7 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd(
         "reset",
         1,
-        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SUBSCRIBED_OK | NOT_QUEUED | ENDS_MULTI,
         "Reset the connection",
         reset,
     ),

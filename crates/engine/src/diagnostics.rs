@@ -111,7 +111,7 @@ impl Engine {
         deferred: bool,
     ) {
         let threshold = self.config.slowlog_log_slower_than;
-        if threshold >= 0 && usec >= threshold as u64 && cmd.name != "exec" {
+        if threshold >= 0 && usec >= threshold as u64 && cmd.flags & SKIP_SLOWLOG == 0 {
             self.add_slow_entry(session, args, usec, deferred);
         }
         let ms = usec / 1000;

@@ -497,7 +497,7 @@ impl Engine {
         let rejected_before = cx.engine.stats.rejected;
         let result = match cmd {
             None => Err(cx.reject(unknown_command(args))),
-            Some(cmd) if !cmd.arity_ok(args.len()) && cmd.name == "exec" => {
+            Some(cmd) if !cmd.arity_ok(args.len()) && transaction::is_exec(cmd) => {
                 let e = cx.reject(CmdError::arity(cmd.name));
                 Err(transaction::exec_abort(cx.session, e))
             }
@@ -505,7 +505,7 @@ impl Engine {
             Some(cmd)
                 if cx.session.protocol == proto::resp::Protocol::Resp2
                     && cx.session.subs.total() > 0
-                    && !crate::pubsub::allowed_when_subscribed(cmd.name) =>
+                    && cmd.flags & command::flags::SUBSCRIBED_OK == 0 =>
             {
                 // Redis names a container's subcommand in full (client|id).
                 let name = if cmd.subcommands.is_empty() || args.len() < 2 {
@@ -532,8 +532,7 @@ impl Engine {
             // so that EXEC then aborts: Redis's processCommand.
             Some(cmd)
                 if (cmd.flags & command::flags::DENYOOM != 0
-                    || (cx.session.in_multi()
-                        && !matches!(cmd.name, "exec" | "discard" | "quit" | "reset")))
+                    || (cx.session.in_multi() && cmd.flags & command::flags::ENDS_MULTI == 0))
                     && cx.engine.refuses_oom() =>
             {
                 Err(cx.reject(CmdError::msg(crate::error::OOM)))

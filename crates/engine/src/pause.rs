@@ -32,10 +32,6 @@ pub enum PauseMode {
 /// The latest deadline a word can hold (timeouts beyond it are clamped).
 const MAX_DEADLINE: u64 = (1 << 61) - 1;
 
-/// Commands that Redis flags `may-replicate`: not WRITE, but they change
-/// what replicas see, so a WRITE pause holds them too.
-const MAY_REPLICATE: &[&str] = &["publish", "spublish", "pfcount", "eval", "evalsha", "fcall"];
-
 fn encode(mode: PauseMode, deadline_ms: u64) -> u64 {
     (deadline_ms.min(MAX_DEADLINE) << 2) | mode as u64
 }
@@ -61,7 +57,7 @@ fn may_replicate(cmd: &'static Command, args: &[Arg<'_>]) -> bool {
             Err(_) => return false,
         }
     };
-    cmd.flags & flags::WRITE != 0 || MAY_REPLICATE.contains(&cmd.name)
+    cmd.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0
 }
 
 impl Engine {
@@ -102,13 +98,13 @@ impl Engine {
         // A RESP2 subscriber's refused command is refused at once.
         if session.protocol == proto::resp::Protocol::Resp2
             && session.subs().total() > 0
-            && !crate::pubsub::allowed_when_subscribed(cmd.name)
+            && cmd.flags & flags::SUBSCRIBED_OK == 0
         {
             return false;
         }
         match mode {
             PauseMode::All => true,
-            PauseMode::Write if cmd.name == "exec" => session.tx.may_replicate(),
+            PauseMode::Write if crate::transaction::is_exec(cmd) => session.tx.may_replicate(),
             PauseMode::Write => may_replicate(cmd, args),
         }
     }

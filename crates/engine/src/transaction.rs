@@ -43,19 +43,15 @@ const WATCH_IN_MULTI: &str = "ERR WATCH inside MULTI is not allowed";
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
 const NOT_IN_MULTI: &str = "ERR Command not allowed inside a transaction";
 
-/// Commands that run at once even while MULTI is open (Redis's list in
-/// `processCommand`).
-const NOT_QUEUED: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
-
 crate::command::group_cmd!("transactions");
 
 /// The transaction commands.
 #[rustfmt::skip]
 pub(crate) const COMMANDS: &[Command] = &[
-    cmd("multi", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, (0, 0, 0), "1.2.0", "Mark the start of a transaction block", multi),
-    cmd("exec", 1, NOSCRIPT | LOADING | STALE, (0, 0, 0), "1.2.0", "Execute all commands issued after MULTI", exec),
-    cmd("discard", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, (0, 0, 0), "2.0.0", "Discard all commands issued after MULTI", discard),
-    cmd("watch", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, (1, -1, 1), "2.2.0", "Watch the given keys to determine execution of the MULTI/EXEC block", watch),
+    cmd("multi", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | NOT_QUEUED, (0, 0, 0), "1.2.0", "Mark the start of a transaction block", multi),
+    cmd("exec", 1, NOSCRIPT | LOADING | STALE | SKIP_SLOWLOG | NOT_QUEUED | ENDS_MULTI, (0, 0, 0), "1.2.0", "Execute all commands issued after MULTI", exec),
+    cmd("discard", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | NOT_QUEUED | ENDS_MULTI, (0, 0, 0), "2.0.0", "Discard all commands issued after MULTI", discard),
+    cmd("watch", -2, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY | NOT_QUEUED, (1, -1, 1), "2.2.0", "Watch the given keys to determine execution of the MULTI/EXEC block", watch),
     cmd("unwatch", 1, NOSCRIPT | LOADING | STALE | FAST | ALLOW_BUSY, (0, 0, 0), "2.2.0", "Forget about all watched keys", unwatch),
 ];
 
@@ -117,6 +113,12 @@ impl Transaction {
 
 /// Whether `cmd` is to be queued rather than run: MULTI is open and the
 /// command is not one that acts on the transaction itself.
+/// Whether `cmd` is EXEC, whose refusal ends the transaction and which a
+/// WRITE pause holds only if its queue writes.
+pub(crate) fn is_exec(cmd: &Command) -> bool {
+    cmd.name == "exec"
+}
+
 /// EXEC refused before it runs (wrong arity): Redis discards the
 /// transaction, and the watches, and says why in an EXECABORT error.
 pub(crate) fn exec_abort(session: &mut Session, e: CmdError) -> CmdError {
@@ -127,7 +129,7 @@ pub(crate) fn exec_abort(session: &mut Session, e: CmdError) -> CmdError {
 }
 
 pub(crate) fn queues(session: &Session, cmd: &Command) -> bool {
-    session.tx.queue.is_some() && !NOT_QUEUED.contains(&cmd.name)
+    session.tx.queue.is_some() && cmd.flags & NOT_QUEUED == 0
 }
 
 /// Queues a command that passed the dispatcher's checks, after the checks

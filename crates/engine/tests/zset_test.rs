@@ -62,13 +62,13 @@ fn table_entries_match_redis() {
             "bzpopmin",
             -3,
             (1, -2, 1),
-            &["write", "noscript", "fast", "blocking"],
+            &["write", "noscript", "blocking", "fast"],
         ),
         (
             "bzpopmax",
             -3,
             (1, -2, 1),
-            &["write", "noscript", "fast", "blocking"],
+            &["write", "noscript", "blocking", "fast"],
         ),
         ("bzmpop", -5, (0, 0, 0), &["write", "blocking"]),
     ];

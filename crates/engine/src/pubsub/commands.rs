@@ -13,7 +13,7 @@ use crate::session::ReplyMode;
 
 crate::command::group_cmd!("pubsub", keys = (0, 0, 0), since = "2.0.0");
 
-const SUB: u32 = PUBSUB | NOSCRIPT | LOADING | STALE;
+const SUB: u32 = PUBSUB | NOSCRIPT | LOADING | STALE | SUBSCRIBED_OK;
 
 const PUBSUB_SUBCOMMANDS: &[Command] = &[
     cmd(
@@ -68,8 +68,8 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd("punsubscribe", -1, SUB, "Stop listening for messages posted to channels matching the given patterns", punsubscribe),
     cmd("ssubscribe", -2, SUB, "Listen for messages published to the given shard channels", ssubscribe),
     cmd("sunsubscribe", -1, SUB, "Stop listening for messages posted to the given shard channels", sunsubscribe),
-    cmd("publish", 3, PUBSUB | LOADING | STALE | FAST, "Post a message to a channel", publish),
-    cmd("spublish", 3, PUBSUB | LOADING | STALE | FAST, "Post a message to a shard channel", spublish),
+    cmd("publish", 3, PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE, "Post a message to a channel", publish),
+    cmd("spublish", 3, PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE, "Post a message to a shard channel", spublish),
     Command {
         subcommands: PUBSUB_SUBCOMMANDS,
         ..cmd("pubsub", -2, 0, "A container for Pub/Sub commands", pubsub)
@@ -82,29 +82,6 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd("kpsubscribe", -2, SUB, "Receive the values of keys matching patterns now and after every write (shoal)", kpsubscribe),
     cmd("kpunsubscribe", -1, SUB, "Stop receiving the values of keys matching patterns (shoal)", kpunsubscribe),
 ];
-
-/// Commands a RESP2 client in subscribed mode may run (Redis's list, plus
-/// shoal's subscribe commands).
-pub(crate) fn allowed_when_subscribed(name: &str) -> bool {
-    matches!(
-        name,
-        "ping"
-            | "subscribe"
-            | "ssubscribe"
-            | "unsubscribe"
-            | "sunsubscribe"
-            | "psubscribe"
-            | "punsubscribe"
-            | "quit"
-            | "reset"
-            | "lsubscribe"
-            | "lunsubscribe"
-            | "ksubscribe"
-            | "kunsubscribe"
-            | "kpsubscribe"
-            | "kpunsubscribe"
-    )
-}
 
 /// Writes a push frame into the reply.
 fn push(cx: &mut Cx<'_>, parts: &[Part<'_>]) {

@@ -31,7 +31,7 @@ use crate::command::Arg;
 use crate::engine::Engine;
 use crate::session::Session;
 
-pub(crate) use commands::{allowed_when_subscribed, COMMANDS};
+pub(crate) use commands::COMMANDS;
 
 /// Mailbox message kind of a whole pub/sub message, or its last fragment.
 pub const MAILBOX_MESSAGE: u32 = 32;

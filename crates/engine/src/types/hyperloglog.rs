@@ -622,7 +622,7 @@ crate::command::group_cmd!("hyperloglog", since = "2.8.9");
 #[rustfmt::skip]
 pub(crate) const COMMANDS: &[Command] = &[
     cmd("pfadd", -2, WRITE | DENYOOM | FAST, (1, 1, 1), "Adds the specified elements to the specified HyperLogLog.", pfadd),
-    cmd("pfcount", -2, READONLY | ATOMIC, (1, -1, 1), "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).", pfcount),
+    cmd("pfcount", -2, READONLY | MAY_REPLICATE | ATOMIC, (1, -1, 1), "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).", pfcount),
     cmd("pfmerge", -2, WRITE | DENYOOM | ATOMIC, (1, -1, 1), "Merge N different HyperLogLogs into a single one.", pfmerge),
     cmd("pfdebug", 3, WRITE | DENYOOM | ADMIN, (2, 2, 1), "Internal commands for debugging HyperLogLog values", pfdebug),
     cmd("pfselftest", 1, ADMIN, (0, 0, 0), "An internal command for testing HyperLogLog values", pfselftest),
