@@ -1,5 +1,5 @@
 //! SAVE, BGSAVE and LASTSAVE, and INFO's persistence section. The
-//! supervisor writes snapshots (crates/server/src/persistence.rs); a worker
+//! supervisor writes snapshots (crates/server/src/supervisor/persistence.rs); a worker
 //! asks for one through the segment and, for SAVE, waits for the answer.
 
 use std::fmt::Write;

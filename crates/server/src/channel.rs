@@ -143,3 +143,51 @@ impl Channel {
         Ok(Some((msg, fds.drain(..want).collect())))
     }
 }
+
+/// What a listening socket serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Kind {
+    /// RESP over TCP.
+    Redis,
+    /// memcached text, meta and binary over TCP.
+    Memcached,
+    /// memcached over UDP.
+    MemcachedUdp,
+    /// HTTP and WebSocket.
+    Http,
+    /// RESP over the Unix socket.
+    Unix,
+}
+
+impl Kind {
+    /// The name on the control channel.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Redis => "redis",
+            Kind::Memcached => "memcached",
+            Kind::MemcachedUdp => "memcached-udp",
+            Kind::Http => "http",
+            Kind::Unix => "unix",
+        }
+    }
+
+    /// The kind called `name`.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        [
+            Kind::Redis,
+            Kind::Memcached,
+            Kind::MemcachedUdp,
+            Kind::Http,
+            Kind::Unix,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
+    }
+}
+
+/// Where `shoal ctl` reaches the supervisor of the segment at `segment`.
+pub fn control_socket_path(segment: &std::path::Path) -> std::path::PathBuf {
+    let mut s = segment.as_os_str().to_owned();
+    s.push(".ctl");
+    std::path::PathBuf::from(s)
+}

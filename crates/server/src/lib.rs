@@ -8,26 +8,15 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-mod batch;
-mod blocking;
-mod bus;
 mod channel;
-mod clients;
-mod connection;
-mod control;
-mod durable;
 mod error;
-mod http;
-mod listener;
-mod memcache;
-mod pause;
-pub mod persistence;
-mod pubsub;
 pub mod redislog;
 pub mod simultaneous;
 pub mod supervisor;
 pub mod worker;
 
+pub use channel::control_socket_path;
 pub use error::Error;
-pub use supervisor::{control_socket_path, serve, Balance, ServeOptions};
+pub use supervisor::persistence;
+pub use supervisor::{serve, Balance, ServeOptions};
 pub use worker::{run_worker, WorkerOptions};

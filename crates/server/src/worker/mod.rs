@@ -3,6 +3,17 @@
 //! one tokio `current_thread` loop until SIGTERM/SIGINT, then drains: it stops
 //! accepting, lets every connection finish the replies in flight, and exits.
 
+mod batch;
+mod blocking;
+mod bus;
+mod clients;
+mod connection;
+mod durable;
+mod http;
+mod memcache;
+mod pause;
+mod pubsub;
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -20,14 +31,13 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use tokio::task::LocalSet;
 
-use crate::blocking::Blocking;
-use crate::bus::{self, Bus};
 use crate::channel::Channel;
-use crate::clients::Clients;
-use crate::connection;
+use crate::channel::Kind;
 use crate::error::{io, Error};
-use crate::listener::Kind;
-use crate::{http, memcache, pubsub, simultaneous};
+use crate::simultaneous;
+use crate::worker::blocking::Blocking;
+use crate::worker::clients::Clients;
+use bus::Bus;
 
 /// How a worker is started (the supervisor passes these on its command line).
 #[derive(Clone, Debug)]
@@ -54,14 +64,14 @@ pub(crate) struct Worker {
     /// Clients waiting in BLPOP & co.
     pub blocking: Blocking,
     /// Clients held by CLIENT PAUSE.
-    pub pause: crate::pause::Pause,
+    pub pause: crate::worker::pause::Pause,
     pub shutdown: watch::Sender<bool>,
     /// Signalled when pub/sub messages wait for a full ring to drain.
     pub backlog_pending: tokio::sync::Notify,
     /// Signalled by the engine when pub/sub output appears.
     pub pubsub_output: Rc<tokio::sync::Notify>,
     /// Replies held for the log's fsync (`appendfsync always`).
-    pub durable: crate::durable::Durable,
+    pub durable: crate::worker::durable::Durable,
     /// The channel to the supervisor (set once connected).
     pub control: RefCell<Option<Rc<Channel>>>,
     /// Copies of the listening sockets, to give back to a supervisor that
@@ -149,7 +159,7 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
         shutdown,
         backlog_pending: tokio::sync::Notify::new(),
         pubsub_output: Rc::new(tokio::sync::Notify::new()),
-        durable: crate::durable::Durable::new(&store_for_durable),
+        durable: crate::worker::durable::Durable::new(&store_for_durable),
         control: RefCell::new(None),
         sockets: RefCell::new(Vec::new()),
         handover: std::cell::Cell::new(false),
@@ -228,8 +238,8 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     tokio::task::spawn_local(mailbox_loop(worker.clone(), wake));
     tokio::task::spawn_local(send_ready(worker.clone()));
     tokio::task::spawn_local(sweeper(worker.clone()));
-    tokio::task::spawn_local(crate::pause::timer(worker.clone()));
-    tokio::task::spawn_local(crate::pause::announce(worker.clone()));
+    tokio::task::spawn_local(crate::worker::pause::timer(worker.clone()));
+    tokio::task::spawn_local(crate::worker::pause::announce(worker.clone()));
     worker
         .store
         .set_worker_state(worker.slot, WorkerState::Serving)?;
@@ -420,7 +430,7 @@ async fn connect_supervisor(
     worker: &Worker,
     opts: &WorkerOptions,
 ) -> Result<(Rc<Channel>, Vec<(Kind, OwnedFd)>, bool), Error> {
-    let path = crate::control_socket_path(&opts.segment);
+    let path = crate::channel::control_socket_path(&opts.segment);
     let what = format!("reach the supervisor at {}", path.display());
     let stream = tokio::net::UnixStream::connect(&path)
         .await
@@ -500,7 +510,7 @@ async fn control_loop(worker: Rc<Worker>, mut channel: Rc<Channel>) {
 /// Connects to a re-executed supervisor and gives it back this worker's
 /// listening sockets; None if none answers within 30 s.
 async fn reconnect(worker: &Worker) -> Option<Rc<Channel>> {
-    let path = crate::control_socket_path(worker.store.path());
+    let path = crate::channel::control_socket_path(worker.store.path());
     for _ in 0..1500 {
         tokio::time::sleep(Duration::from_millis(20)).await;
         let Ok(stream) = tokio::net::UnixStream::connect(&path).await else {

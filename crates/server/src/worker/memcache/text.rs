@@ -23,7 +23,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::IO_CHUNK;
-use crate::batch::{Ran, Runner};
+use crate::worker::batch::{Ran, Runner};
 use crate::worker::Worker;
 
 /// Replies past this size are written before more requests of the buffer
@@ -64,7 +64,7 @@ pub(crate) async fn run(worker: Rc<Worker>, mut stream: TcpStream) {
         .add_worker_counter(worker.slot, WorkerCounter::TotalConnections, 1);
     let _ = serve(&worker, &mut stream).await;
     if *worker.shutdown.borrow() && worker.hands_over() {
-        crate::connection::close_drained(&mut stream).await;
+        crate::worker::connection::close_drained(&mut stream).await;
     } else {
         let _ = stream.shutdown().await;
     }

@@ -18,7 +18,7 @@ use tokio::io::Interest;
 use tokio::net::UdpSocket;
 
 use super::{binary, text};
-use crate::batch::{Ran, Runner};
+use crate::worker::batch::{Ran, Runner};
 use crate::worker::Worker;
 
 /// Datagrams taken per `recvmmsg`.

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use crate::bus;
+use crate::worker::bus;
 use crate::worker::Worker;
 
 /// This worker's side of CLIENT PAUSE.

@@ -9,6 +9,7 @@ use std::rc::Rc;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
+pub(crate) use crate::channel::Kind;
 use crate::error::{io, Error};
 
 /// Redis's default `tcp-backlog`.
@@ -71,47 +72,6 @@ pub(crate) fn unix(path: &Path) -> Result<std::os::unix::net::UnixListener, Erro
     let l = std::os::unix::net::UnixListener::bind(path).map_err(io(what.clone()))?;
     l.set_nonblocking(true).map_err(io(what))?;
     Ok(l)
-}
-
-/// What a listening socket serves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Kind {
-    /// RESP over TCP.
-    Redis,
-    /// memcached text, meta and binary over TCP.
-    Memcached,
-    /// memcached over UDP.
-    MemcachedUdp,
-    /// HTTP and WebSocket.
-    Http,
-    /// RESP over the Unix socket.
-    Unix,
-}
-
-impl Kind {
-    /// The name on the control channel.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Redis => "redis",
-            Kind::Memcached => "memcached",
-            Kind::MemcachedUdp => "memcached-udp",
-            Kind::Http => "http",
-            Kind::Unix => "unix",
-        }
-    }
-
-    /// The kind called `name`.
-    pub fn from_name(name: &str) -> Option<Kind> {
-        [
-            Kind::Redis,
-            Kind::Memcached,
-            Kind::MemcachedUdp,
-            Kind::Http,
-            Kind::Unix,
-        ]
-        .into_iter()
-        .find(|k| k.name() == name)
-    }
 }
 
 /// The listening sockets one worker serves. The supervisor creates and keeps

@@ -20,7 +20,7 @@ use proto::memcache::binary::{
 use tokio::net::TcpStream;
 
 use super::IO_CHUNK;
-use crate::batch::{Ran, Runner};
+use crate::worker::batch::{Ran, Runner};
 use crate::worker::Worker;
 
 /// Replies past this size are written before more requests of the buffer

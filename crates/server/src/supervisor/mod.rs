@@ -9,6 +9,10 @@
 //! restarted or upgraded worker takes the same sockets, so their accept
 //! queues never close and no queued connection is reset.
 
+mod control;
+pub(crate) mod listener;
+pub mod persistence;
+
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -24,9 +28,9 @@ use store::{Location, OpenOptions, Store, WorkerState, MAX_WORKERS};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::task::LocalSet;
 
-use crate::channel::Channel;
+use crate::channel::{control_socket_path, Channel};
 use crate::error::{io, Error};
-use crate::listener::{self, ListenerSet};
+use listener::ListenerSet;
 
 /// What `shoal serve` was asked for.
 #[derive(Clone, Debug)]
@@ -40,7 +44,7 @@ pub struct ServeOptions {
     /// Settings every worker runs with.
     pub config: Config,
     /// Persistence (`--dir`); None = off.
-    pub persist: Option<crate::persistence::PersistOptions>,
+    pub persist: Option<crate::supervisor::persistence::PersistOptions>,
     /// How connections are spread over the workers.
     pub balance: Balance,
     /// Parameters from a redis.conf-style start, applied to the segment
@@ -79,13 +83,6 @@ impl Balance {
             _ => None,
         }
     }
-}
-
-/// Where `shoal ctl` reaches the supervisor of the segment at `segment`.
-pub fn control_socket_path(segment: &std::path::Path) -> PathBuf {
-    let mut s = segment.as_os_str().to_owned();
-    s.push(".ctl");
-    PathBuf::from(s)
 }
 
 /// A worker that dies this soon after starting counts as failing to start.
@@ -217,10 +214,10 @@ fn serve_until_stopped(opts: ServeOptions) -> Result<(), Error> {
         _ => None,
     };
     let control_path = control_socket_path(store.path());
-    let control = crate::control::bind(&control_path)?;
+    let control = crate::supervisor::control::bind(&control_path)?;
     store.set_supervisor_pid(me)?;
     let persistence = match &opts.persist {
-        Some(p) => match crate::persistence::start(&store, p) {
+        Some(p) => match crate::supervisor::persistence::start(&store, p) {
             Ok(running) => Some(running),
             Err(e) => {
                 let _ = store.set_supervisor_pid(0);
@@ -262,7 +259,7 @@ fn serve_until_stopped(opts: ServeOptions) -> Result<(), Error> {
     let result = LocalSet::new().block_on(&rt, async {
         let control = tokio::net::UnixListener::from_std(control)
             .map_err(io(format!("listen on {}", control_path.display())))?;
-        tokio::task::spawn_local(crate::control::accept(sup.clone(), control));
+        tokio::task::spawn_local(crate::supervisor::control::accept(sup.clone(), control));
         tokio::task::spawn_local(sample_rates(sup.clone()));
         supervise(sup.clone(), store.clone(), opts, resumed).await
     });
@@ -590,7 +587,7 @@ impl Supervisor {
             // The last slot serving these listeners is gone: what is still
             // queued goes to another worker, then they close (the slots
             // held the only references).
-            crate::control::hand_over_queued(self, listeners.clone()).await;
+            crate::supervisor::control::hand_over_queued(self, listeners.clone()).await;
             self.leave_groups(&listeners);
             drop(listeners);
             self.steer_away_from_none();

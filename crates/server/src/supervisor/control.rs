@@ -21,8 +21,8 @@ use tokio::net::{UnixListener, UnixStream};
 
 use crate::channel::Channel;
 use crate::error::{io, Error};
-use crate::listener::{Kind, ListenerSet};
 use crate::simultaneous::monotonic_ns;
+use crate::supervisor::listener::{Kind, ListenerSet};
 use crate::supervisor::Supervisor;
 
 /// Most bytes of one ctl request.
@@ -35,7 +35,7 @@ const EXEC_AT_MAX_MS: u64 = 60_000;
 /// Binds the control socket at `path`, replacing a stale file (the caller
 /// has checked that no live supervisor owns the segment).
 pub(crate) fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, Error> {
-    crate::listener::unix(path)
+    crate::supervisor::listener::unix(path)
 }
 
 /// Accepts control connections until the supervisor stops.

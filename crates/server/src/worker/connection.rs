@@ -18,10 +18,10 @@ use store::WorkerCounter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{watch, Notify};
 
-use crate::batch::{Ran, Runner};
-use crate::blocking::Outcome;
-use crate::bus;
-use crate::pubsub::Push;
+use crate::worker::batch::{Ran, Runner};
+use crate::worker::blocking::Outcome;
+use crate::worker::bus;
+use crate::worker::pubsub::Push;
 use crate::worker::Worker;
 
 /// What the connection does after working through its buffer.

@@ -31,8 +31,8 @@ use tokio::sync::Notify;
 use super::metrics;
 use super::sse;
 use super::websocket::{self, Sub};
-use crate::batch::{Ran, Runner};
-use crate::connection;
+use crate::worker::batch::{Ran, Runner};
+use crate::worker::connection;
 use crate::worker::Worker;
 
 /// An idle keep-alive connection is closed after this (nginx's
@@ -153,7 +153,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, mut stream: TcpStream, peer: Socke
         }
         Some(Handoff::Events(kind, name)) => sse::serve(worker, stream, kind, name, peer).await,
         None if *worker.shutdown.borrow() && worker.hands_over() => {
-            crate::connection::close_drained(&mut stream).await;
+            crate::worker::connection::close_drained(&mut stream).await;
         }
         None => {
             let _ = stream.shutdown().await;

@@ -41,7 +41,7 @@ use tokio::sync::Notify;
 
 use super::push::PushTracker;
 use super::term::{self, LineEditor};
-use crate::connection;
+use crate::worker::connection;
 use crate::worker::Worker;
 
 /// The largest message accepted (close 1009 past it).

@@ -10,7 +10,7 @@ use engine::{KillFilter, Session};
 use store::WorkerCounter;
 use tokio::sync::Notify;
 
-use crate::pubsub::{Limit, Push, Target};
+use crate::worker::pubsub::{Limit, Push, Target};
 use crate::worker::Worker;
 
 /// One connection as the worker sees it.

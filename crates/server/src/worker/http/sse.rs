@@ -28,7 +28,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::conn::date_now;
-use crate::connection;
+use crate::worker::connection;
 use crate::worker::Worker;
 
 /// A comment line goes out after this long without an event.
