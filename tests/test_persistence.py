@@ -1,4 +1,4 @@
-"""Durability end to end (issue 7, DESIGN.md §4): `shoal serve --dir` logs
+"""Durability end to end (issue 7, docs/persistence.md): `shoal serve --dir` logs
 every write of every protocol; after a crash of every process and the loss
 of the segment (what a reboot does to /dev/shm) a restart on the same
 directory brings every acknowledged write back exactly, TTLs included;

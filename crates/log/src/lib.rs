@@ -1,4 +1,4 @@
-//! The shoal transaction log's files (DESIGN.md §4): the log writer that
+//! The shoal transaction log's files (docs/persistence.md): the log writer that
 //! drains the ring in shared memory to segmented log files, fuzzy snapshots,
 //! startup recovery, and verification and dumps for operators.
 //!

@@ -204,6 +204,19 @@ pub(crate) struct Ctx {
     pub crash_after: Cell<Option<u64>>,
 }
 
+/// See [`Ctx::owner_fate`].
+pub(crate) enum OwnerFate {
+    /// Its process runs.
+    Alive,
+    /// Its process died and nobody recovers its context yet (the context's
+    /// offset).
+    Dead(u64),
+    /// Another process is recovering its context.
+    Recovering,
+    /// The context was recovered or detached: what it held is released.
+    Gone,
+}
+
 impl Ctx {
     /// Claims a free context slot for the calling thread.
     pub fn register(sh: Arc<Shared>) -> Result<Ctx> {
@@ -547,6 +560,28 @@ impl Ctx {
 
     // ---------- recovery (I7) ----------
 
+    /// What became of the process that owns context `owner` (a lock's owner
+    /// word), for a waiter deciding whether to take over what it holds.
+    pub(crate) fn owner_fate(&self, owner: u32) -> Result<OwnerFate> {
+        let victim = owner.wrapping_sub(1);
+        if victim >= self.sh.geo.ctx_count {
+            return Err(Error::Corrupted(self.ctx_off(0)));
+        }
+        let voff = self.ctx_off(victim);
+        let st = self.region().load64(voff + C_STATE)?;
+        Ok(match st >> 56 {
+            KIND_FREE => OwnerFate::Gone,
+            KIND_ALIVE if state_alive(self.region(), voff, st)? => OwnerFate::Alive,
+            KIND_ALIVE => OwnerFate::Dead(voff),
+            _ => OwnerFate::Recovering,
+        })
+    }
+
+    /// The owner word of this context (what its locks hold).
+    pub(crate) fn owner_word(&self) -> u32 {
+        self.owner()
+    }
+
     /// Recovers every context whose process has died.
     pub fn recover_dead_contexts(&mut self) -> Result<usize> {
         let mut n = 0;
@@ -605,7 +640,7 @@ impl Ctx {
     /// unpublished-but-unfreed blocks freed, its counters folded (I7).
     fn salvage(&mut self, voff: u64, owner: u32) -> Result<()> {
         self.undo_dead(voff)?;
-        self.salvage_log(voff)?;
+        self.salvage_log(voff, owner)?;
         self.release_dead_locks(voff, owner)?;
         if voff == self.off {
             // Cleaning up our own slot (detach or adoption): the locks just

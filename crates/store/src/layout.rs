@@ -70,6 +70,12 @@ pub(crate) const H_LFU_DECAY_TIME: u64 = 1352;
 /// word, so a key's version is unique across the segment (WATCH). Its own
 /// cache line: every writer of every process bumps it.
 pub(crate) const H_WRITE_VERSION: u64 = 1408;
+/// While the log is on, the lock (owner word, u32) under which a write
+/// records its claim in its context and then moves the head: a process
+/// killed at any instruction leaves either no claim and the head unmoved, or
+/// a claim its recovery voids (log/ring.rs). Beside the head: every logged
+/// write touches both.
+pub(crate) const H_LOG_RESERVE_LOCK: u64 = H_WRITE_VERSION + 8;
 /// The flush epoch: bumped by FLUSHDB, FLUSHALL and SWAPDB, which change many
 /// keys without stamping each (WATCH compares it as a whole).
 pub(crate) const H_FLUSH_EPOCH: u64 = 1472;
@@ -77,8 +83,8 @@ const _: () = assert!(H_LFU_DECAY_TIME + 8 <= H_WRITE_VERSION);
 
 // --- header: the transaction log (log/ring.rs) ---
 // While the log is on, the write counter above is the log's head: a write
-// reserves its frame with one fetch-add of the frame's size, and the old
-// value is its LSN (and the entry's version).
+// reserves its frames by moving it past their size under the reserve lock,
+// and the old value is its LSN (and the entry's version).
 /// 1 while writes append records to the ring (persistence on).
 pub(crate) const H_LOG_ENABLED: u64 = 1536;
 /// The fsync policy workers follow for replies (0 always, 1 everysec, 2 no).

@@ -341,6 +341,13 @@ fn crash_child_entry() {
 /// that runs `op` until its `k`-th crash point: the segment, the store, the
 /// child's output and whether it ran to the end.
 fn crash_once(op: &str, k: u64, log: bool) -> (TempSegment, Store, std::process::Output, bool) {
+    let (seg, store) = prepared(log);
+    let (out, completed) = crash_child(&seg, op, k);
+    (seg, store, out, completed)
+}
+
+/// A fresh segment set up, with the log on if `log`.
+fn prepared(log: bool) -> (TempSegment, Store) {
     let seg = TempSegment::new(if log { "crashlog" } else { "crashpoint" });
     let mut opts = seg.options(2 << 20);
     opts.contexts = 8;
@@ -352,6 +359,12 @@ fn crash_once(op: &str, k: u64, log: bool) -> (TempSegment, Store, std::process:
         }
         setup(&mut h);
     }
+    (seg, store)
+}
+
+/// Runs `op` in a child process on `seg` until its `k`-th crash point: its
+/// output and whether it ran to the end.
+fn crash_child(seg: &TempSegment, op: &str, k: u64) -> (std::process::Output, bool) {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "crash_child_entry",
@@ -365,7 +378,7 @@ fn crash_once(op: &str, k: u64, log: bool) -> (TempSegment, Store, std::process:
         .output()
         .unwrap();
     let completed = String::from_utf8_lossy(&out.stdout).contains("completed");
-    (seg, store, out, completed)
+    (out, completed)
 }
 
 #[test]
@@ -424,7 +437,7 @@ fn replay_ring(h: &mut Handle) -> Vec<(u8, Vec<u8>, String)> {
 
 /// With the log on, a crash anywhere in a write leaves the log agreeing with
 /// the store once the dead context is recovered: replaying every frame into
-/// an empty store gives exactly the recovered store (DESIGN.md §4: frames of
+/// an empty store gives exactly the recovered store (docs/design.md I16: frames of
 /// a rolled-back write are voided, frames of a committed one completed).
 #[test]
 fn the_log_agrees_with_the_store_after_a_crash_at_every_point() {
@@ -446,5 +459,51 @@ fn the_log_agrees_with_the_store_after_a_crash_at_every_point() {
             }
             k += stride(op);
         }
+    }
+}
+
+/// A writer that was attached before another process died in the middle of
+/// a logged write (holding the log's reserve lock, at some of its crash
+/// points) goes on writing without waiting for anyone to recover the dead
+/// context: it takes the lock over and settles the dead claim. Once the
+/// dead context is recovered, the log still agrees with the store (no hole
+/// the log writer would wait at forever, nothing applied twice).
+#[test]
+fn a_live_writer_gets_past_a_dead_claim_at_every_point() {
+    let op = "set-new";
+    let mut k = 0u64;
+    loop {
+        assert!(k < 3000, "{op}: more than 3000 crash points?");
+        let (seg, store) = prepared(true);
+        let mut live = store.handle().unwrap();
+        let (_, completed) = crash_child(&seg, op, k);
+        drop(
+            live.set(
+                0,
+                b"bystander",
+                b"written past the dead claim",
+                &SetOptions::default(),
+            )
+            .unwrap(),
+        );
+        drop(live);
+        // Recovery of the dead context happens when this handle attaches.
+        let mut h = store.handle().unwrap();
+        before_or_after(&mut h, op).unwrap_or_else(|e| panic!("crash point {k}: {e}"));
+        assert_eq!(
+            h.get(0, b"bystander").unwrap().as_deref(),
+            Some(&b"written past the dead claim"[..]),
+            "crash point {k}"
+        );
+        let dumped = common::dump_all(&mut h);
+        let replayed = replay_ring(&mut h);
+        assert_eq!(
+            dumped, replayed,
+            "{op}, crash point {k}: store and log disagree"
+        );
+        if completed {
+            break;
+        }
+        k += 1;
     }
 }

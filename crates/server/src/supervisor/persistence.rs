@@ -1,4 +1,4 @@
-//! Persistence in the supervisor (DESIGN.md §4): startup recovery, the log
+//! Persistence in the supervisor (docs/persistence.md): startup recovery, the log
 //! writer thread that drains the segment's log ring to files, and the
 //! snapshot thread (SAVE, BGSAVE, `shoal ctl snapshot`, the schedule).
 //! Workers only append records to the ring; the store does that inside

@@ -1,6 +1,6 @@
 //! Recovery's side of the log: applying a record to the store (snapshot
 //! load and log replay), and reading the store out as records (fuzzy
-//! snapshots). DESIGN.md §4: a record whose LSN is not above the key's
+//! snapshots). docs/design.md I16: a record whose LSN is not above the key's
 //! version is already in the store and is skipped.
 //!
 //! Records name the physical db (the one an entry lives in); SWAPDB's

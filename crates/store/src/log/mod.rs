@@ -1,4 +1,4 @@
-//! The transaction log's shared-memory side (DESIGN.md §4): the record
+//! The transaction log's shared-memory side (docs/persistence.md): the record
 //! format, the frame around each record, and the ring every write appends
 //! its record to before it publishes the new value.
 

@@ -1,4 +1,4 @@
-//! Records: the logical, deterministic change one write made (DESIGN.md §4),
+//! Records: the logical, deterministic change one write made (docs/persistence.md),
 //! the payload of one frame.
 //!
 //! ```text

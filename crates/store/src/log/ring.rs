@@ -3,9 +3,9 @@
 //!
 //! LSN = byte offset in the log stream; a frame lives at ring offset
 //! `lsn % size`. While the log is on, the segment's write counter is the
-//! head: a write reserves its frames with one fetch-add of their total size
-//! while it holds its keys' locks, so a key's frames are in the order its
-//! writes land (DESIGN.md §4).
+//! head: a write reserves its frames by moving it past their total size,
+//! under the reserve lock and while it holds its keys' locks, so a key's
+//! frames are in the order its writes land (docs/design.md I16).
 //!
 //! A write goes:
 //! 1. stage its records ([`Handle::log_stage`]), then, under its locks and
@@ -33,7 +33,7 @@ use std::time::Duration;
 use rustix::thread::futex;
 
 use super::frame::{decode_frame_header, encode_header_tail, frame_size, FRAME_HEADER};
-use crate::context::{Backoff, Ctx};
+use crate::context::{Backoff, Ctx, OwnerFate};
 use crate::error::{Error, Result};
 use crate::handle::Handle;
 use crate::layout::*;
@@ -298,11 +298,7 @@ impl Ctx {
         if total > ring.max_frame() {
             return Err(Error::LogRecordTooLarge(total, ring.max_frame()));
         }
-        let r = self.region();
-        let lsn = r.a64(H_WRITE_VERSION)?.fetch_add(total, Ordering::AcqRel);
-        self.region().store64(self.off + C_LOG_START, lsn + 1)?;
-        self.region().store64(self.off + C_LOG_END, lsn + total)?;
-        self.region().store64(self.off + C_LOG_UNCOMMITTED, 1)?;
+        let lsn = self.claim_log_bytes(total)?;
         let mut backoff = Backoff::new();
         loop {
             let r = self.region();
@@ -330,13 +326,109 @@ impl Ctx {
         }
     }
 
+    /// Moves the head past `total` bytes and records them as this context's
+    /// claim (`C_LOG_START/END`, uncommitted), under `H_LOG_RESERVE_LOCK`:
+    /// the claim is recorded before the head moves, and nobody else moves
+    /// the head meanwhile. So a process killed at any instruction leaves
+    /// either no claim with the head unmoved, or a claim with the head moved
+    /// or still at its start: whoever takes the lock over from the dead
+    /// holder ([`Ctx::take_over_log_claim`]) moves the head past it, and the
+    /// dead context's recovery voids it with a `Pad`. (A bare fetch-add
+    /// followed by the stores would leave, killed between them, bytes that
+    /// nobody fills and the log writer waits for forever.)
+    fn claim_log_bytes(&mut self, total: u64) -> Result<u64> {
+        let me = self.owner_word();
+        let mut backoff = Backoff::new();
+        loop {
+            let lock = self.region().a32(H_LOG_RESERVE_LOCK)?;
+            let holder = lock.load(Ordering::Relaxed);
+            if holder == 0 {
+                if lock
+                    .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    break;
+                }
+                continue;
+            }
+            if holder == me {
+                return Err(Error::Corrupted(H_LOG_RESERVE_LOCK));
+            }
+            if backoff.snooze() {
+                match self.owner_fate(holder)? {
+                    OwnerFate::Alive | OwnerFate::Recovering => {}
+                    OwnerFate::Gone => {
+                        // Recovered already (which released the lock) and
+                        // the word read before that: try again.
+                    }
+                    OwnerFate::Dead(voff) => {
+                        if lock
+                            .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
+                            .is_ok()
+                        {
+                            self.take_over_log_claim(voff)?;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let r = self.region();
+        let head = r.a64(H_WRITE_VERSION)?;
+        let lsn = head.load(Ordering::Acquire);
+        r.store64(self.off + C_LOG_END, lsn + total)?;
+        r.store64(self.off + C_LOG_START, lsn + 1)?;
+        r.store64(self.off + C_LOG_UNCOMMITTED, 1)?;
+        self.crash_point();
+        head.store(lsn + total, Ordering::Release);
+        self.crash_point();
+        r.a32(H_LOG_RESERVE_LOCK)?.store(0, Ordering::Release);
+        Ok(lsn)
+    }
+
+    /// Called by whoever took `H_LOG_RESERVE_LOCK` over from the dead
+    /// context at `voff`: if it died after recording its claim but before
+    /// moving the head, the head moves past the claim now, so the claim is
+    /// as real as if it had finished (its recovery voids it).
+    fn take_over_log_claim(&self, voff: u64) -> Result<()> {
+        let r = self.region();
+        let start = r.load64(voff + C_LOG_START)?;
+        if start == 0 {
+            return Ok(());
+        }
+        let end = r.load64(voff + C_LOG_END)?;
+        let head = r.a64(H_WRITE_VERSION)?;
+        if head.load(Ordering::Acquire) == start - 1 {
+            if end <= start - 1 || end - (start - 1) > RingArea::of(&self.sh).max_frame() {
+                return Err(Error::Corrupted(voff + C_LOG_END));
+            }
+            head.store(end, Ordering::Release);
+        }
+        Ok(())
+    }
+
     /// Makes the log agree with the store for the dead context at `voff`,
     /// after its undo log ran and while its locks still hold: frames of a
     /// rolled-back write become a `Pad`; frames of a committed write whose
     /// LSN words were not stored yet are completed (redo); an open EXEC
     /// group is closed.
-    pub(crate) fn salvage_log(&mut self, voff: u64) -> Result<()> {
+    pub(crate) fn salvage_log(&mut self, voff: u64, owner: u32) -> Result<()> {
         let ring = RingArea::of(&self.sh);
+        // First the reserve lock, if it died holding it (the group's Pad
+        // below needs the lock, and the claim read next must be settled).
+        let lock = self.region().a32(H_LOG_RESERVE_LOCK)?;
+        if lock
+            .compare_exchange(
+                owner,
+                self.owner_word(),
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+        {
+            self.take_over_log_claim(voff)?;
+            lock.store(0, Ordering::Release);
+        }
         let start = self.region().load64(voff + C_LOG_START)?;
         let group_open = self.region().load64(voff + C_LOG_GROUP)? != 0;
         let mut voided = false;
@@ -380,6 +472,10 @@ impl Ctx {
         rolled_back: bool,
         group_open: bool,
     ) -> Result<()> {
+        if rolled_back && !wait_ring_room(self.region(), ring, end)? {
+            // No log writer will ever read these bytes.
+            return Ok(());
+        }
         let r = self.region();
         if rolled_back {
             // The frames may be partly written: one Pad over all of them.
@@ -402,6 +498,25 @@ impl Ctx {
             pos += size;
         }
         wake_writer(r, ring.size)
+    }
+}
+
+/// Waits until the ring has room for bytes up to `end` (a claim whose owner
+/// died while it waited for room may not be written over frames the writer
+/// has not copied yet). False if the log writer is gone: nobody makes room.
+fn wait_ring_room(r: &Region, ring: RingArea, end: u64) -> Result<bool> {
+    let mut backoff = Backoff::new();
+    loop {
+        let released = r.load64(H_LOG_RELEASED)?;
+        if end <= released + ring.size {
+            return Ok(true);
+        }
+        if backoff.snooze() {
+            if !process_alive(r.load64(H_LOG_WRITER_PID)?) {
+                return Ok(false);
+            }
+            wake_writer(r, ring.size)?;
+        }
     }
 }
 
