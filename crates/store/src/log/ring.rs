@@ -399,7 +399,7 @@ impl Ctx {
         let end = r.load64(voff + C_LOG_END)?;
         let head = r.a64(H_WRITE_VERSION)?;
         if head.load(Ordering::Acquire) == start - 1 {
-            if end <= start - 1 || end - (start - 1) > RingArea::of(&self.sh).max_frame() {
+            if end < start || end - (start - 1) > RingArea::of(&self.sh).max_frame() {
                 return Err(Error::Corrupted(voff + C_LOG_END));
             }
             head.store(end, Ordering::Release);
