@@ -21,60 +21,52 @@
 //!
 //! How it stays correct with processes dying at any instruction is written
 //! down in `docs/design.md`; code comments cite its invariants as I1, I2, …
+//!
+//! The folders are its layers, lowest first: `segment/` (the mapped bytes,
+//! their layout, per-process contexts with undo logs, locks and recovery,
+//! the allocator), `keyspace/` (the hash index, entries, the db map, the
+//! handle's key and string operations, expiry and eviction), `collections/`
+//! (lists, hashes, sets, sorted sets: compact or paged trees), `log/` (the
+//! log ring and its records), and `ipc/` (what worker processes share
+//! besides keys: the registry, mailboxes, pub/sub tables, the waiter table,
+//! the key log).
 #![deny(missing_docs)]
-// Only the lowest layer, `shm.rs`, may allow unsafe code (STYLE 1, I1).
+// Only the lowest layer, `segment/shm.rs`, may allow unsafe code (I1).
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-mod alloc;
 pub mod collections;
-mod context;
-mod dbmap;
-mod entry;
 mod error;
-mod evict;
-pub mod glob;
-mod handle;
-mod index;
-mod keylog;
-mod keys;
-mod layout;
-mod lfu;
+mod ipc;
+mod keyspace;
 pub mod log;
-mod mailbox;
-mod pubsub;
-mod restore;
 mod segment;
-mod shm;
 mod store;
-mod strings;
 #[doc(hidden)]
 pub mod testing;
-mod waiters;
-mod watch;
-mod workers;
 
-pub use alloc::ArenaStats;
 pub use collections::{Collection, FieldValue, Hash, List, Scored, Set, ZSet};
-pub use context::{Stat, STATS, STAT_COUNT};
-pub use entry::{Meta, ValueType};
 pub use error::{Error, Result};
-pub use evict::{EvictionPolicy, Sweep};
-pub use handle::Handle;
-pub use keylog::{KeyEvent, KeyLogEntry};
-pub use keys::{ExpireCondition, ScanPage, Ttl};
-pub use layout::{
+pub use ipc::keylog::{KeyEvent, KeyLogEntry};
+pub use ipc::mailbox::{Message, Sent};
+pub use ipc::pubsub::{PatternSub, Receivers, SubKind};
+pub use ipc::waiters::waiter_word;
+pub use ipc::workers::{WorkerCounter, WorkerInfo, WorkerState};
+pub use keyspace::entry::{Meta, ValueType};
+pub use keyspace::evict::{EvictionPolicy, Sweep};
+pub use keyspace::glob;
+pub use keyspace::handle::Handle;
+pub use keyspace::keys::{ExpireCondition, ScanPage, Ttl};
+pub use keyspace::lfu::{DEFAULT_LFU_DECAY_TIME, DEFAULT_LFU_LOG_FACTOR, LFU_INIT_VAL};
+pub use keyspace::restore::RestoreOptions;
+pub use keyspace::strings::{
+    parse_i64, resolve_range, Expiry, Modify, SetCondition, SetOptions, SetResult, Update,
+};
+pub use segment::alloc::ArenaStats;
+pub use segment::context::{Stat, STATS, STAT_COUNT};
+pub use segment::layout::{
     CONFIG_TEXT_MAX, CONFIG_WORDS, DEFAULT_CONTEXTS, LAYOUT_VERSION, MAX_VALUE_LEN, MAX_WORKERS,
     NUM_DBS, WAITER_WORDS,
 };
-pub use lfu::{DEFAULT_LFU_DECAY_TIME, DEFAULT_LFU_LOG_FACTOR, LFU_INIT_VAL};
-pub use mailbox::{Message, Sent};
-pub use pubsub::{PatternSub, Receivers, SubKind};
-pub use restore::RestoreOptions;
 pub use segment::{parse_size, Clock, Location, OpenOptions, MIN_SEGMENT};
 pub use store::{CheckReport, Store, StoreInfo};
-pub use strings::{
-    parse_i64, resolve_range, Expiry, Modify, SetCondition, SetOptions, SetResult, Update,
-};
-pub use waiters::waiter_word;
-pub use workers::{WorkerCounter, WorkerInfo, WorkerState};

@@ -5,14 +5,14 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::alloc::{self, ArenaStats};
-use crate::context::{Ctx, STATS, STAT_COUNT};
-use crate::entry::Raw;
 use crate::error::{Error, Result};
-use crate::evict::EvictionPolicy;
-use crate::handle::Handle;
-use crate::index;
-use crate::layout::*;
+use crate::keyspace::entry::Raw;
+use crate::keyspace::evict::EvictionPolicy;
+use crate::keyspace::handle::Handle;
+use crate::keyspace::index;
+use crate::segment::alloc::{self, ArenaStats};
+use crate::segment::context::{Ctx, STATS, STAT_COUNT};
+use crate::segment::layout::*;
 use crate::segment::{self, OpenOptions, Shared};
 
 /// How many times [`Store::arena_stats`] reads before it reports damage.
@@ -224,8 +224,12 @@ impl Store {
             keyspace: {
                 // Reported by logical db (I11); counters are kept per physical db.
                 let map = r.load64(H_DB_MAP)?;
-                let map = if crate::dbmap::valid_map(map) { map } else { 0 };
-                let view = crate::dbmap::DbView { gen: 0, map };
+                let map = if crate::keyspace::dbmap::valid_map(map) {
+                    map
+                } else {
+                    0
+                };
+                let view = crate::keyspace::dbmap::DbView { gen: 0, map };
                 (0..NUM_DBS as u8)
                     .map(|db| keyspace[view.phys(db) as usize])
                     .map(|(k, e)| (k.max(0) as u64, e.max(0) as u64))
@@ -285,10 +289,10 @@ impl Store {
             return fail(H_DB_MAP_LOCK, "db map generation odd");
         }
         let map = r.load64(H_DB_MAP)?;
-        if !crate::dbmap::valid_map(map) {
+        if !crate::keyspace::dbmap::valid_map(map) {
             return fail(H_DB_MAP, "db map is not a permutation");
         }
-        let view = crate::dbmap::DbView { gen: 0, map };
+        let view = crate::keyspace::dbmap::DbView { gen: 0, map };
         let mut report = CheckReport {
             used_blocks: used.len() as u64,
             free_blocks: free.len() as u64,

@@ -2,8 +2,8 @@
 //! the API: hidden from the docs, and nothing in the store calls them.
 
 use crate::error::Result;
-use crate::handle::Handle;
-use crate::layout::H_ALLOC_LOCK;
+use crate::keyspace::handle::Handle;
+use crate::segment::layout::H_ALLOC_LOCK;
 
 /// Takes the allocator lock and keeps it: a process that exits after this
 /// leaves the lock owned by a dead context.
@@ -15,11 +15,11 @@ pub fn hold_allocator_lock(h: &mut Handle) -> Result<()> {
 /// between operations).
 pub fn held_locks(h: &Handle) -> Result<Vec<u64>> {
     let mut out = Vec::new();
-    for i in 0..crate::layout::HELD_CAP {
+    for i in 0..crate::segment::layout::HELD_CAP {
         let v = h
             .ctx
             .region()
-            .load64(h.ctx.off + crate::layout::C_HELD + 8 * i)?;
+            .load64(h.ctx.off + crate::segment::layout::C_HELD + 8 * i)?;
         if v != 0 {
             out.push(v);
         }

@@ -7,8 +7,8 @@ use indexmap::IndexMap;
 use super::codec::{self, Reader, TAG_ITEMS};
 use super::tree::Tree;
 use super::{hashed_key, scan_tree, unhashed, Collection, FieldValue, Journal, Segment};
-use crate::entry::ValueType;
 use crate::error::{Error, Result};
+use crate::keyspace::entry::ValueType;
 
 /// Redis 7.0's `hash-max-listpack-entries` / `-value` defaults: the shape
 /// OBJECT ENCODING calls `listpack`.

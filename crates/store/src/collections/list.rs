@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 use super::codec::{self, Reader, TAG_ITEMS};
 use super::tree::Tree;
 use super::{Collection, Journal, Segment};
-use crate::entry::ValueType;
 use crate::error::{Error, Result};
+use crate::keyspace::entry::ValueType;
 
 /// A list longer than this, or bigger than `COMPACT_BYTES`, is paged.
 const COMPACT_ITEMS: usize = 128;

@@ -37,9 +37,9 @@ pub type Scored = (Vec<u8>, f64);
 
 use std::sync::Arc;
 
-use crate::entry::{Raw, ValueType, ENC_PAGED};
 use crate::error::{Error, Result};
-use crate::handle::{Handle, Locked};
+use crate::keyspace::entry::{Raw, ValueType, ENC_PAGED};
+use crate::keyspace::handle::{Handle, Locked};
 use crate::segment::Shared;
 
 /// The segment a value's trees are built in (opaque outside the store).
@@ -573,7 +573,7 @@ impl Handle {
         if trees.is_empty() {
             let mut bytes = Vec::new();
             value.encode(&mut bytes);
-            crate::handle::check_len(bytes.len() as u64)?;
+            crate::keyspace::handle::check_len(bytes.len() as u64)?;
             let (blk, pending) = self.new_entry(&fields, key, &[&bytes], 0)?;
             return self.publish(l, blk, pending);
         }
@@ -626,5 +626,5 @@ impl Handle {
 
 /// Redis's `string2ll` test for integer-looking members (intset encoding).
 fn as_int(member: &[u8]) -> Option<i64> {
-    crate::strings::parse_i64(member)
+    crate::keyspace::strings::parse_i64(member)
 }

@@ -18,12 +18,12 @@
 //! A context's recoverer drains the three chains of a dead context.
 
 use super::tree::{self, InPlace, Tree, MAX_HEIGHT, P_LINK};
-use crate::alloc;
-use crate::context::Ctx;
-use crate::entry::{Raw, ValueType, ENC_PAGED};
 use crate::error::{Error, Result};
-use crate::handle::{Handle, Locked};
-use crate::layout::*;
+use crate::keyspace::entry::{Raw, ValueType, ENC_PAGED};
+use crate::keyspace::handle::{Handle, Locked};
+use crate::segment::alloc;
+use crate::segment::context::Ctx;
+use crate::segment::layout::*;
 
 /// First byte of a paged header (compact values start with their own tags).
 pub(crate) const TAG_PAGED: u8 = 3;
@@ -295,14 +295,14 @@ impl Handle {
 
 /// Fills a block from `Handle::alloc_tree_nodes` with a node's payload
 /// (the block is private; its link word stays).
-fn write_tree_node(r: &crate::shm::Region, blk: u64, payload: &[u8]) -> Result<()> {
+fn write_tree_node(r: &crate::segment::shm::Region, blk: u64, payload: &[u8]) -> Result<()> {
     let body = payload.get(8..).ok_or(Error::BadValue)?;
     r.write_bytes(blk + 16, body)
 }
 
 /// The blocks of every tree `raw` owns (for the consistency check).
 pub(crate) fn owned_blocks(
-    r: &crate::shm::Region,
+    r: &crate::segment::shm::Region,
     raw: &Raw,
     f: &mut dyn FnMut(u64) -> Result<()>,
 ) -> Result<()> {

@@ -7,8 +7,8 @@ use indexmap::IndexSet;
 use super::codec::{self, Reader, TAG_INTSET, TAG_ITEMS};
 use super::tree::Tree;
 use super::{as_int, hashed_key, scan_tree, unhashed, Collection, Journal, Segment};
-use crate::entry::ValueType;
 use crate::error::{Error, Result};
+use crate::keyspace::entry::ValueType;
 
 /// Redis 7.0's `set-max-intset-entries` default.
 const INTSET_ENTRIES: usize = 512;

@@ -23,8 +23,8 @@ use std::sync::Arc;
 
 use super::codec::put_varint;
 use crate::error::{Error, Result};
+use crate::segment::shm::Region;
 use crate::segment::Shared;
-use crate::shm::Region;
 
 /// Body bytes past which a node is split.
 pub(crate) const NODE_MAX: usize = 1024;

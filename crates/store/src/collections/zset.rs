@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use super::codec::{self, Reader, TAG_ITEMS};
 use super::tree::Tree;
 use super::{hashed_key, scan_tree, unhashed, Collection, Journal, Scored, Segment};
-use crate::entry::ValueType;
 use crate::error::{Error, Result};
+use crate::keyspace::entry::ValueType;
 
 /// Redis 7.0's `zset-max-listpack-entries` / `-value` defaults.
 const LISTPACK_ENTRIES: usize = 128;

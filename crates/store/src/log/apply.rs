@@ -8,11 +8,11 @@
 //! records that rebuild its db map, so both agree once applied in order.
 
 use crate::collections::{Collection, Hash, List, Set, ZSet};
-use crate::entry::{Raw, ValueType, ENC_PAGED};
 use crate::error::{Error, Result};
-use crate::handle::Handle;
-use crate::index;
-use crate::layout::*;
+use crate::keyspace::entry::{Raw, ValueType, ENC_PAGED};
+use crate::keyspace::handle::Handle;
+use crate::keyspace::index;
+use crate::segment::layout::*;
 
 use super::record::{self, Record};
 
@@ -98,7 +98,7 @@ impl Handle {
                         db,
                         key,
                         expire_ms as i64,
-                        crate::keys::ExpireCondition::Always,
+                        crate::keyspace::keys::ExpireCondition::Always,
                     )?
                 }
             }
@@ -338,7 +338,7 @@ impl Handle {
 }
 
 /// SWAPDB pairs that turn the identity map into `view`'s map.
-fn swaps_for(view: &crate::dbmap::DbView) -> Vec<(u8, u8)> {
+fn swaps_for(view: &crate::keyspace::dbmap::DbView) -> Vec<(u8, u8)> {
     let target: Vec<u8> = (0..NUM_DBS as u8).map(|d| view.phys(d)).collect();
     let mut cur: Vec<u8> = (0..NUM_DBS as u8).collect();
     let mut swaps = Vec::new();

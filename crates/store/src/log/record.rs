@@ -14,8 +14,8 @@
 
 use std::fmt;
 
-use crate::entry::ValueType;
-use crate::layout::NUM_DBS;
+use crate::keyspace::entry::ValueType;
+use crate::segment::layout::NUM_DBS;
 
 /// Bit of the kind byte: the next frame belongs to the same group.
 pub const CONTINUES: u8 = 0x80;

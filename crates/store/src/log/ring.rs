@@ -33,12 +33,12 @@ use std::time::Duration;
 use rustix::thread::futex;
 
 use super::frame::{decode_frame_header, encode_header_tail, frame_size, FRAME_HEADER};
-use crate::context::{Backoff, Ctx, OwnerFate};
 use crate::error::{Error, Result};
-use crate::handle::Handle;
-use crate::layout::*;
+use crate::keyspace::handle::Handle;
+use crate::segment::context::{Backoff, Ctx, OwnerFate};
+use crate::segment::layout::*;
+use crate::segment::shm::Region;
 use crate::segment::Shared;
-use crate::shm::Region;
 
 /// The LSN of a log's very first frame: a log whose first file starts here
 /// holds every write since the store was empty (LSN 0 is never used: a

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::layout::*;
+use crate::segment::layout::*;
+use crate::segment::shm::Region;
 use crate::segment::Shared;
-use crate::shm::Region;
 
 const KIND_FREE: u64 = 0;
 const KIND_ALIVE: u64 = 1;
@@ -652,21 +652,21 @@ impl Ctx {
             let word = voff + C_PENDING_NEW + 8 * i;
             let blk = self.region().load64(word)?;
             if blk != 0 {
-                crate::alloc::free(self, blk, word)?;
+                crate::segment::alloc::free(self, blk, word)?;
             }
         }
         for i in 0..PENDING_FREE_CAP {
             let word = voff + C_PENDING_FREE + 8 * i;
             let blk = self.region().load64(word)?;
             if blk != 0 {
-                crate::alloc::free(self, blk, word)?;
+                crate::segment::alloc::free(self, blk, word)?;
             }
         }
         for i in 0..STASH_CAP {
             let word = voff + C_STASH + 8 * i;
             let blk = self.region().load64(word)?;
             if blk != 0 {
-                crate::alloc::free(self, blk, word)?;
+                crate::segment::alloc::free(self, blk, word)?;
             }
         }
         if voff == self.off {

@@ -1,14 +1,14 @@
 //! Key-space operations: DEL, EXISTS, TYPE, EXPIRE and friends, TTL, PERSIST,
 //! RENAME, DBSIZE, FLUSHDB/FLUSHALL, SCAN.
 
-use crate::context::Stat;
-use crate::entry::{Raw, ValueType};
 use crate::error::{Error, Result};
-use crate::glob::glob_match;
-use crate::handle::{check_db, Handle};
-use crate::index::{self, Found};
-use crate::keylog::KeyEvent;
-use crate::layout::*;
+use crate::ipc::keylog::KeyEvent;
+use crate::keyspace::entry::{Raw, ValueType};
+use crate::keyspace::glob::glob_match;
+use crate::keyspace::handle::{check_db, Handle};
+use crate::keyspace::index::{self, Found};
+use crate::segment::context::Stat;
+use crate::segment::layout::*;
 
 /// EXPIRE's NX / XX / GT / LT.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -89,7 +89,7 @@ impl Handle {
         key: &[u8],
         max_len: u64,
         out: &mut Vec<u8>,
-    ) -> Result<Option<crate::entry::Meta>> {
+    ) -> Result<Option<crate::keyspace::entry::Meta>> {
         let got = self.lookup_opts(db, key, false, |r, raw| {
             out.clear();
             if raw.vallen <= max_len {
@@ -283,7 +283,7 @@ impl Handle {
             if d.found.is_some() && !replace {
                 return Ok(Some(false));
             }
-            let fields = crate::entry::NewEntry {
+            let fields = crate::keyspace::entry::NewEntry {
                 db: dst_db,
                 vtype: ValueType::from_u8(sf.raw.vtype).ok_or(Error::Corrupted(sf.raw.off))?,
                 encoding: sf.raw.encoding,
@@ -293,7 +293,7 @@ impl Handle {
                 // RENAME and MOVE keep the key's LFU state; COPY is a new key.
                 lfu: match remove_src {
                     true => sf.raw.lfu,
-                    false => crate::lfu::init(self.now_ms()),
+                    false => crate::keyspace::lfu::init(self.now_ms()),
                 },
             };
             let (blk, pending) = self.new_entry(&fields, dst, &[], sf.raw.vallen)?;
@@ -346,7 +346,7 @@ impl Handle {
     /// Stages the records of a RENAME, MOVE or COPY's destination: the whole
     /// value of `src`, now copied into `blk`.
     fn stage_transfer(&mut self, src: &Raw, blk: u64, dst_db: u8, dst: &[u8]) -> Result<()> {
-        if src.encoding == crate::entry::ENC_PAGED {
+        if src.encoding == crate::keyspace::entry::ENC_PAGED {
             self.stage_paged_image(src, dst_db, dst)
         } else {
             self.stage_entry_image(blk)

@@ -15,7 +15,7 @@ use std::sync::atomic::{fence, Ordering};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::error::{Error, Result};
-use crate::layout::*;
+use crate::segment::layout::*;
 use crate::store::Store;
 
 /// The table word for a key of logical db `db`: both sides of a wake-up

@@ -26,11 +26,11 @@
 
 use std::sync::atomic::{fence, Ordering};
 
-use crate::context::Backoff;
 use crate::error::{Error, Result};
-use crate::handle::{check_db, Handle};
-use crate::index;
-use crate::layout::*;
+use crate::keyspace::handle::{check_db, Handle};
+use crate::keyspace::index;
+use crate::segment::context::Backoff;
+use crate::segment::layout::*;
 
 /// The map as one operation resolved it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,7 +236,7 @@ impl Handle {
     pub fn swap_db(&mut self, a: u8, b: u8) -> Result<()> {
         check_db(a)?;
         check_db(b)?;
-        self.ctx.stat_add(crate::context::Stat::Ops, 1);
+        self.ctx.stat_add(crate::segment::context::Stat::Ops, 1);
         if a == b {
             return Ok(());
         }

@@ -6,10 +6,10 @@
 //! write created its key. The log is off by default; while it is off each
 //! place that could record costs one branch.
 
-use crate::dbmap::{valid_map, DbView};
-use crate::entry::Raw;
-use crate::handle::Handle;
-use crate::layout::*;
+use crate::keyspace::dbmap::{valid_map, DbView};
+use crate::keyspace::entry::Raw;
+use crate::keyspace::handle::Handle;
+use crate::segment::layout::*;
 
 /// What happened to a key in the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

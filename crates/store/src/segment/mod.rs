@@ -1,5 +1,14 @@
-//! Creating and attaching a segment: naming, size, the header handshake and the
-//! validation an attacher does before trusting a single offset (I2).
+//! The lowest layer: the mapped segment and what lives directly on its
+//! bytes. This file creates and attaches a segment (naming, size, the
+//! header handshake and the validation an attacher does before trusting a
+//! single offset, I2); `shm` is the only code with `unsafe` (I1), `layout`
+//! names every offset, `context` gives each thread its undo log, locks and
+//! recovery of dead processes, and `alloc` is the allocator.
+
+pub(crate) mod alloc;
+pub(crate) mod context;
+pub(crate) mod layout;
+pub(crate) mod shm;
 
 use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::io::ErrorKind;
@@ -10,8 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::layout::*;
-use crate::shm::Region;
+use crate::segment::layout::*;
+use crate::segment::shm::Region;
 
 /// Where a segment lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -281,7 +290,7 @@ fn create(file: File, path: PathBuf, opts: &OpenOptions) -> Result<Shared> {
         region.set_arena(geo.arena_off, geo.arena_off + geo.arena_size);
         let created_ms = opts.clock.now_ms();
         init_header(&region, &geo, page, created_ms)?;
-        crate::alloc::init(&region, &geo)?;
+        crate::segment::alloc::init(&region, &geo)?;
         // Invariant I2: the version is the last word written, with release
         // ordering, so an attacher that sees it sees everything above.
         region.store32(H_VERSION, LAYOUT_VERSION)?;
@@ -323,8 +332,14 @@ fn init_header(region: &Region, geo: &Geometry, page: u64, created_ms: u64) -> R
     region.store64(H_LOG_SIZE, geo.log_size)?;
     region.store64(H_NEXT_CLIENT_ID, 1)?;
     region.store32(H_SAMPLES, 5)?;
-    region.store32(H_LFU_LOG_FACTOR, crate::lfu::DEFAULT_LFU_LOG_FACTOR)?;
-    region.store32(H_LFU_DECAY_TIME, crate::lfu::DEFAULT_LFU_DECAY_TIME)?;
+    region.store32(
+        H_LFU_LOG_FACTOR,
+        crate::keyspace::lfu::DEFAULT_LFU_LOG_FACTOR,
+    )?;
+    region.store32(
+        H_LFU_DECAY_TIME,
+        crate::keyspace::lfu::DEFAULT_LFU_DECAY_TIME,
+    )?;
     Ok(())
 }
 
@@ -431,7 +446,7 @@ fn wait_for_version(header: &Region, shown: &str) -> Result<u32> {
             return Ok(v);
         }
         let creator = header.load32(H_CREATOR_PID)?;
-        let gone = creator != 0 && !crate::context::process_alive(creator, 0);
+        let gone = creator != 0 && !crate::segment::context::process_alive(creator, 0);
         if gone || start.elapsed() > Duration::from_secs(5) {
             return Err(Error::Attach(format!(
                 "segment {shown} was never fully initialized (its creator stopped); remove it and start again"

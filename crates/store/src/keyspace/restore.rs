@@ -5,11 +5,11 @@
 //! never overwritten without `replace`.
 
 use crate::collections::Collection;
-use crate::entry::{lru_word, ValueType};
 use crate::error::{Error, Result};
-use crate::handle::{Handle, Locked};
-use crate::layout::E_LRU;
-use crate::lfu;
+use crate::keyspace::entry::{lru_word, ValueType};
+use crate::keyspace::handle::{Handle, Locked};
+use crate::keyspace::lfu;
+use crate::segment::layout::E_LRU;
 
 /// How [`Handle::restore_value_string`] and [`Handle::restore_value_collection`] write.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -3,10 +3,10 @@
 
 use std::borrow::Cow;
 
-use crate::entry::{Meta, ValueType};
 use crate::error::{Error, Result};
-use crate::handle::{check_len, Handle};
-use crate::layout::*;
+use crate::keyspace::entry::{Meta, ValueType};
+use crate::keyspace::handle::{check_len, Handle};
+use crate::segment::layout::*;
 
 /// SET's NX / XX.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -331,7 +331,7 @@ impl Handle {
         value: &[u8],
         opts: &SetOptions,
     ) -> Result<SetResult> {
-        crate::handle::check_db(db)?;
+        crate::keyspace::handle::check_db(db)?;
         let expire = match opts.expiry {
             Expiry::At(at) => at.max(1),
             _ => 0,
@@ -356,7 +356,7 @@ impl Handle {
                 // private, so a plain store fixes its physical db (I8, I11).
                 let mut kind = fields;
                 kind.db = l.db;
-                crate::entry::write_kind(h.ctx.region(), blk, &kind)?;
+                crate::keyspace::entry::write_kind(h.ctx.region(), blk, &kind)?;
             }
             let mut out = SetResult {
                 existed: l.found.is_some(),

@@ -7,12 +7,12 @@ use std::sync::atomic::{fence, Ordering};
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::context::{Backoff, Ctx, Stat};
-use crate::entry::Raw;
 use crate::error::{Error, Result};
-use crate::layout::*;
+use crate::keyspace::entry::Raw;
+use crate::segment::context::{Backoff, Ctx, Stat};
+use crate::segment::layout::*;
+use crate::segment::shm::Region;
 use crate::segment::Geometry;
-use crate::shm::Region;
 
 /// Longest chain a walk follows before calling the segment corrupted.
 const MAX_CHAIN_NODES: u32 = 1 << 20;

@@ -274,7 +274,7 @@ pub(crate) const STASH_CAP: u64 = 8;
 pub(crate) const C_UNDO: u64 = 1024;
 pub(crate) const UNDO_CAP: u64 = (CTX_SIZE - C_UNDO) / 16;
 const _: () = assert!(C_DB_EXPIRES + 8 * NUM_DBS as u64 <= C_STATS);
-const _: () = assert!(crate::context::STAT_COUNT <= 32);
+const _: () = assert!(crate::segment::context::STAT_COUNT <= 32);
 const _: () = assert!(H_RETIRED_STATS + 8 * 32 <= H_DB_KEYS_BASE);
 const _: () = assert!(C_STATS + 8 * 32 <= C_STASH && C_STASH + 8 * STASH_CAP <= C_UNDO);
 const _: () = assert!(C_PENDING_FREE + 8 * PENDING_FREE_CAP <= C_NEW_CHAIN);

@@ -11,8 +11,8 @@
 use std::sync::atomic::Ordering;
 
 use crate::error::{Error, Result};
-use crate::handle::Handle;
-use crate::layout::*;
+use crate::keyspace::handle::Handle;
+use crate::segment::layout::*;
 
 /// One message taken from a mailbox.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -10,11 +10,11 @@
 //! its last word (the footer), which lets `free` find a free left neighbour.
 //! A used header of size 0 closes the arena.
 
-use crate::context::Ctx;
 use crate::error::{Error, Result};
-use crate::layout::*;
+use crate::segment::context::Ctx;
+use crate::segment::layout::*;
+use crate::segment::shm::Region;
 use crate::segment::Geometry;
-use crate::shm::Region;
 
 const FREE: u64 = 1;
 const PREV_FREE: u64 = 2;

@@ -28,9 +28,9 @@ use std::sync::atomic::{fence, Ordering};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::error::{Error, Result};
-use crate::layout::*;
+use crate::ipc::waiters::slot_bit;
+use crate::segment::layout::*;
 use crate::store::Store;
-use crate::waiters::slot_bit;
 
 /// What a table entry or pattern subscribes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

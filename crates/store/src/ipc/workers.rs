@@ -7,10 +7,10 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::context::{proc_start_time, process_alive};
 use crate::error::{Error, Result};
-use crate::layout::*;
-use crate::shm::Region;
+use crate::segment::context::{proc_start_time, process_alive};
+use crate::segment::layout::*;
+use crate::segment::shm::Region;
 use crate::store::Store;
 
 /// Where a worker is in its life.
@@ -266,7 +266,7 @@ impl Store {
     }
 }
 
-impl crate::handle::Handle {
+impl crate::keyspace::handle::Handle {
     /// Sets the shared setting text (CONFIG SET's values). Writers take the text
     /// lock (a dead writer's is recovered like any lock); readers retry on
     /// the seqlock word.

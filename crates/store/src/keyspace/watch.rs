@@ -11,9 +11,9 @@
 use std::sync::atomic::Ordering;
 
 use crate::error::Result;
-use crate::handle::{check_db, Handle};
-use crate::index;
-use crate::layout::*;
+use crate::keyspace::handle::{check_db, Handle};
+use crate::keyspace::index;
+use crate::segment::layout::*;
 
 impl Handle {
     /// A version no other write of this segment has stamped or will stamp.

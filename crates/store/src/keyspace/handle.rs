@@ -3,15 +3,15 @@
 //! cycle, removal, and allocation with eviction. The operations themselves live
 //! in `strings.rs` and `keys.rs`.
 
-use crate::alloc;
-use crate::context::{Ctx, Stat};
-use crate::entry::{self, NewEntry, Raw, ValueType};
 use crate::error::{Error, Result};
-use crate::evict::Evicted;
-use crate::index::{self, Found, KeyPos};
-use crate::keylog::{KeyEvent, KeyLog};
-use crate::layout::*;
-use crate::lfu;
+use crate::ipc::keylog::{KeyEvent, KeyLog};
+use crate::keyspace::entry::{self, NewEntry, Raw, ValueType};
+use crate::keyspace::evict::Evicted;
+use crate::keyspace::index::{self, Found, KeyPos};
+use crate::keyspace::lfu;
+use crate::segment::alloc;
+use crate::segment::context::{Ctx, Stat};
+use crate::segment::layout::*;
 
 /// Eviction attempts in a row that may find every candidate locked by other
 /// writers before a write gives up with an out-of-memory error.
@@ -126,7 +126,7 @@ impl Handle {
         &mut self,
         db: u8,
         key: &[u8],
-        read_value: impl FnMut(&crate::shm::Region, &Raw) -> Result<T>,
+        read_value: impl FnMut(&crate::segment::shm::Region, &Raw) -> Result<T>,
     ) -> Result<Option<(Raw, T)>> {
         self.lookup_opts(db, key, true, read_value)
     }
@@ -138,7 +138,7 @@ impl Handle {
         db: u8,
         key: &[u8],
         touch: bool,
-        mut read_value: impl FnMut(&crate::shm::Region, &Raw) -> Result<T>,
+        mut read_value: impl FnMut(&crate::segment::shm::Region, &Raw) -> Result<T>,
     ) -> Result<Option<(Raw, T)>> {
         check_db(db)?;
         self.ctx.stat_add(Stat::Ops, 1);
@@ -203,7 +203,7 @@ impl Handle {
     /// then do accesses move the LFU counters (as Redis).
     fn lfu_params(&self) -> Result<Option<(u32, u32)>> {
         let r = self.ctx.region();
-        if !crate::evict::EvictionPolicy::from_u32(r.load32(H_POLICY)?).is_lfu() {
+        if !crate::keyspace::evict::EvictionPolicy::from_u32(r.load32(H_POLICY)?).is_lfu() {
             return Ok(None);
         }
         Ok(Some((
@@ -729,7 +729,7 @@ impl Handle {
     /// or locked) block.
     pub(crate) fn stage_entry_image(&mut self, blk: u64) -> Result<()> {
         let raw = Raw::read(self.ctx.region(), blk)?;
-        if raw.encoding == crate::entry::ENC_PAGED {
+        if raw.encoding == crate::keyspace::entry::ENC_PAGED {
             // A paged value's record is staged by its writer (collections).
             return Err(Error::Corrupted(blk));
         }

@@ -13,8 +13,8 @@
 //! ```
 
 use crate::error::{Error, Result};
-use crate::layout::*;
-use crate::shm::Region;
+use crate::segment::layout::*;
+use crate::segment::shm::Region;
 
 /// The encoding byte of a collection entry whose value is a paged header
 /// (collections/paged.rs): the entry owns the trees it names.
@@ -105,7 +105,7 @@ impl Meta {
     /// OBJECT FREQ: the LFU counter decayed to `now_ms` by `decay_time`
     /// minutes a step (the store's `lfu-decay-time`), without touching the key.
     pub fn freq(&self, now_ms: u64, decay_time: u32) -> u8 {
-        crate::lfu::decayed(self.lfu, now_ms, decay_time)
+        crate::keyspace::lfu::decayed(self.lfu, now_ms, decay_time)
     }
 
     /// OBJECT IDLETIME: seconds since the last access.

@@ -3,14 +3,14 @@
 //! they remove, with a try-lock, so they never wait on (or deadlock with) a
 //! writer that is itself allocating.
 
-use crate::context::Stat;
 use crate::error::Result;
-use crate::handle::Handle;
-use crate::index;
-use crate::keylog::KeyEvent;
-use crate::keys::Seen;
-use crate::layout::*;
-use crate::lfu;
+use crate::ipc::keylog::KeyEvent;
+use crate::keyspace::handle::Handle;
+use crate::keyspace::index;
+use crate::keyspace::keys::Seen;
+use crate::keyspace::lfu;
+use crate::segment::context::Stat;
+use crate::segment::layout::*;
 
 /// What to do when a write needs memory and none is free (Redis's
 /// `maxmemory-policy`).
@@ -213,7 +213,7 @@ impl Handle {
                 if s & SLOT_OFF_MASK == off {
                     hit = Some(index::Found {
                         slot_word: w,
-                        raw: crate::entry::Raw::read(r, off)?,
+                        raw: crate::keyspace::entry::Raw::read(r, off)?,
                     });
                 }
                 Ok(hit.is_some())
