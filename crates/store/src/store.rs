@@ -11,7 +11,7 @@ use crate::keyspace::evict::EvictionPolicy;
 use crate::keyspace::handle::Handle;
 use crate::keyspace::index;
 use crate::segment::alloc::{self, ArenaStats};
-use crate::segment::context::{Ctx, STATS, STAT_COUNT};
+use crate::segment::context::{Ctx, RecoveryHooks, STATS, STAT_COUNT};
 use crate::segment::layout::*;
 use crate::segment::{self, OpenOptions, Shared};
 
@@ -67,7 +67,11 @@ pub struct CheckReport {
 impl Store {
     /// Creates or attaches a segment.
     pub fn open(opts: &OpenOptions) -> Result<Store> {
-        let sh = Arc::new(segment::open(opts)?);
+        let hooks = RecoveryHooks {
+            log: Ctx::salvage_log,
+            collections: crate::collections::paged::salvage_chains,
+        };
+        let sh = Arc::new(segment::open(opts, hooks)?);
         Ok(Store { sh })
     }
 

@@ -206,7 +206,7 @@ fn a_file_too_short_for_a_header_is_refused() {
 
 #[test]
 fn a_header_whose_geometry_does_not_add_up_is_refused() {
-    // Offsets of the header words (layout.rs): segment size at 16, context
+    // Offsets of the header words (segment/layout.rs): segment size at 16, context
     // count at 32, bucket count at 48, header size at 12.
     let cases: &[(u64, &[u8])] = &[
         (16, &0u64.to_le_bytes()),

@@ -1,4 +1,4 @@
-//! The key log (keylog.rs): a handle reports the keys it created, expired
+//! The key log (ipc/keylog.rs): a handle reports the keys it created, expired
 //! or evicted, in order and with their logical db, only while asked to.
 
 mod common;

@@ -1,5 +1,5 @@
-//! The worker registry and the worker mailboxes (`src/workers.rs`,
-//! `src/mailbox.rs`): registry records, liveness of dead workers, the CLIENT
+//! The worker registry and the worker mailboxes (`src/ipc/workers.rs`,
+//! `src/ipc/mailbox.rs`): registry records, liveness of dead workers, the CLIENT
 //! ID counter and shared settings; mailbox order, wrap-around against a
 //! `VecDeque` model, the wake flag, size limits, concurrent producers, a
 //! producer killed while it holds the mailbox lock, and scribbled ring words.
@@ -24,7 +24,7 @@ use store::*;
 /// wrap it.
 const SEG: u64 = 2 << 20;
 
-// Mirrors of `src/layout.rs`, for scribbling through the segment file. The
+// Mirrors of `src/segment/layout.rs`, for scribbling through the segment file. The
 // `layout_mirror_matches` test checks them against a live mailbox.
 const H_MBOX_OFF: u64 = 96;
 const H_MBOX_SIZE: u64 = 104;
@@ -406,7 +406,7 @@ fn scribbled_registry_words_never_panic() {
     store.register_worker(0, 6380).unwrap();
     store.register_worker(1, 6381).unwrap();
     let f = SegmentFile::open(&seg.path);
-    // H_WORKERS = 12288, WORKER_REC = 128 (src/layout.rs).
+    // H_WORKERS = 12288, WORKER_REC = 128 (src/segment/layout.rs).
     let rec = |slot: u64| 12288 + 128 * slot;
     for v in [u64::MAX, 1 << 40, 4, u64::from(u32::MAX), 0] {
         for field in (0..72).step_by(8) {
@@ -645,7 +645,7 @@ fn op(max: usize) -> impl Strategy<Value = Op> {
     ]
 }
 
-/// What a mailbox should hold, by the rules in `src/mailbox.rs`.
+/// What a mailbox should hold, by the rules in `src/ipc/mailbox.rs`.
 #[derive(Default)]
 struct Model {
     queue: VecDeque<Message>,

@@ -24,31 +24,6 @@ use crate::worker::bus;
 use crate::worker::pubsub::Push;
 use crate::worker::Worker;
 
-/// What the connection does after working through its buffer.
-enum Step {
-    /// Write the replies, then read more.
-    NeedInput,
-    /// A command the server finishes (its reply is not written yet).
-    Server(ServerRequest),
-    /// Write the replies, then close.
-    Close,
-    /// A blocking command found nothing: write the replies, then wait.
-    Blocked(BlockRequest),
-    /// CLIENT PAUSE holds the next request (still in the buffer): write
-    /// the replies, then wait for the pause to end.
-    Held,
-}
-
-/// How a parked connection goes on.
-enum Resumed {
-    /// Its reply is in the output: go on with the requests after it.
-    Go,
-    /// The served command's flow asks more (close, a server request).
-    Flow(Flow),
-    /// The connection is closing (closed by the peer, killed, shutdown).
-    Closed,
-}
-
 /// How `serve` ended.
 enum Ended {
     /// The client closed, was closed, or broke a limit.
@@ -230,7 +205,7 @@ where
         push.take_into(&mut out);
         // Woken only to write pushed frames: nothing to parse.
         let mut step = if buf.is_empty() {
-            Step::NeedInput
+            Flow::Continue
         } else {
             let mut session_ref = session.borrow_mut();
             runner.run(worker, &mut session_ref, |engine, session_ref| {
@@ -252,7 +227,7 @@ where
             // dropped, as Redis does.
             return Ok(Ended::Closed);
         }
-        if let Step::Held = step {
+        if let Flow::Hold = step {
             if !out.is_empty() {
                 write_out(stream, &out, kill, push).await?;
                 out.clear();
@@ -271,7 +246,7 @@ where
             // held again by a newer pause).
             continue;
         }
-        if let Step::Blocked(req) = step {
+        if let Flow::Block(req) = step {
             if !out.is_empty() {
                 write_out(stream, &out, kill, push).await?;
                 out.clear();
@@ -285,18 +260,18 @@ where
             };
             step = match park(worker, session, parked, req, &mut out).await? {
                 // The reply is in `out`: go round for the requests after it.
-                Resumed::Go => continue,
-                Resumed::Closed => return Ok(Ended::Closed),
-                Resumed::Flow(Flow::Server(req)) => Step::Server(req),
-                Resumed::Flow(Flow::Close) => Step::Close,
-                Resumed::Flow(_) => continue,
+                // Closed while parked (by the peer, a kill, a shutdown).
+                None => return Ok(Ended::Closed),
+                Some(Flow::Server(req)) => Flow::Server(req),
+                Some(Flow::Close) => Flow::Close,
+                // The reply is in `out`: go round for the requests after it.
+                Some(_) => continue,
             };
         }
         let close = match step {
-            Step::Blocked(_) | Step::Held => false,
-            Step::NeedInput => false,
-            Step::Close => true,
-            Step::Server(req) => {
+            Flow::Block(_) | Flow::Hold | Flow::Continue => false,
+            Flow::Close => true,
+            Flow::Server(req) => {
                 let close = server_request(worker, session, req, &mut out).await;
                 worker.flush_pubsub();
                 if !close {
@@ -380,13 +355,16 @@ struct Parked<'a, S> {
 /// reply then goes into `out`), or its connection ends. Meanwhile the
 /// socket is still read, so that a client that hangs up is noticed; what it
 /// sends waits in the buffer (within the query buffer limit).
+/// Returns the served command's flow (`Continue` when its reply is in
+/// `out` and the requests after it may run), or None when the connection
+/// is closing (closed by the peer, killed, shut down).
 async fn park<S>(
     worker: &Rc<Worker>,
     session: &Rc<RefCell<Session>>,
     p: Parked<'_, S>,
     req: BlockRequest,
     out: &mut Vec<u8>,
-) -> std::io::Result<Resumed>
+) -> std::io::Result<Option<Flow>>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -406,10 +384,10 @@ where
         let Some(wake) = &wake else {
             // Neither blocked nor decided: nothing can wake it (not expected).
             ReplyWriter::new(out, protocol).null_array();
-            break Resumed::Go;
+            break Some(Flow::Continue);
         };
         if *p.shutdown.borrow() {
-            break Resumed::Closed;
+            break None;
         }
         p.buf.reserve(PROTO_IOBUF_LEN);
         tokio::select! {
@@ -421,15 +399,15 @@ where
                 }
                 worker.blocking.unblock(id);
                 ReplyWriter::new(out, protocol).null_array();
-                break Resumed::Go;
+                break Some(Flow::Continue);
             }
             n = p.stream.read_buf(p.buf) => {
                 if !matches!(n, Ok(n) if n > 0) || p.buf.len() as u64 > p.query_limit {
-                    break Resumed::Closed;
+                    break None;
                 }
             }
-            _ = p.kill.notified() => break Resumed::Closed,
-            _ = p.shutdown.changed() => break Resumed::Closed,
+            _ = p.kill.notified() => break None,
+            _ = p.shutdown.changed() => break None,
         }
     };
     worker.blocking.unblock(id);
@@ -482,22 +460,19 @@ where
 }
 
 /// Writes what ended a wait and says how the connection goes on.
-fn outcome(o: Outcome, protocol: proto::resp::Protocol, out: &mut Vec<u8>) -> Resumed {
+fn outcome(o: Outcome, protocol: proto::resp::Protocol, out: &mut Vec<u8>) -> Option<Flow> {
     match o {
         Outcome::Served { reply, flow } => {
             out.extend_from_slice(&reply);
-            match flow {
-                Flow::Continue => Resumed::Go,
-                flow => Resumed::Flow(flow),
-            }
+            Some(flow)
         }
         Outcome::Unblocked { error: false } => {
             ReplyWriter::new(out, protocol).null_array();
-            Resumed::Go
+            Some(Flow::Continue)
         }
         Outcome::Unblocked { error: true } => {
             ReplyWriter::new(out, protocol).error(b"UNBLOCKED client unblocked via CLIENT UNBLOCK");
-            Resumed::Go
+            Some(Flow::Continue)
         }
     }
 }
@@ -528,7 +503,7 @@ fn process(
     parser: &mut RequestParser,
     buf: &mut BytesMut,
     out: &mut Vec<u8>,
-) -> Ran<Step> {
+) -> Ran<Flow> {
     session.qbuf = buf.len();
     let mut batch = Vec::new();
     let mut pos = 0;
@@ -549,7 +524,7 @@ fn process(
             }
         }
     }
-    let mut step = Step::NeedInput;
+    let mut step = Flow::Continue;
     let mut consumed = pos;
     let mut executed = 0;
     let mut start = 0;
@@ -558,7 +533,7 @@ fn process(
         if flow == Flow::Hold {
             // Nothing ran: the request stays in the buffer, with the ones
             // after it, until the pause ends.
-            step = Step::Held;
+            step = Flow::Hold;
             consumed = start;
             break;
         }
@@ -576,13 +551,13 @@ fn process(
         worker.blocking.serve_ready(engine, Vec::new());
         match flow {
             Flow::Continue => continue,
-            Flow::Close => step = Step::Close,
-            Flow::Server(req) => step = Step::Server(req),
-            Flow::Block(req) => step = Step::Blocked(req),
+            Flow::Close => step = Flow::Close,
+            Flow::Server(req) => step = Flow::Server(req),
+            Flow::Block(req) => step = Flow::Block(req),
             // A blocking command's last run, held by a pause that began
             // meanwhile: it runs again after the pause.
             Flow::Hold => {
-                step = Step::Held;
+                step = Flow::Hold;
                 consumed = this_start;
                 break;
             }
@@ -591,12 +566,12 @@ fn process(
         break;
     }
     drop(batch);
-    if !matches!(step, Step::NeedInput) {
+    if !matches!(step, Flow::Continue) {
         // Requests after this one are parsed again from the new start.
         parser.reset();
     } else if let Some(e) = protocol_error {
         ReplyWriter::new(out, session.protocol).error(&e.message());
-        step = Step::Close;
+        step = Flow::Close;
     }
     buf.advance(consumed);
     session.qbuf = buf.len();

@@ -91,6 +91,14 @@ pub(crate) fn is_paged(raw: &Raw) -> bool {
         )
 }
 
+/// Recovery's hook ([`crate::segment::context::RecoveryHooks`]): frees what
+/// an unfinished write of the dead context at `voff` had chained.
+pub(crate) fn salvage_chains(ctx: &mut Ctx, voff: u64) -> Result<()> {
+    drain_chain(ctx, voff + C_NEW_CHAIN)?;
+    drain_chain(ctx, voff + C_FREE_CHAIN)?;
+    drain_drops(ctx, voff + C_DROP_CHAIN)
+}
+
 /// Frees every block on the chain whose head is context word `word`, a
 /// few per transaction (each moves the head on).
 pub(crate) fn drain_chain(ctx: &mut Ctx, word: u64) -> Result<()> {

@@ -16,10 +16,7 @@
 
 /// The counter of a key just created (Redis's `LFU_INIT_VAL`).
 pub const LFU_INIT_VAL: u8 = 5;
-/// Redis's default `lfu-log-factor`.
-pub const DEFAULT_LFU_LOG_FACTOR: u32 = 10;
-/// Redis's default `lfu-decay-time`, in minutes.
-pub const DEFAULT_LFU_DECAY_TIME: u32 = 1;
+pub use crate::segment::layout::{DEFAULT_LFU_DECAY_TIME, DEFAULT_LFU_LOG_FACTOR};
 
 /// The LFU half of an LRU word from a counter and a time in minutes.
 pub(crate) fn pack(counter: u8, minutes: u16) -> u32 {

@@ -204,6 +204,20 @@ pub(crate) struct Ctx {
     pub crash_after: Cell<Option<u64>>,
 }
 
+/// How recovery of a dead context reaches the layers above this one, which
+/// this layer does not import: each finishes or voids what the dead context
+/// left in its own words. [`crate::Store::open`] supplies them.
+#[derive(Clone, Copy)]
+pub(crate) struct RecoveryHooks {
+    /// The log: void or complete the dead context's frames, settle its
+    /// claim, close its EXEC group (I16). Arguments: the context's offset
+    /// and lock owner word.
+    pub log: fn(&mut Ctx, u64, u32) -> Result<()>,
+    /// Paged collections: free the blocks an unfinished write chained in the
+    /// context (new, replaced and dropped trees). Argument: its offset.
+    pub collections: fn(&mut Ctx, u64) -> Result<()>,
+}
+
 /// See [`Ctx::owner_fate`].
 pub(crate) enum OwnerFate {
     /// Its process runs.
@@ -640,7 +654,7 @@ impl Ctx {
     /// unpublished-but-unfreed blocks freed, its counters folded (I7).
     fn salvage(&mut self, voff: u64, owner: u32) -> Result<()> {
         self.undo_dead(voff)?;
-        self.salvage_log(voff, owner)?;
+        (self.sh.hooks.log)(self, voff, owner)?;
         self.release_dead_locks(voff, owner)?;
         if voff == self.off {
             // Cleaning up our own slot (detach or adoption): the locks just
@@ -672,9 +686,7 @@ impl Ctx {
         if voff == self.off {
             self.stash = [(0, 0); STASH_CAP as usize];
         }
-        crate::collections::paged::drain_chain(self, voff + C_NEW_CHAIN)?;
-        crate::collections::paged::drain_chain(self, voff + C_FREE_CHAIN)?;
-        crate::collections::paged::drain_drops(self, voff + C_DROP_CHAIN)?;
+        (self.sh.hooks.collections)(self, voff)?;
         self.retire_counters(voff)
     }
 

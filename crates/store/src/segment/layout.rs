@@ -61,6 +61,10 @@ pub(crate) const H_DB_MAP_LOCK: u64 = 1280;
 pub(crate) const H_DB_MAP: u64 = H_DB_MAP_LOCK + 8;
 const _: () = assert!(H_DB_EXPIRES_BASE + 8 * NUM_DBS as u64 <= H_DB_MAP_LOCK);
 const _: () = assert!(H_DB_MAP + 8 <= 1344 && 1344 <= A_USED_BYTES);
+/// Redis's default `lfu-log-factor` (what a new segment's header holds).
+pub const DEFAULT_LFU_LOG_FACTOR: u32 = 10;
+/// Redis's default `lfu-decay-time`, in minutes.
+pub const DEFAULT_LFU_DECAY_TIME: u32 = 1;
 /// Redis's `lfu-log-factor` (u32), past the db map's cache line.
 pub(crate) const H_LFU_LOG_FACTOR: u64 = 1344;
 /// Redis's `lfu-decay-time` in minutes (u32).

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
+use crate::segment::context::RecoveryHooks;
 use crate::segment::layout::*;
 use crate::segment::shm::Region;
 
@@ -202,6 +203,8 @@ impl Geometry {
 
 /// One mapping of a segment, shared by every handle of this process.
 pub(crate) struct Shared {
+    /// How a dead context's recovery reaches the layers above.
+    pub hooks: crate::segment::context::RecoveryHooks,
     pub region: Region,
     pub geo: Geometry,
     pub path: PathBuf,
@@ -255,7 +258,7 @@ fn huge_pages_free() -> u64 {
     field("HugePages_Free:") * field("Hugepagesize:") * 1024
 }
 
-pub(crate) fn open(opts: &OpenOptions) -> Result<Shared> {
+pub(crate) fn open(opts: &OpenOptions, hooks: RecoveryHooks) -> Result<Shared> {
     let path = resolve(&opts.location, opts.size);
     if opts.create {
         match FsOpenOptions::new()
@@ -265,15 +268,15 @@ pub(crate) fn open(opts: &OpenOptions) -> Result<Shared> {
             .mode(0o600)
             .open(&path)
         {
-            Ok(file) => return create(file, path, opts),
+            Ok(file) => return create(file, path, opts, hooks),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
             Err(e) => return Err(Error::Io(format!("create {}", path.display()), e)),
         }
     }
-    attach(path, opts.clock.clone())
+    attach(path, opts.clock.clone(), hooks)
 }
 
-fn create(file: File, path: PathBuf, opts: &OpenOptions) -> Result<Shared> {
+fn create(file: File, path: PathBuf, opts: &OpenOptions, hooks: RecoveryHooks) -> Result<Shared> {
     let page = if path.starts_with("/dev/hugepages") {
         2 << 20
     } else {
@@ -295,6 +298,7 @@ fn create(file: File, path: PathBuf, opts: &OpenOptions) -> Result<Shared> {
         // ordering, so an attacher that sees it sees everything above.
         region.store32(H_VERSION, LAYOUT_VERSION)?;
         Ok(Shared {
+            hooks,
             region,
             geo,
             path: path.clone(),
@@ -332,14 +336,8 @@ fn init_header(region: &Region, geo: &Geometry, page: u64, created_ms: u64) -> R
     region.store64(H_LOG_SIZE, geo.log_size)?;
     region.store64(H_NEXT_CLIENT_ID, 1)?;
     region.store32(H_SAMPLES, 5)?;
-    region.store32(
-        H_LFU_LOG_FACTOR,
-        crate::keyspace::lfu::DEFAULT_LFU_LOG_FACTOR,
-    )?;
-    region.store32(
-        H_LFU_DECAY_TIME,
-        crate::keyspace::lfu::DEFAULT_LFU_DECAY_TIME,
-    )?;
+    region.store32(H_LFU_LOG_FACTOR, DEFAULT_LFU_LOG_FACTOR)?;
+    region.store32(H_LFU_DECAY_TIME, DEFAULT_LFU_DECAY_TIME)?;
     Ok(())
 }
 
@@ -349,7 +347,7 @@ pub(crate) fn current_uid() -> u32 {
         .unwrap_or(u32::MAX)
 }
 
-fn attach(path: PathBuf, clock: Clock) -> Result<Shared> {
+fn attach(path: PathBuf, clock: Clock, hooks: RecoveryHooks) -> Result<Shared> {
     let shown = path.display().to_string();
     let file = FsOpenOptions::new()
         .read(true)
@@ -428,6 +426,7 @@ fn attach(path: PathBuf, clock: Clock) -> Result<Shared> {
     let mut region = Region::map(&file, seg_size)?;
     region.set_arena(geo.arena_off, geo.arena_off + geo.arena_size);
     Ok(Shared {
+        hooks,
         region,
         geo,
         path,
