@@ -19,6 +19,7 @@
 //! The engine is never borrowed across an `.await`: the closure runs
 //! synchronously, and settling and writing happen after it.
 
+use bytes::{Buf, BytesMut};
 use engine::{Engine, Session};
 use store::WorkerCounter;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -36,6 +37,25 @@ pub(crate) struct Ran<T> {
     pub next: T,
     /// Requests executed in the batch.
     pub executed: u64,
+}
+
+impl<T> Ran<T> {
+    /// A batch that used the first `consumed` bytes of `buf`: drops them,
+    /// and notes what is left in and what waits to go out (CLIENT LIST's
+    /// `qbuf` and `omem`).
+    pub fn consumed(
+        session: &mut Session,
+        buf: &mut BytesMut,
+        consumed: usize,
+        out: &[u8],
+        next: T,
+        executed: u64,
+    ) -> Ran<T> {
+        buf.advance(consumed);
+        session.qbuf = buf.len();
+        session.omem = out.len();
+        Ran { next, executed }
+    }
 }
 
 /// One client's (or one UDP socket's) runner: what its writes owe the log.

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use engine::command::{Arg, Command};
 use engine::{BlockRequest, Engine, Flow, ServerRequest, Session};
 use proto::resp::{Protocol, ReplyWriter, RequestParser, PROTO_IOBUF_LEN};
@@ -573,13 +573,7 @@ fn process(
         ReplyWriter::new(out, session.protocol).error(&e.message());
         step = Flow::Close;
     }
-    buf.advance(consumed);
-    session.qbuf = buf.len();
-    session.omem = out.len();
-    Ran {
-        next: step,
-        executed,
-    }
+    Ran::consumed(session, buf, consumed, out, step, executed)
 }
 
 /// Registers a client whose command found nothing as blocked, then runs the

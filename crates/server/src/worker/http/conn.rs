@@ -16,7 +16,7 @@ use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use engine::command::{self, Arg, Command};
 use engine::{Engine, Flow, ServerRequest, Session};
 use proto::http::{
@@ -460,13 +460,7 @@ impl Conn {
                 }
             }
         };
-        buf.advance(consumed);
-        session.qbuf = buf.len();
-        session.omem = out.len();
-        Ran {
-            next: step,
-            executed,
-        }
+        Ran::consumed(session, buf, consumed, out, step, executed)
     }
 
     /// The next whole request at the start of `rest`: its head, body and
