@@ -55,7 +55,10 @@ mod watch;
 mod workers;
 
 pub use alloc::ArenaStats;
-pub use collections::{Collection, FieldValue, Hash, List, Scored, Set, ZSet};
+pub use collections::{
+    Collection, FieldValue, Hash, List, NodeLimits, Pending, Scored, Set, Stream, StreamConsumer,
+    StreamEntry, StreamGroup, StreamId, StreamMeta, Trim, ZSet,
+};
 pub use context::{Stat, STATS, STAT_COUNT};
 pub use entry::{Meta, ValueType};
 pub use error::{Error, Result};

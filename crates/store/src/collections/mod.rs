@@ -1,4 +1,4 @@
-//! Redis's collection types (lists, hashes, sets, sorted sets) on top of the
+//! Redis's collection types (lists, hashes, sets, sorted sets, streams) on top of the
 //! store's keys.
 //!
 //! A command reads or changes a collection through [`Handle::read_collection`]
@@ -20,12 +20,17 @@ mod hash;
 mod list;
 pub(crate) mod paged;
 mod set;
+mod stream;
 mod tree;
 mod zset;
 
 pub use hash::Hash;
 pub use list::List;
 pub use set::Set;
+pub use stream::{
+    NodeLimits, Pending, Stream, StreamConsumer, StreamEntry, StreamGroup, StreamId, StreamMeta,
+    Trim,
+};
 #[doc(hidden)]
 pub use tree::Tree;
 pub use zset::ZSet;
@@ -360,7 +365,8 @@ pub fn encoding_name(vtype: ValueType, bytes: &[u8]) -> Result<&'static str> {
             ValueType::List => "quicklist",
             ValueType::Hash | ValueType::Set => "hashtable",
             ValueType::ZSet => "skiplist",
-            ValueType::String | ValueType::Stream => return Err(Error::WrongType),
+            ValueType::Stream => "stream",
+            ValueType::String => return Err(Error::WrongType),
         });
     }
     Ok(match vtype {
@@ -368,7 +374,8 @@ pub fn encoding_name(vtype: ValueType, bytes: &[u8]) -> Result<&'static str> {
         ValueType::Hash => Hash::decode(bytes)?.encoding_name(),
         ValueType::Set => Set::decode(bytes)?.encoding_name(),
         ValueType::ZSet => ZSet::decode(bytes)?.encoding_name(),
-        ValueType::String | ValueType::Stream => return Err(Error::WrongType),
+        ValueType::Stream => Stream::decode(bytes)?.encoding_name(),
+        ValueType::String => return Err(Error::WrongType),
     })
 }
 
@@ -431,7 +438,10 @@ impl Handle {
             ValueType::ZSet => self
                 .open_collection::<ZSet>(raw)?
                 .encode_image(&mut image)?,
-            ValueType::String | ValueType::Stream => return Err(Error::WrongType),
+            ValueType::Stream => self
+                .open_collection::<Stream>(raw)?
+                .encode_image(&mut image)?,
+            ValueType::String => return Err(Error::WrongType),
         }
         self.log_stage(|out| {
             crate::log::record::encode_set_entry(

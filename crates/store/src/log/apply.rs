@@ -7,7 +7,7 @@
 //! record names the logical pair, and a snapshot starts with the SWAPDB
 //! records that rebuild its db map, so both agree once applied in order.
 
-use crate::collections::{Collection, Hash, List, Set, ZSet};
+use crate::collections::{Collection, Hash, List, Set, Stream, ZSet};
 use crate::entry::{Raw, ValueType, ENC_PAGED};
 use crate::error::{Error, Result};
 use crate::handle::Handle;
@@ -227,7 +227,9 @@ impl Handle {
             ValueType::ZSet => {
                 self.restore_collection(db, key, ZSet::decode(value)?, mc_flags, expire_ms)
             }
-            ValueType::Stream => Err(Error::WrongType),
+            ValueType::Stream => {
+                self.restore_collection(db, key, Stream::decode(value)?, mc_flags, expire_ms)
+            }
         }
     }
 
