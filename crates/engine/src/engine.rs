@@ -62,6 +62,10 @@ pub struct BlockRequest {
     /// The type the command pops from: a woken client whose key now holds
     /// another type stays blocked, as in Redis 7.0.
     pub wants: ValueType,
+    /// The command to run again in place of the one that blocked (XREAD
+    /// with `$` resolved to the ID it stood for when the client blocked);
+    /// None: the same command.
+    pub rerun: Option<Vec<Vec<u8>>>,
 }
 
 /// A blocking command's reply when it cannot block (inside EXEC). After a
@@ -235,7 +239,24 @@ impl Cx<'_> {
             keys,
             deadline_ms: timeout_ms.map(|t| now.saturating_add(t)),
             wants,
+            rerun: None,
         });
+    }
+
+    /// [`Cx::block`], the client running `rerun` (not the command that
+    /// blocked) each time one of its keys is signalled.
+    pub(crate) fn block_rerun(
+        &mut self,
+        keys: Vec<Vec<u8>>,
+        wants: ValueType,
+        timeout_ms: Option<u64>,
+        reply: TimeoutReply,
+        rerun: Vec<Vec<u8>>,
+    ) {
+        self.block(keys, wants, timeout_ms, reply);
+        if let Flow::Block(req) = &mut self.flow {
+            req.rerun = Some(rerun);
+        }
     }
 
     /// The selected db.

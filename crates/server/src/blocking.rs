@@ -171,7 +171,10 @@ impl Blocking {
                 seq,
                 session,
                 cmd,
-                args: args.iter().map(|a| Cow::Owned(a.to_vec())).collect(),
+                args: match &req.rerun {
+                    Some(again) => again.iter().map(|a| Cow::Owned(a.clone())).collect(),
+                    None => args.iter().map(|a| Cow::Owned(a.to_vec())).collect(),
+                },
                 db: req.db,
                 wants: req.wants,
                 keys,
