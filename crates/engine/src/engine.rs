@@ -635,11 +635,15 @@ pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> C
             .filter_map(|i| args.get(i).map(|k| k.to_vec()));
         cx.engine.tracking_remember(cx.session.id, keys);
     }
-    // A container's subcommand (config|get) is counted under its own name.
+    // A container's subcommand (config|get) is counted under its own name;
+    // a blocking command that parks is counted once, by the run that
+    // serves it (Redis counts no call of a client that blocks).
     let usec = started.elapsed().as_micros() as u64;
-    cx.engine
-        .cmdstats
-        .called(cx.session.last_cmd, usec, result.is_err());
+    if !matches!(cx.flow, Flow::Block(_)) {
+        cx.engine
+            .cmdstats
+            .called(cx.session.last_cmd, usec, result.is_err());
+    }
     let gathering = matches!(cx.flow, Flow::Server(ServerRequest::Gather(_)));
     cx.engine
         .record_slow(cmd, cx.session, args, usec, gathering);

@@ -679,6 +679,9 @@ fn read_streams(cx: &mut Cx<'_>, args: &[Arg<'_>], xreadgroup: bool) -> CmdResul
     let keys = &args[r.streams_at..r.streams_at + r.nkeys];
     let id_args = &args[r.streams_at + r.nkeys..];
     let db = cx.db();
+    // Run again for a parked client (its key was written, deleted or
+    // changed type): Redis's rules for a woken reader apply.
+    let rerun = cx.session.blocked;
     let mut wants = Vec::with_capacity(keys.len());
     let mut rewritten = false;
     for (key, id_arg) in keys.iter().zip(id_args) {
@@ -690,10 +693,26 @@ fn read_streams(cx: &mut Cx<'_>, args: &[Arg<'_>], xreadgroup: bool) -> CmdResul
             Ok((s.meta().last_id, g))
         }) {
             Ok(m) => m,
-            Err(store::Error::WrongType) => return Err(CmdError::msg(crate::error::WRONG_TYPE)),
+            // A parked XREAD whose key now holds another type waits on.
+            Err(store::Error::WrongType) if rerun && !xreadgroup => {
+                cx.block(Vec::new(), ValueType::Stream, None, TimeoutReply::NullArray);
+                return Ok(());
+            }
+            Err(store::Error::WrongType) if !rerun => {
+                return Err(CmdError::msg(crate::error::WRONG_TYPE))
+            }
+            Err(store::Error::WrongType) => None,
             Err(e) => return Err(e.into()),
         };
         if let Some((g, _)) = &r.group {
+            if rerun && meta.is_none() {
+                return Err(CmdError::msg("UNBLOCKED the stream key no longer exists"));
+            }
+            if rerun && !meta.is_some_and(|m| m.1) {
+                return Err(nogroup(
+                    "the consumer group this client was blocked on no longer exists".into(),
+                ));
+            }
             if !meta.is_some_and(|m| m.1) {
                 return Err(nogroup(format!(
                     "No such key '{}' or consumer group '{}' in XREADGROUP with GROUP option",
