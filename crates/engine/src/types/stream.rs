@@ -765,11 +765,19 @@ fn read_streams(cx: &mut Cx<'_>, args: &[Arg<'_>], xreadgroup: bool) -> CmdResul
                 let want = wants[i];
                 let count = r.count;
                 let noack = r.noack;
-                write(cx, key, false, |s| {
-                    group_read(s, &group, &consumer, want, count, noack, now_ms)
+                let mut created = false;
+                let items = write(cx, key, false, |s| {
+                    let missing = s.consumer(&group, &consumer)?.is_none();
+                    let items = group_read(s, &group, &consumer, want, count, noack, now_ms)?;
+                    created = missing && s.consumer(&group, &consumer)?.is_some();
+                    Ok(items)
                 })?
                 .flatten()
-                .unwrap_or_default()
+                .unwrap_or_default();
+                if created {
+                    cx.notify(class::STREAM, "xgroup-createconsumer", key);
+                }
+                items
             }
         };
         let history = matches!(wants[i], Want::After(_)) && r.group.is_some();
@@ -858,11 +866,7 @@ fn group_read(
             lossy(group)
         )));
     };
-    let new_consumer = if s.consumer(group, consumer)?.is_none() {
-        true
-    } else {
-        false
-    };
+    let new_consumer = s.consumer(group, consumer)?.is_none();
     let mut c = s.consumer(group, consumer)?.unwrap_or(StreamConsumer {
         name: consumer.to_vec(),
         seen_ms: now_ms,
@@ -896,9 +900,6 @@ fn group_read(
         Want::New => {
             let has_new = s.last_entry()?.is_some_and(|e| e.0 > g.last_id);
             if !has_new {
-                if new_consumer {
-                    s.put_consumer(group, &c)?;
-                }
                 return Ok(None);
             }
             c.seen_ms = now_ms;
@@ -1281,26 +1282,29 @@ fn reply_claimed(cx: &mut Cx<'_>, claimed: &[Claimed]) {
     }
 }
 
-/// Makes `consumer` of `group` exist (seen now); returns it.
+/// Makes `consumer` of `group` exist, seen now; whether it was created.
 fn touch_consumer(
     s: &mut Stream,
     group: &[u8],
     consumer: &[u8],
     now_ms: u64,
-) -> Result<(), CmdError> {
-    let c = match s.consumer(group, consumer)? {
+) -> Result<bool, CmdError> {
+    let (c, created) = match s.consumer(group, consumer)? {
         Some(mut c) => {
             c.seen_ms = now_ms;
-            c
+            (c, false)
         }
-        None => StreamConsumer {
-            name: consumer.to_vec(),
-            seen_ms: now_ms,
-            pending: 0,
-        },
+        None => (
+            StreamConsumer {
+                name: consumer.to_vec(),
+                seen_ms: now_ms,
+                pending: 0,
+            },
+            true,
+        ),
     };
     s.put_consumer(group, &c)?;
-    Ok(())
+    Ok(created)
 }
 
 fn xclaim(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
@@ -1380,6 +1384,7 @@ fn xclaim(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         }
         let mut out = Vec::new();
         let mut consumer_made = false;
+        let mut created = false;
         for &id in &ids {
             let nack = s.pending(group, id)?;
             let Some(fields) = s.entry(id)? else {
@@ -1404,7 +1409,7 @@ fn xclaim(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 None => continue,
             };
             if !consumer_made {
-                touch_consumer(s, group, consumer, now_ms)?;
+                created = touch_consumer(s, group, consumer, now_ms)?;
                 consumer_made = true;
             }
             p.consumer = consumer.to_vec();
@@ -1421,10 +1426,13 @@ fn xclaim(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 Claimed::Entry((id, fields))
             });
         }
-        Ok(out)
+        Ok((out, created))
     })?
     .unwrap_or_default();
-    reply_claimed(cx, &claimed);
+    if claimed.1 {
+        cx.notify(class::STREAM, "xgroup-createconsumer", key);
+    }
+    reply_claimed(cx, &claimed.0);
     Ok(())
 }
 
@@ -1468,6 +1476,7 @@ fn xautoclaim(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         let mut claimed = Vec::new();
         let mut deleted = Vec::new();
         let mut consumer_made = false;
+        let mut created = false;
         let mut cursor = start;
         let mut next = StreamId::MIN;
         loop {
@@ -1494,7 +1503,7 @@ fn xautoclaim(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                     continue;
                 }
                 if !consumer_made {
-                    touch_consumer(s, group, consumer, now_ms)?;
+                    created = touch_consumer(s, group, consumer, now_ms)?;
                     consumer_made = true;
                 }
                 p.consumer = consumer.to_vec();
@@ -1514,9 +1523,12 @@ fn xautoclaim(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 break;
             }
         }
-        Ok((next, claimed, deleted))
+        Ok((next, claimed, deleted, created))
     })?;
-    let (next, claimed, deleted) = result.unwrap_or_default();
+    let (next, claimed, deleted, created) = result.unwrap_or_default();
+    if created {
+        cx.notify(class::STREAM, "xgroup-createconsumer", key);
+    }
     cx.out.array_len(3);
     reply_id(cx, next);
     reply_claimed(cx, &claimed);
