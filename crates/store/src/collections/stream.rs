@@ -581,16 +581,54 @@ impl Stream {
         })
     }
 
-    /// Marks a change (whose log record is the whole value).
+    /// Marks a change (each item written or removed is its own log record).
     fn touch(&mut self) {
         self.changed = true;
-        self.journal.opaque();
+    }
+
+    fn put(&mut self, key: &[u8], val: &[u8]) -> Result<()> {
+        self.changed = true;
+        self.journal.stream_put(key, val);
+        self.kv.put(key, val)
+    }
+
+    fn del(&mut self, key: &[u8]) -> Result<bool> {
+        let removed = self.kv.del(key)?;
+        if removed {
+            self.changed = true;
+            self.journal.stream_del(key);
+        }
+        Ok(removed)
+    }
+
+    /// Replays logged writes of map items (log replay).
+    pub(crate) fn replay_put(&mut self, pairs: &[(&[u8], &[u8])]) -> Result<()> {
+        for (k, v) in pairs {
+            self.put(k, v)?;
+        }
+        self.reload_meta()
+    }
+
+    /// Replays logged removals of map items (log replay).
+    pub(crate) fn replay_del(&mut self, items: &[&[u8]]) -> Result<()> {
+        for k in items {
+            self.del(k)?;
+        }
+        self.reload_meta()
+    }
+
+    fn reload_meta(&mut self) -> Result<()> {
+        let kv = std::mem::replace(&mut self.kv, Kv::Mem(BTreeMap::new()));
+        let fresh = Stream::from_kv(kv)?;
+        self.kv = fresh.kv;
+        self.meta = fresh.meta;
+        Ok(())
     }
 
     fn save_meta(&mut self) -> Result<()> {
         let m = self.meta;
         self.touch();
-        self.kv.put(
+        self.put(
             &[K_META],
             &words(&[
                 m.last_id.ms,
@@ -710,7 +748,7 @@ impl Stream {
     }
 
     fn put_node(&mut self, node: &Node) -> Result<()> {
-        self.kv.put(&key_of(K_NODE, node.first), &node.encode())
+        self.put(&key_of(K_NODE, node.first), &node.encode())
     }
 
     fn nodes(&self) -> Result<Vec<Node>> {
@@ -751,7 +789,7 @@ impl Stream {
             },
         };
         self.put_node(&node)?;
-        self.kv.put(&key_of(K_ENTRY, id), &encode_fields(fields))?;
+        self.put(&key_of(K_ENTRY, id), &encode_fields(fields))?;
         self.meta.last_id = id;
         self.meta.entries_added += 1;
         self.meta.length += 1;
@@ -761,14 +799,14 @@ impl Stream {
     /// Deletes entry `id`; whether it existed. A node left without live
     /// entries goes.
     pub fn delete(&mut self, id: StreamId) -> Result<bool> {
-        if !self.kv.del(&key_of(K_ENTRY, id))? {
+        if !self.del(&key_of(K_ENTRY, id))? {
             return Ok(false);
         }
         if let Some(mut node) = self.node_of(id)? {
             node.live = node.live.saturating_sub(1);
             node.deleted += 1;
             if node.live == 0 {
-                self.kv.del(&key_of(K_NODE, node.first))?;
+                self.del(&key_of(K_NODE, node.first))?;
             } else {
                 self.put_node(&node)?;
             }
@@ -805,9 +843,9 @@ impl Stream {
             let hi = node_end(&self.kv, node.first)?;
             if remove_node {
                 for id in self.ids(node.first, hi, 0)? {
-                    self.kv.del(&key_of(K_ENTRY, id))?;
+                    self.del(&key_of(K_ENTRY, id))?;
                 }
-                self.kv.del(&key_of(K_NODE, node.first))?;
+                self.del(&key_of(K_NODE, node.first))?;
                 self.meta.length -= node.live;
                 deleted += node.live;
                 self.touch();
@@ -825,14 +863,14 @@ impl Stream {
                 if done {
                     break;
                 }
-                self.kv.del(&key_of(K_ENTRY, id))?;
+                self.del(&key_of(K_ENTRY, id))?;
                 node.live -= 1;
                 node.deleted += 1;
                 self.meta.length -= 1;
                 deleted += 1;
             }
             if node.live == 0 {
-                self.kv.del(&key_of(K_NODE, node.first))?;
+                self.del(&key_of(K_NODE, node.first))?;
             } else {
                 self.put_node(&node)?;
             }
@@ -865,7 +903,7 @@ impl Stream {
     pub fn put_group(&mut self, g: &StreamGroup) -> Result<()> {
         self.touch();
         let read = g.entries_read.map_or(u64::MAX, |r| r);
-        self.kv.put(
+        self.put(
             &group_key(K_GROUP, &g.name),
             &words(&[g.last_id.ms, g.last_id.seq, read, g.pending]),
         )
@@ -874,13 +912,13 @@ impl Stream {
     /// Removes group `name` with its consumers and pending entries; whether
     /// it existed.
     pub fn remove_group(&mut self, name: &[u8]) -> Result<bool> {
-        if !self.kv.del(&group_key(K_GROUP, name))? {
+        if !self.del(&group_key(K_GROUP, name))? {
             return Ok(false);
         }
         self.touch();
         for kind in [K_CONSUMER, K_PENDING, K_OWNED] {
             for (k, _) in self.kv.prefixed(&group_key(kind, name))? {
-                self.kv.del(&k)?;
+                self.del(&k)?;
             }
         }
         Ok(true)
@@ -921,12 +959,12 @@ impl Stream {
         let mut removed = 0;
         for (k, _) in &owned {
             let id = id_at_end(k)?;
-            self.kv.del(k)?;
-            if self.kv.del(&pending_key(group, id))? {
+            self.del(k)?;
+            if self.del(&pending_key(group, id))? {
                 removed += 1;
             }
         }
-        self.kv.del(&consumer_key(group, name))?;
+        self.del(&consumer_key(group, name))?;
         self.touch();
         if let Some(mut g) = self.group(group)? {
             g.pending = g.pending.saturating_sub(removed);
@@ -991,11 +1029,11 @@ impl Stream {
         let mut v = words(&[p.delivery_ms, p.deliveries]);
         v.extend_from_slice(&p.consumer);
         self.touch();
-        self.kv.put(&pending_key(group, p.id), &v)?;
+        self.put(&pending_key(group, p.id), &v)?;
         match &old {
             Some(o) if o.consumer == p.consumer => return Ok(()),
             Some(o) => {
-                self.kv.del(&owned_key(group, &o.consumer, p.id))?;
+                self.del(&owned_key(group, &o.consumer, p.id))?;
                 if let Some(mut c) = self.consumer(group, &o.consumer)? {
                     c.pending = c.pending.saturating_sub(1);
                     self.put_consumer(group, &c)?;
@@ -1008,7 +1046,7 @@ impl Stream {
                 }
             }
         }
-        self.kv.put(&owned_key(group, &p.consumer, p.id), &[])?;
+        self.put(&owned_key(group, &p.consumer, p.id), &[])?;
         if let Some(mut c) = self.consumer(group, &p.consumer)? {
             c.pending += 1;
             self.put_consumer(group, &c)?;
@@ -1022,8 +1060,8 @@ impl Stream {
             return Ok(false);
         };
         self.touch();
-        self.kv.del(&pending_key(group, id))?;
-        self.kv.del(&owned_key(group, &old.consumer, id))?;
+        self.del(&pending_key(group, id))?;
+        self.del(&owned_key(group, &old.consumer, id))?;
         if let Some(mut c) = self.consumer(group, &old.consumer)? {
             c.pending = c.pending.saturating_sub(1);
             self.put_consumer(group, &c)?;

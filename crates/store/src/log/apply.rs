@@ -147,6 +147,12 @@ impl Handle {
                     Ok(())
                 })?
                 .is_some(),
+            Record::StreamPut { ref pairs, .. } => self
+                .write_collection::<Stream, _>(db, key, true, |s| s.replay_put(pairs))?
+                .is_some(),
+            Record::StreamDel { ref items, .. } => self
+                .write_collection::<Stream, _>(db, key, false, |s| s.replay_del(items))?
+                .is_some(),
             Record::SetAdd { ref members, .. } => self
                 .write_collection::<Set, _>(db, key, true, |s| {
                     for m in members {
