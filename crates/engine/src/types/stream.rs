@@ -26,7 +26,8 @@ use crate::parse;
 const INVALID_ID: &str = "ERR Invalid stream ID specified as stream command argument";
 const BAD_START: &str = "ERR invalid start ID for the interval";
 const BAD_END: &str = "ERR invalid end ID for the interval";
-const ID_TOO_SMALL: &str = "ERR The ID specified in XADD is equal or smaller than the target stream top item";
+const ID_TOO_SMALL: &str =
+    "ERR The ID specified in XADD is equal or smaller than the target stream top item";
 const ID_ZERO: &str = "ERR The ID specified in XADD must be greater than 0-0";
 const ID_EXHAUSTED: &str =
     "ERR The stream has exhausted the last possible ID, unable to add more items";
@@ -47,19 +48,99 @@ const BAD_ENTRIES_READ: &str = "ERR value for ENTRIESREAD must be positive or -1
 crate::command::group_cmd!("stream");
 
 const XGROUP_SUBCOMMANDS: &[Command] = &[
-    cmd("xgroup|create", -5, WRITE | DENYOOM, (2, 2, 1), "5.0.0", "Create a consumer group.", xgroup_create),
-    cmd("xgroup|setid", -5, WRITE, (2, 2, 1), "5.0.0", "Set a consumer group to an arbitrary last delivered ID value.", xgroup_setid),
-    cmd("xgroup|destroy", 4, WRITE, (2, 2, 1), "5.0.0", "Destroy a consumer group.", xgroup_destroy),
-    cmd("xgroup|createconsumer", 5, WRITE | DENYOOM, (2, 2, 1), "6.2.0", "Create a consumer in a consumer group.", xgroup_createconsumer),
-    cmd("xgroup|delconsumer", 5, WRITE, (2, 2, 1), "5.0.0", "Delete a consumer from a consumer group.", xgroup_delconsumer),
-    cmd("xgroup|help", 2, LOADING | STALE, (0, 0, 0), "5.0.0", "Show helpful text about the different subcommands", xgroup_help),
+    cmd(
+        "xgroup|create",
+        -5,
+        WRITE | DENYOOM,
+        (2, 2, 1),
+        "5.0.0",
+        "Create a consumer group.",
+        xgroup_create,
+    ),
+    cmd(
+        "xgroup|setid",
+        -5,
+        WRITE,
+        (2, 2, 1),
+        "5.0.0",
+        "Set a consumer group to an arbitrary last delivered ID value.",
+        xgroup_setid,
+    ),
+    cmd(
+        "xgroup|destroy",
+        4,
+        WRITE,
+        (2, 2, 1),
+        "5.0.0",
+        "Destroy a consumer group.",
+        xgroup_destroy,
+    ),
+    cmd(
+        "xgroup|createconsumer",
+        5,
+        WRITE | DENYOOM,
+        (2, 2, 1),
+        "6.2.0",
+        "Create a consumer in a consumer group.",
+        xgroup_createconsumer,
+    ),
+    cmd(
+        "xgroup|delconsumer",
+        5,
+        WRITE,
+        (2, 2, 1),
+        "5.0.0",
+        "Delete a consumer from a consumer group.",
+        xgroup_delconsumer,
+    ),
+    cmd(
+        "xgroup|help",
+        2,
+        LOADING | STALE,
+        (0, 0, 0),
+        "5.0.0",
+        "Show helpful text about the different subcommands",
+        xgroup_help,
+    ),
 ];
 
 const XINFO_SUBCOMMANDS: &[Command] = &[
-    cmd("xinfo|consumers", 4, READONLY, (2, 2, 1), "5.0.0", "List the consumers in a consumer group", xinfo_consumers),
-    cmd("xinfo|groups", 3, READONLY, (2, 2, 1), "5.0.0", "List the consumer groups of a stream", xinfo_groups),
-    cmd("xinfo|stream", -3, READONLY, (2, 2, 1), "5.0.0", "Get information about a stream", xinfo_stream),
-    cmd("xinfo|help", 2, LOADING | STALE, (0, 0, 0), "5.0.0", "Show helpful text about the different subcommands", xinfo_help),
+    cmd(
+        "xinfo|consumers",
+        4,
+        READONLY,
+        (2, 2, 1),
+        "5.0.0",
+        "List the consumers in a consumer group",
+        xinfo_consumers,
+    ),
+    cmd(
+        "xinfo|groups",
+        3,
+        READONLY,
+        (2, 2, 1),
+        "5.0.0",
+        "List the consumer groups of a stream",
+        xinfo_groups,
+    ),
+    cmd(
+        "xinfo|stream",
+        -3,
+        READONLY,
+        (2, 2, 1),
+        "5.0.0",
+        "Get information about a stream",
+        xinfo_stream,
+    ),
+    cmd(
+        "xinfo|help",
+        2,
+        LOADING | STALE,
+        (0, 0, 0),
+        "5.0.0",
+        "Show helpful text about the different subcommands",
+        xinfo_help,
+    ),
 ];
 
 /// The stream commands.
@@ -453,7 +534,12 @@ fn xtrim(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let Some(trim) = t.trim else {
         return Err(CmdError::msg(XTRIM_WITHOUT_STRATEGY));
     };
-    let trimmed = write(cx, &args[1], false, |s| Ok(s.trim(trim, t.approx, t.limit)?))?;
+    let trimmed = write(
+        cx,
+        &args[1],
+        false,
+        |s| Ok(s.trim(trim, t.approx, t.limit)?),
+    )?;
     let trimmed = trimmed.unwrap_or(0);
     if trimmed > 0 {
         cx.notify(class::STREAM, "xtrim", &args[1]);
@@ -610,9 +696,8 @@ fn parse_read(args: &[Arg<'_>], xreadgroup: bool) -> Result<ReadArgs, CmdError> 
         let o = &args[i][..];
         if parse::is(o, "block") && more > 0 {
             i += 1;
-            let ms = parse::int(&args[i]).map_err(|_| {
-                CmdError::msg("ERR timeout is not an integer or out of range")
-            })?;
+            let ms = parse::int(&args[i])
+                .map_err(|_| CmdError::msg("ERR timeout is not an integer or out of range"))?;
             if ms < 0 {
                 return Err(CmdError::msg("ERR timeout is negative"));
             }
@@ -837,7 +922,12 @@ fn read_streams(cx: &mut Cx<'_>, args: &[Arg<'_>], xreadgroup: bool) -> CmdResul
             again,
         );
     } else {
-        cx.block(keys_owned, ValueType::Stream, timeout, TimeoutReply::NullArray);
+        cx.block(
+            keys_owned,
+            ValueType::Stream,
+            timeout,
+            TimeoutReply::NullArray,
+        );
     }
     Ok(())
 }
@@ -1256,7 +1346,8 @@ fn xpending(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 cx.out.array_len(4);
                 reply_id(cx, p.id);
                 cx.out.bulk(&p.consumer);
-                cx.out.integer((now_ms as i64 - p.delivery_ms as i64).max(0));
+                cx.out
+                    .integer((now_ms as i64 - p.delivery_ms as i64).max(0));
                 cx.out.integer(p.deliveries as i64);
             }
         }
@@ -1807,8 +1898,14 @@ mod tests {
         let id = |ms, seq| StreamId { ms, seq };
         assert_eq!(next_id(id(5, 3), None, 4), Some(id(5, 4)));
         assert_eq!(next_id(id(5, 3), None, 9), Some(id(9, 0)));
-        assert_eq!(next_id(id(5, 3), Some((id(5, 0), false)), 0), Some(id(5, 4)));
-        assert_eq!(next_id(id(5, 3), Some((id(6, 0), false)), 0), Some(id(6, 0)));
+        assert_eq!(
+            next_id(id(5, 3), Some((id(5, 0), false)), 0),
+            Some(id(5, 4))
+        );
+        assert_eq!(
+            next_id(id(5, 3), Some((id(6, 0), false)), 0),
+            Some(id(6, 0))
+        );
         assert_eq!(next_id(id(5, 3), Some((id(5, 3), true)), 0), None);
         assert_eq!(next_id(id(5, u64::MAX), Some((id(5, 0), false)), 0), None);
     }

@@ -742,7 +742,9 @@ impl Stream {
 
     fn node_of(&self, id: StreamId) -> Result<Option<Node>> {
         match self.kv.last_at_or_below(&key_of(K_NODE, id))? {
-            Some((k, v)) if k.first() == Some(&K_NODE) => Ok(Some(Node::decode(id_at_end(&k)?, &v)?)),
+            Some((k, v)) if k.first() == Some(&K_NODE) => {
+                Ok(Some(Node::decode(id_at_end(&k)?, &v)?))
+            }
             _ => Ok(None),
         }
     }
@@ -945,8 +947,10 @@ impl Stream {
     /// Writes consumer `c` of `group` (new or changed).
     pub fn put_consumer(&mut self, group: &[u8], c: &StreamConsumer) -> Result<()> {
         self.touch();
-        self.kv
-            .put(&consumer_key(group, &c.name), &words(&[c.seen_ms, c.pending]))
+        self.put(
+            &consumer_key(group, &c.name),
+            &words(&[c.seen_ms, c.pending]),
+        )
     }
 
     /// Removes consumer `name` of `group` and its pending entries; how many
