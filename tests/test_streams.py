@@ -19,7 +19,7 @@ from shoaltest import DurableServer, Err, raw_on_worker, wait_for
 
 pytestmark = pytest.mark.shoal_only
 
-ENTRIES = 20_000
+ENTRIES = 100_000
 CONSUMERS = 4
 
 

@@ -492,7 +492,7 @@ fn next_id(last: StreamId, given: Option<(StreamId, bool)>, now_ms: u64) -> Opti
 fn xadd(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let t = parse_trim_args(cx, args, true)?;
     let fields = &args[t.next.min(args.len())..];
-    if t.next > args.len() || fields.len() < 2 || fields.len() % 2 == 1 {
+    if t.next > args.len() || fields.len() < 2 || !fields.len().is_multiple_of(2) {
         return Err(CmdError::arity("xadd"));
     }
     if let Some((id, true)) = t.id {
@@ -708,7 +708,7 @@ fn parse_read(args: &[Arg<'_>], xreadgroup: bool) -> Result<ReadArgs, CmdError> 
         } else if parse::is(o, "streams") && more > 0 {
             r.streams_at = i + 1;
             let n = args.len() - r.streams_at;
-            if n % 2 != 0 {
+            if !n.is_multiple_of(2) {
                 return Err(CmdError::msg("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified."));
             }
             r.nkeys = n / 2;
