@@ -337,6 +337,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::types::zset::COMMANDS,
         crate::types::geo::COMMANDS,
         crate::types::hyperloglog::COMMANDS,
+        crate::types::stream::COMMANDS,
         crate::keyspace::COMMANDS,
         crate::dump::COMMANDS,
         crate::types::sort::COMMANDS,

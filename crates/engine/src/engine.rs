@@ -62,6 +62,10 @@ pub struct BlockRequest {
     /// The type the command pops from: a woken client whose key now holds
     /// another type stays blocked, as in Redis 7.0.
     pub wants: ValueType,
+    /// The command to run again in place of the one that blocked (XREAD
+    /// with `$` resolved to the ID it stood for when the client blocked);
+    /// None: the same command.
+    pub rerun: Option<Vec<Vec<u8>>>,
 }
 
 /// A blocking command's reply when it cannot block (inside EXEC). After a
@@ -235,7 +239,24 @@ impl Cx<'_> {
             keys,
             deadline_ms: timeout_ms.map(|t| now.saturating_add(t)),
             wants,
+            rerun: None,
         });
+    }
+
+    /// [`Cx::block`], the client running `rerun` (not the command that
+    /// blocked) each time one of its keys is signalled.
+    pub(crate) fn block_rerun(
+        &mut self,
+        keys: Vec<Vec<u8>>,
+        wants: ValueType,
+        timeout_ms: Option<u64>,
+        reply: TimeoutReply,
+        rerun: Vec<Vec<u8>>,
+    ) {
+        self.block(keys, wants, timeout_ms, reply);
+        if let Flow::Block(req) = &mut self.flow {
+            req.rerun = Some(rerun);
+        }
     }
 
     /// The selected db.
@@ -613,11 +634,15 @@ pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> C
             .filter_map(|i| args.get(i).map(|k| k.to_vec()));
         cx.engine.tracking_remember(cx.session.id, keys);
     }
-    // A container's subcommand (config|get) is counted under its own name.
+    // A container's subcommand (config|get) is counted under its own name;
+    // a blocking command that parks is counted once, by the run that
+    // serves it (Redis counts no call of a client that blocks).
     let usec = started.elapsed().as_micros() as u64;
-    cx.engine
-        .cmdstats
-        .called(cx.session.last_cmd, usec, result.is_err());
+    if !matches!(cx.flow, Flow::Block(_)) {
+        cx.engine
+            .cmdstats
+            .called(cx.session.last_cmd, usec, result.is_err());
+    }
     let gathering = matches!(cx.flow, Flow::Server(ServerRequest::Gather(_)));
     cx.engine
         .record_slow(cmd, cx.session, args, usec, gathering);

@@ -645,6 +645,7 @@ fn blpop_blocks_then_serves_on_a_rerun() {
             keys: vec![b"a".to_vec(), b"b".to_vec()],
             deadline_ms: None,
             wants: ValueType::List,
+            rerun: None,
         }
     );
     let req = blocked(&mut t, &["BRPOP", "a", "0.25"]);
@@ -726,6 +727,7 @@ fn blmove_serves_or_waits_on_the_source() {
             keys: vec![b"src".to_vec()],
             deadline_ms: Some(T0 + 2000),
             wants: ValueType::List,
+            rerun: None,
         }
     );
     let req = blocked(&mut t, &["BRPOPLPUSH", "src", "dst", "0"]);
@@ -782,6 +784,7 @@ fn blmpop_serves_or_waits_on_its_keys() {
             keys: vec![b"a".to_vec(), b"b".to_vec()],
             deadline_ms: Some(T0 + 500),
             wants: ValueType::List,
+            rerun: None,
         }
     );
     assert_eq!(

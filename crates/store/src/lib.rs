@@ -45,7 +45,10 @@ mod store;
 #[doc(hidden)]
 pub mod testing;
 
-pub use collections::{Collection, FieldValue, Hash, List, Scored, Set, ZSet};
+pub use collections::{
+    Collection, FieldValue, Hash, List, NodeLimits, Pending, Scored, Set, Stream, StreamConsumer,
+    StreamEntry, StreamGroup, StreamId, StreamMeta, Trim, ZSet,
+};
 pub use error::{Error, Result};
 pub use ipc::keylog::{KeyEvent, KeyLogEntry};
 pub use ipc::mailbox::{Message, Sent};

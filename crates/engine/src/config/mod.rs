@@ -62,6 +62,12 @@ pub struct Config {
     /// `tracking-table-max-keys`: keys each worker's tracking table holds
     /// at most (0 = no limit).
     pub tracking_table_max_keys: u64,
+    /// `stream-node-max-bytes`: bytes of a stream node before a new one
+    /// starts (0 = no limit).
+    pub stream_node_max_bytes: u64,
+    /// `stream-node-max-entries`: entries of a stream node before a new
+    /// one starts (0 = no limit).
+    pub stream_node_max_entries: u64,
 }
 
 impl Default for Config {
@@ -90,6 +96,8 @@ impl Default for Config {
             hll_sparse_max_bytes: 3000,
             config_file: String::new(),
             tracking_table_max_keys: 1_000_000,
+            stream_node_max_bytes: 4096,
+            stream_node_max_entries: 100,
         }
     }
 }
@@ -215,6 +223,12 @@ impl Config {
                 }
                 if let Some(v) = int("tracking-table-max-keys") {
                     self.tracking_table_max_keys = v.max(0) as u64;
+                }
+                if let Some(v) = int("stream-node-max-bytes") {
+                    self.stream_node_max_bytes = v.max(0) as u64;
+                }
+                if let Some(v) = int("stream-node-max-entries") {
+                    self.stream_node_max_entries = v.max(0) as u64;
                 }
             }
         }

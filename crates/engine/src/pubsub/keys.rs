@@ -117,7 +117,7 @@ impl Engine {
             ValueType::Hash => &[b"hgetall"],
             ValueType::Set => &[b"smembers"],
             ValueType::ZSet => &[b"zrange", b"", b"0", b"-1", b"withscores"],
-            _ => &[b"type"],
+            ValueType::Stream => &[b"xrange", b"", b"-", b"+"],
         };
         let mut args: Vec<Arg<'_>> = words.iter().map(|w| Cow::Borrowed(*w)).collect();
         args.insert(1, Cow::Borrowed(key));

@@ -8,5 +8,6 @@ pub(crate) mod hyperloglog;
 pub(crate) mod list;
 pub(crate) mod set;
 pub(crate) mod sort;
+pub(crate) mod stream;
 pub(crate) mod string;
 pub(crate) mod zset;

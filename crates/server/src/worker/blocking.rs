@@ -171,7 +171,10 @@ impl Blocking {
                 seq,
                 session,
                 cmd,
-                args: args.iter().map(|a| Cow::Owned(a.to_vec())).collect(),
+                args: match &req.rerun {
+                    Some(again) => again.iter().map(|a| Cow::Owned(a.clone())).collect(),
+                    None => args.iter().map(|a| Cow::Owned(a.to_vec())).collect(),
+                },
                 db: req.db,
                 wants: req.wants,
                 keys,
@@ -345,6 +348,10 @@ impl Blocking {
                 continue;
             }
             match self.rerun(engine, id) {
+                // A stream's readers each want their own part of it (their
+                // own group, or entries after their own ID): the next one
+                // may find something.
+                Rerun::Blocked if self.waits_for_stream(id) => continue,
                 // The key has nothing left for anyone behind it either.
                 Rerun::Blocked => return,
                 Rerun::Busy | Rerun::Gone => continue,
@@ -353,6 +360,40 @@ impl Blocking {
                     // What the command wrote (BLMOVE's push) is ready in turn;
                     // `serve_ready` takes it after this key.
                 }
+            }
+        }
+    }
+
+    fn waits_for_stream(&self, id: u64) -> bool {
+        self.reg
+            .borrow()
+            .waiters
+            .get(&id)
+            .is_some_and(|w| w.wants == ValueType::Stream)
+    }
+
+    /// Runs again the stream readers (XREADGROUP) one of whose keys was
+    /// deleted or now holds another type, by DEL, an overwrite, FLUSHDB or
+    /// SWAPDB on any worker: Redis ends their wait with an error. No write
+    /// signals this, so the worker looks on each tick.
+    pub fn serve_vanished_streams(&self, engine: &mut Engine) {
+        let candidates: Vec<(u64, u8, Vec<Vec<u8>>)> = self
+            .reg
+            .borrow()
+            .waiters
+            .iter()
+            .filter(|(_, w)| w.wants == ValueType::Stream)
+            .map(|(&id, w)| (id, w.db, w.keys.clone()))
+            .collect();
+        for (id, db, keys) in candidates {
+            let vanished = keys
+                .iter()
+                .any(|k| engine.key_type(db, k) != Some(ValueType::Stream));
+            if !vanished {
+                continue;
+            }
+            if let Rerun::Served(reply, flow) = self.rerun(engine, id) {
+                self.finish(id, Outcome::Served { reply, flow });
             }
         }
     }

@@ -596,6 +596,11 @@ fn block(
         .blocking
         .block(session_rc.clone(), id, cmd, args, &req);
     let mark = out.len();
+    let again: Option<Vec<Arg<'_>>> = req
+        .rerun
+        .as_ref()
+        .map(|a| a.iter().map(|w| Arg::Borrowed(&w[..])).collect());
+    let args = again.as_deref().unwrap_or(args);
     match engine.execute_resolved(session, cmd, args, out) {
         Flow::Block(_) => {
             out.truncate(mark);

@@ -52,6 +52,11 @@ impl<'a> Reader<'a> {
         Ok((r, tag, count as usize))
     }
 
+    /// A reader over bytes with no tag or count of their own.
+    pub(crate) fn over(bytes: &'a [u8]) -> Reader<'a> {
+        Reader { bytes, pos: 0 }
+    }
+
     fn byte(&mut self) -> Result<u8> {
         let b = *self.bytes.get(self.pos).ok_or(Error::BadValue)?;
         self.pos += 1;

@@ -1,4 +1,4 @@
-//! Redis's collection types (lists, hashes, sets, sorted sets) on top of the
+//! Redis's collection types (lists, hashes, sets, sorted sets, streams) on top of the
 //! store's keys.
 //!
 //! A command reads or changes a collection through [`Handle::read_collection`]
@@ -20,12 +20,17 @@ mod hash;
 mod list;
 pub(crate) mod paged;
 mod set;
+mod stream;
 mod tree;
 mod zset;
 
 pub use hash::Hash;
 pub use list::List;
 pub use set::Set;
+pub use stream::{
+    NodeLimits, Pending, Stream, StreamConsumer, StreamEntry, StreamGroup, StreamId, StreamMeta,
+    Trim,
+};
 #[doc(hidden)]
 pub use tree::Tree;
 pub use zset::ZSet;
@@ -147,6 +152,11 @@ enum Op {
         score: f64,
     },
     ZSetRem(Span),
+    StreamPut {
+        item: Span,
+        value: Span,
+    },
+    StreamDel(Span),
 }
 
 impl Op {
@@ -163,6 +173,8 @@ impl Op {
             Op::SetRem(_) => (KIND_SET_REM, false),
             Op::ZSetAdd { .. } => (KIND_ZSET_ADD, false),
             Op::ZSetRem(_) => (KIND_ZSET_REM, false),
+            Op::StreamPut { .. } => (KIND_STREAM_PUT, false),
+            Op::StreamDel(_) => (KIND_STREAM_DEL, false),
         }
     }
 
@@ -173,9 +185,11 @@ impl Op {
             | Op::HashDel(b)
             | Op::SetAdd(b)
             | Op::SetRem(b)
-            | Op::ZSetRem(b) => 4 + b.len,
+            | Op::ZSetRem(b)
+            | Op::StreamDel(b) => 4 + b.len,
             Op::Pop { .. } => 0,
             Op::HashSet { field, value } => 8 + field.len + value.len,
+            Op::StreamPut { item, value } => 8 + item.len + value.len,
             Op::ZSetAdd { member, .. } => 12 + member.len,
         }
     }
@@ -264,6 +278,17 @@ impl Journal {
         self.record(|j| Op::ZSetRem(j.keep(member)));
     }
 
+    pub(crate) fn stream_put(&mut self, item: &[u8], value: &[u8]) {
+        self.record(|j| Op::StreamPut {
+            item: j.keep(item),
+            value: j.keep(value),
+        });
+    }
+
+    pub(crate) fn stream_del(&mut self, item: &[u8]) {
+        self.record(|j| Op::StreamDel(j.keep(item)));
+    }
+
     /// Whether the write can log its changes instead of the whole value.
     fn has_deltas(&self) -> bool {
         self.recording() && !self.ops.is_empty()
@@ -320,6 +345,28 @@ impl Journal {
                         .collect();
                     stage(&|out| encode_hash_set(out, db, key, &pairs));
                 }
+                Op::StreamPut { .. } => {
+                    let pairs: Vec<(&[u8], &[u8])> = run
+                        .iter()
+                        .filter_map(|op| match op {
+                            Op::StreamPut { item, value } => {
+                                Some((self.get(*item), self.get(*value)))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    stage(&|out| encode_stream_put(out, db, key, &pairs));
+                }
+                Op::StreamDel(_) => {
+                    let items: Vec<&[u8]> = run
+                        .iter()
+                        .filter_map(|op| match op {
+                            Op::StreamDel(b) => Some(self.get(*b)),
+                            _ => None,
+                        })
+                        .collect();
+                    stage(&|out| encode_stream_del(out, db, key, &items));
+                }
                 Op::ZSetAdd { .. } => {
                     let members: Vec<(&[u8], f64)> = run
                         .iter()
@@ -360,7 +407,8 @@ pub fn encoding_name(vtype: ValueType, bytes: &[u8]) -> Result<&'static str> {
             ValueType::List => "quicklist",
             ValueType::Hash | ValueType::Set => "hashtable",
             ValueType::ZSet => "skiplist",
-            ValueType::String | ValueType::Stream => return Err(Error::WrongType),
+            ValueType::Stream => "stream",
+            ValueType::String => return Err(Error::WrongType),
         });
     }
     Ok(match vtype {
@@ -368,7 +416,8 @@ pub fn encoding_name(vtype: ValueType, bytes: &[u8]) -> Result<&'static str> {
         ValueType::Hash => Hash::decode(bytes)?.encoding_name(),
         ValueType::Set => Set::decode(bytes)?.encoding_name(),
         ValueType::ZSet => ZSet::decode(bytes)?.encoding_name(),
-        ValueType::String | ValueType::Stream => return Err(Error::WrongType),
+        ValueType::Stream => Stream::decode(bytes)?.encoding_name(),
+        ValueType::String => return Err(Error::WrongType),
     })
 }
 
@@ -431,7 +480,10 @@ impl Handle {
             ValueType::ZSet => self
                 .open_collection::<ZSet>(raw)?
                 .encode_image(&mut image)?,
-            ValueType::String | ValueType::Stream => return Err(Error::WrongType),
+            ValueType::Stream => self
+                .open_collection::<Stream>(raw)?
+                .encode_image(&mut image)?,
+            ValueType::String => return Err(Error::WrongType),
         }
         self.log_stage(|out| {
             crate::log::record::encode_set_entry(

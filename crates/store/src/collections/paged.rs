@@ -87,7 +87,13 @@ pub(crate) fn is_paged(raw: &Raw) -> bool {
     raw.encoding == ENC_PAGED
         && matches!(
             ValueType::from_u8(raw.vtype),
-            Some(ValueType::List | ValueType::Hash | ValueType::Set | ValueType::ZSet)
+            Some(
+                ValueType::List
+                    | ValueType::Hash
+                    | ValueType::Set
+                    | ValueType::ZSet
+                    | ValueType::Stream
+            )
         )
 }
 

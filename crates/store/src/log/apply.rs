@@ -7,7 +7,7 @@
 //! record names the logical pair, and a snapshot starts with the SWAPDB
 //! records that rebuild its db map, so both agree once applied in order.
 
-use crate::collections::{Collection, Hash, List, Set, ZSet};
+use crate::collections::{Collection, Hash, List, Set, Stream, ZSet};
 use crate::error::{Error, Result};
 use crate::keyspace::entry::{Raw, ValueType, ENC_PAGED};
 use crate::keyspace::handle::Handle;
@@ -147,6 +147,12 @@ impl Handle {
                     Ok(())
                 })?
                 .is_some(),
+            Record::StreamPut { ref pairs, .. } => self
+                .write_collection::<Stream, _>(db, key, true, |s| s.replay_put(pairs))?
+                .is_some(),
+            Record::StreamDel { ref items, .. } => self
+                .write_collection::<Stream, _>(db, key, false, |s| s.replay_del(items))?
+                .is_some(),
             Record::SetAdd { ref members, .. } => self
                 .write_collection::<Set, _>(db, key, true, |s| {
                     for m in members {
@@ -227,7 +233,9 @@ impl Handle {
             ValueType::ZSet => {
                 self.restore_collection(db, key, ZSet::decode(value)?, mc_flags, expire_ms)
             }
-            ValueType::Stream => Err(Error::WrongType),
+            ValueType::Stream => {
+                self.restore_collection(db, key, Stream::decode(value)?, mc_flags, expire_ms)
+            }
         }
     }
 

@@ -52,6 +52,10 @@ pub const KIND_FLUSH_ALL: u8 = 14;
 pub const KIND_PAD: u8 = 15;
 /// Kind byte of [`Record::SwapDb`].
 pub const KIND_SWAP_DB: u8 = 16;
+/// Kind byte of [`Record::StreamPut`].
+pub const KIND_STREAM_PUT: u8 = 17;
+/// Kind byte of [`Record::StreamDel`].
+pub const KIND_STREAM_DEL: u8 = 18;
 
 /// One logged change, borrowing its byte strings from the frame's payload.
 #[derive(Clone, Debug, PartialEq)]
@@ -136,6 +140,25 @@ pub enum Record<'a> {
         key: &'a [u8],
         /// The fields.
         fields: Vec<&'a [u8]>,
+    },
+    /// Items of a stream's map written (entries, its metadata, groups,
+    /// consumers, pending entries: `collections::stream`).
+    StreamPut {
+        /// Database number.
+        db: u8,
+        /// The key.
+        key: &'a [u8],
+        /// (map key, value) pairs.
+        pairs: Vec<(&'a [u8], &'a [u8])>,
+    },
+    /// Items of a stream's map removed.
+    StreamDel {
+        /// Database number.
+        db: u8,
+        /// The key.
+        key: &'a [u8],
+        /// The map keys.
+        items: Vec<&'a [u8]>,
     },
     /// Set members added.
     SetAdd {
@@ -377,6 +400,21 @@ impl<'a> Record<'a> {
                 key: r.bytes("key")?,
                 fields: r.strings("field")?,
             },
+            KIND_STREAM_PUT => {
+                let db = r.db()?;
+                let key = r.bytes("key")?;
+                let n = r.count("pair", 8)?;
+                let mut pairs = Vec::with_capacity(n);
+                for _ in 0..n {
+                    pairs.push((r.bytes("item")?, r.bytes("value")?));
+                }
+                Record::StreamPut { db, key, pairs }
+            }
+            KIND_STREAM_DEL => Record::StreamDel {
+                db: r.db()?,
+                key: r.bytes("key")?,
+                items: r.strings("item")?,
+            },
             KIND_SET_ADD => Record::SetAdd {
                 db: r.db()?,
                 key: r.bytes("key")?,
@@ -432,6 +470,8 @@ impl<'a> Record<'a> {
             Record::ListPop { .. } => KIND_LIST_POP,
             Record::HashSet { .. } => KIND_HASH_SET,
             Record::HashDel { .. } => KIND_HASH_DEL,
+            Record::StreamPut { .. } => KIND_STREAM_PUT,
+            Record::StreamDel { .. } => KIND_STREAM_DEL,
             Record::SetAdd { .. } => KIND_SET_ADD,
             Record::SetRem { .. } => KIND_SET_REM,
             Record::ZSetAdd { .. } => KIND_ZSET_ADD,
@@ -473,6 +513,8 @@ impl<'a> Record<'a> {
             } => encode_list_pop(out, *db, key, *tail, *count),
             Record::HashSet { db, key, pairs } => encode_hash_set(out, *db, key, pairs),
             Record::HashDel { db, key, fields } => encode_hash_del(out, *db, key, fields),
+            Record::StreamPut { db, key, pairs } => encode_stream_put(out, *db, key, pairs),
+            Record::StreamDel { db, key, items } => encode_stream_del(out, *db, key, items),
             Record::SetAdd { db, key, members } => encode_set_add(out, *db, key, members),
             Record::SetRem { db, key, members } => encode_set_rem(out, *db, key, members),
             Record::ZSetAdd { db, key, members } => encode_zset_add(out, *db, key, members),
@@ -506,6 +548,15 @@ impl<'a> Record<'a> {
                         .sum::<usize>()
             }
             Record::HashDel { key, fields, .. } => keyed(key) + strings(fields),
+            Record::StreamPut { key, pairs, .. } => {
+                keyed(key)
+                    + 4
+                    + pairs
+                        .iter()
+                        .map(|(f, v)| 8 + f.len() + v.len())
+                        .sum::<usize>()
+            }
+            Record::StreamDel { key, items, .. } => keyed(key) + strings(items),
             Record::SetAdd { key, members, .. } | Record::SetRem { key, members, .. } => {
                 keyed(key) + strings(members)
             }
@@ -530,6 +581,8 @@ impl<'a> Record<'a> {
             | Record::ListPop { db, key, .. }
             | Record::HashSet { db, key, .. }
             | Record::HashDel { db, key, .. }
+            | Record::StreamPut { db, key, .. }
+            | Record::StreamDel { db, key, .. }
             | Record::SetAdd { db, key, .. }
             | Record::SetRem { db, key, .. }
             | Record::ZSetAdd { db, key, .. }
@@ -655,6 +708,22 @@ pub fn encode_hash_del(out: &mut Vec<u8>, db: u8, key: &[u8], fields: &[&[u8]]) 
     put_strings(out, fields);
 }
 
+/// Appends a [`Record::StreamPut`] payload.
+pub fn encode_stream_put(out: &mut Vec<u8>, db: u8, key: &[u8], pairs: &[(&[u8], &[u8])]) {
+    put_keyed(out, KIND_STREAM_PUT, db, key);
+    put_len(out, pairs.len());
+    for (item, value) in pairs {
+        put_bytes(out, item);
+        put_bytes(out, value);
+    }
+}
+
+/// Appends a [`Record::StreamDel`] payload.
+pub fn encode_stream_del(out: &mut Vec<u8>, db: u8, key: &[u8], items: &[&[u8]]) {
+    put_keyed(out, KIND_STREAM_DEL, db, key);
+    put_strings(out, items);
+}
+
 /// Appends a [`Record::SetAdd`] payload.
 pub fn encode_set_add(out: &mut Vec<u8>, db: u8, key: &[u8], members: &[&[u8]]) {
     put_keyed(out, KIND_SET_ADD, db, key);
@@ -775,6 +844,8 @@ impl fmt::Display for Record<'_> {
             Record::ListPop { tail: true, .. } => "RPOP",
             Record::HashSet { .. } => "HSET",
             Record::HashDel { .. } => "HDEL",
+            Record::StreamPut { .. } => "XPUT",
+            Record::StreamDel { .. } => "XDELITEMS",
             Record::SetAdd { .. } => "SADD",
             Record::SetRem { .. } => "SREM",
             Record::ZSetAdd { .. } => "ZADD",
@@ -818,6 +889,12 @@ impl fmt::Display for Record<'_> {
                 write_quoted(f, v)
             }),
             Record::HashDel { fields, .. } => write_strings(f, "fields", fields),
+            Record::StreamPut { pairs, .. } => write_list(f, "items", pairs, |f, (k, v)| {
+                write_quoted(f, k)?;
+                f.write_str("=")?;
+                write_quoted(f, v)
+            }),
+            Record::StreamDel { items, .. } => write_strings(f, "items", items),
             Record::SetAdd { members, .. }
             | Record::SetRem { members, .. }
             | Record::ZSetRem { members, .. } => write_strings(f, "members", members),
@@ -954,13 +1031,23 @@ mod tests {
             Record::FlushAll,
             Record::Pad,
             Record::SwapDb { a: 0, b: 1 },
+            Record::StreamPut {
+                db: 0,
+                key: b"x",
+                pairs: vec![(b"M", b"meta"), (b"", b"")],
+            },
+            Record::StreamDel {
+                db: 0,
+                key: b"x",
+                items: vec![b"E"],
+            },
         ]
     }
 
     #[test]
     fn every_kind_round_trips_with_and_without_the_group_bit() {
         let all = every_kind();
-        assert_eq!(all.len(), 16);
+        assert_eq!(all.len(), 18);
         for (i, record) in all.iter().enumerate() {
             assert_eq!(record.kind() as usize, i + 1);
             round_trip(record, false);
@@ -1009,7 +1096,7 @@ mod tests {
             "bad record: kind needs 1 bytes but 0 are left at byte 0"
         );
         assert_eq!(err(&[0]).what, "unknown kind 0");
-        assert_eq!(err(&[17 | CONTINUES]).what, "unknown kind 17");
+        assert_eq!(err(&[19 | CONTINUES]).what, "unknown kind 19");
         let e = err(&[KIND_FLUSH_DB, 16]);
         assert_eq!((e.offset, e.what.as_str()), (1, "db 16 is not below 16"));
         let e = err(&[KIND_FLUSH_DB, 1, 0]);
@@ -1089,6 +1176,8 @@ mod tests {
                 "FLUSHALL",
                 "PAD",
                 "SWAPDB 0 1",
+                "XPUT db=0 key=\"x\" 2 items: \"M\"=\"meta\" \"\"=\"\"",
+                "XDELITEMS db=0 key=\"x\" 1 items: \"E\"",
             ]
         );
         let persist = Record::Expire {
