@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use super::codec::{self, Reader};
 use super::tree::Tree;
 use super::{Collection, Journal, Segment};
-use crate::keyspace::entry::ValueType;
 use crate::error::{Error, Result};
+use crate::keyspace::entry::ValueType;
 
 /// Tag of a stream's compact form.
 const TAG_STREAM: u8 = 5;
