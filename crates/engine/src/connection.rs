@@ -245,16 +245,11 @@ fn hello(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         i = 2;
     }
     let mut name = None;
+    let mut auth = None;
     while i < args.len() {
         let more = args.len() - i - 1;
         if parse::is(&args[i], "auth") && more >= 2 {
-            // Only the default user exists and it has no password (Redis's
-            // default): any password is accepted for it.
-            if !parse::is(&args[i + 1], "default") {
-                return Err(CmdError::msg(
-                    "WRONGPASS invalid username-password pair or user is disabled.",
-                ));
-            }
+            auth = Some((i + 1, i + 2));
             i += 3;
         } else if parse::is(&args[i], "setname") && more >= 1 {
             check_client_name(&args[i + 1])?;
@@ -266,6 +261,19 @@ fn hello(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 crate::command::clip(&args[i], 128)
             )));
         }
+    }
+    // Redis authenticates before it applies anything else.
+    if let Some((u, p)) = auth {
+        if !cx
+            .engine
+            .authenticate(cx.session, &args[u], &args[p], &args[0])
+        {
+            return Err(CmdError::msg(crate::acl::WRONGPASS));
+        }
+    } else if cx.session.authenticated == Some(false)
+        && cx.engine.acl.users.default_user().requires_auth()
+    {
+        return Err(CmdError::msg(crate::acl::NOAUTH_HELLO));
     }
     if let Some(name) = name {
         cx.session.name = name;
@@ -452,9 +460,17 @@ fn client_kill(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 } else {
                     return Err(CmdError::syntax());
                 };
-            } else if parse::is(opt, "type") || parse::is(opt, "user") {
-                // Every client is a normal client of the default user.
-                if !(parse::is(val, "normal") || parse::is(val, "default")) {
+            } else if parse::is(opt, "user") {
+                if cx.engine.acl.users.get(val).is_none() {
+                    return Err(CmdError::owned(format!(
+                        "ERR No such user '{}'",
+                        String::from_utf8_lossy(val)
+                    )));
+                }
+                filter.users = vec![val.to_vec()];
+            } else if parse::is(opt, "type") {
+                // Every client is a normal client.
+                if !parse::is(val, "normal") {
                     filter.id = Some(0);
                 }
             } else {

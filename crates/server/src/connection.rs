@@ -689,7 +689,9 @@ pub(crate) async fn server_request(
                     .unwrap_or(0);
             }
             let mut w = ReplyWriter::new(out, protocol);
-            if filter.legacy {
+            if filter.quiet {
+                // The command (ACL SETUSER, DELUSER, LOAD) already replied.
+            } else if filter.legacy {
                 if killed == 0 {
                     w.error(b"ERR No such client");
                 } else {

@@ -50,6 +50,7 @@ mod store;
 mod strings;
 #[doc(hidden)]
 pub mod testing;
+mod users;
 mod waiters;
 mod watch;
 mod workers;

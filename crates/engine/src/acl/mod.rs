@@ -1,0 +1,212 @@
+//! Redis 7.0 ACL users: their rules (the grammar of ACL SETUSER, with
+//! selectors), the check every command passes, and their text form. The
+//! users live in the segment's user table area as the text ACL LIST prints
+//! (one `user` line each, after its incarnation number), so every worker
+//! enforces the same rules at once: a worker that changes a user rewrites the
+//! text under the area's lock and bumps [`word::ACL_GENERATION`]; every
+//! engine re-reads the text when it sees the word move.
+//!
+//! Command categories come from the command table (flags and group): one
+//! source for ACL rules, ACL CAT and COMMAND INFO.
+
+pub(crate) mod commands;
+mod model;
+
+pub(crate) use model::{category_names, Users};
+pub use model::{check_rules, Denied, DeniedKind, User};
+
+use crate::command::{Arg, Command};
+use crate::config::word;
+use crate::error::CmdError;
+use crate::session::Session;
+
+/// ACL LOG: why an entry was logged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LogReason {
+    Command,
+    Key,
+    Channel,
+    Auth,
+}
+
+/// ACL LOG: where the refused command ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LogContext {
+    Toplevel,
+    Multi,
+    Lua,
+}
+
+/// One ACL LOG entry.
+#[derive(Clone, Debug)]
+pub(crate) struct LogEntry {
+    pub count: u64,
+    pub reason: LogReason,
+    pub context: LogContext,
+    pub object: Vec<u8>,
+    pub username: Vec<u8>,
+    pub created_ms: u64,
+    pub client_info: String,
+}
+
+/// Entries logged within this many ms of each other merge (Redis's
+/// grouping delta).
+const LOG_GROUPING_MS: u64 = 60_000;
+
+/// One engine's view of the users plus its ACL LOG.
+pub(crate) struct Acl {
+    /// The users as last read from the segment.
+    pub users: Users,
+    /// The ACL generation word last applied.
+    seen: u64,
+    /// Whether the default user may run anything without a password (the
+    /// fast path: most servers never define a user).
+    pub default_open: bool,
+    /// ACL LOG, newest first.
+    pub log: std::collections::VecDeque<LogEntry>,
+}
+
+impl Default for Acl {
+    fn default() -> Self {
+        Acl {
+            users: Users::with_default(),
+            seen: u64::MAX,
+            default_open: true,
+            log: Default::default(),
+        }
+    }
+}
+
+impl Acl {
+    /// Re-reads the users when another worker changed them.
+    pub fn sync(&mut self, store: &store::Store) {
+        let generation = store.config_word(word::ACL_GENERATION).unwrap_or(0);
+        if generation == self.seen {
+            return;
+        }
+        if let Ok(text) = store.users_text() {
+            self.users = Users::from_segment_text(&text);
+            self.default_open = self.users.default_user().is_open();
+            self.seen = generation;
+        }
+    }
+
+    /// Adds an entry to the log (or bumps a similar recent one), keeping at
+    /// most `max_len` entries.
+    pub fn add_log(&mut self, mut entry: LogEntry, max_len: usize) {
+        if let Some(pos) = self.log.iter().take(10).position(|e| {
+            e.reason == entry.reason
+                && e.context == entry.context
+                && e.object == entry.object
+                && e.username == entry.username
+                && entry.created_ms.abs_diff(e.created_ms) <= LOG_GROUPING_MS
+        }) {
+            let mut old = self.log.remove(pos).expect("found");
+            old.count += 1;
+            old.created_ms = entry.created_ms;
+            old.client_info = std::mem::take(&mut entry.client_info);
+            self.log.push_front(old);
+        } else {
+            self.log.push_front(entry);
+        }
+        self.log.truncate(max_len);
+    }
+}
+
+/// `requirepass`: the default user's only password (empty: `nopass`).
+pub(crate) fn set_default_password(users: &mut Users, password: &str) {
+    if let Some(u) = users.map.get_mut(&b"default"[..]) {
+        let _ = u.apply(b"resetpass", false);
+        if password.is_empty() {
+            let _ = u.apply(b"nopass", false);
+        } else {
+            let mut op = b">".to_vec();
+            op.extend_from_slice(password.as_bytes());
+            let _ = u.apply(&op, false);
+        }
+    }
+}
+
+/// Replaces the segment's users with `users` and tells every worker.
+pub(crate) fn write_users(
+    store: &store::Store,
+    h: &mut store::Handle,
+    users: &Users,
+) -> Result<(), store::Error> {
+    let text = users.to_segment_text();
+    h.update_users_text(|_| Some(text))?;
+    bump_generation(store)
+}
+
+/// Changes the default user's password in the segment (CONFIG SET
+/// requirepass).
+pub(crate) fn write_default_password(
+    store: &store::Store,
+    h: &mut store::Handle,
+    password: &str,
+) -> Result<(), store::Error> {
+    h.update_users_text(|old| {
+        let mut users = Users::from_segment_text(old);
+        set_default_password(&mut users, password);
+        Some(users.to_segment_text())
+    })?;
+    bump_generation(store)
+}
+
+/// Bumps [`word::ACL_GENERATION`]: every engine re-reads the users.
+pub(crate) fn bump_generation(store: &store::Store) -> Result<(), store::Error> {
+    let g = store.config_word(word::ACL_GENERATION)?;
+    store.set_config_word(word::ACL_GENERATION, g.wrapping_add(1))
+}
+
+/// What the ACL gate decided for one request.
+pub(crate) enum Gate {
+    /// Run it.
+    Pass,
+    /// The client's user was deleted or replaced: close the connection
+    /// without a reply, as Redis does.
+    Close,
+    /// Refused with this error (already logged).
+    Refuse(CmdError),
+}
+
+/// The error for a denied request, as Redis's processCommand words it.
+pub(crate) fn noperm_error(kind: DeniedKind, fullname: &str) -> CmdError {
+    match kind {
+        DeniedKind::Command => CmdError::owned(format!(
+            "NOPERM this user has no permissions to run the '{fullname}' command"
+        )),
+        DeniedKind::Key => CmdError::msg(
+            "NOPERM this user has no permissions to access one of the keys used as arguments",
+        ),
+        DeniedKind::Channel => CmdError::msg(
+            "NOPERM this user has no permissions to access one of the channels used as arguments",
+        ),
+    }
+}
+
+/// Redis's reply to a command before AUTH when a password is required.
+pub(crate) const NOAUTH: &str = "NOAUTH Authentication required.";
+/// Redis's reply to HELLO without AUTH before authentication.
+pub(crate) const NOAUTH_HELLO: &str =
+    "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time";
+/// Redis's reply to a failed AUTH.
+pub(crate) const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+/// The command a request runs for ACL purposes: a container's subcommand
+/// when it names one.
+pub(crate) fn effective(cmd: &'static Command, args: &[Arg<'_>]) -> &'static Command {
+    if cmd.subcommands.is_empty() || args.len() < 2 {
+        return cmd;
+    }
+    crate::command::find_sub(cmd, args).unwrap_or(cmd)
+}
+
+/// Whether `session` is bound to a user the table no longer has in the same
+/// incarnation (deleted, or replaced by ACL LOAD).
+pub(crate) fn session_stale(users: &Users, session: &Session) -> bool {
+    match users.get(&session.user) {
+        Some(u) => session.user_incarnation != 0 && u.incarnation != session.user_incarnation,
+        None => true,
+    }
+}
