@@ -46,7 +46,7 @@ fn category_bit(name: &[u8]) -> Option<u32> {
 
 /// A command's categories as bits of [`CATEGORIES`]: from its flags
 /// (`@write`, `@read`, `@fast`/`@slow`, `@admin` + `@dangerous`,
-/// `@blocking`) and its group.
+/// `@blocking`), its keys and its group.
 fn categories_of(c: &Command) -> u32 {
     let bit = |name: &str| category_bit(name.as_bytes()).unwrap_or(0);
     let mut cats = 0;
@@ -78,6 +78,15 @@ fn categories_of(c: &Command) -> u32 {
     }
     if c.flags & flags::ADMIN != 0 {
         cats |= bit("admin") | bit("dangerous");
+    }
+    // A slow command over the whole keyspace that names no key (KEYS,
+    // FLUSHALL, SWAPDB) is dangerous too, as Redis files it.
+    let bulk = c.flags & (flags::WRITE | flags::READONLY) != 0
+        && c.flags & (flags::FAST | flags::RANDOM) == 0
+        && c.first_key == 0
+        && c.movable_keys.is_none();
+    if bulk {
+        cats |= bit("dangerous");
     }
     cats |= if c.flags & flags::FAST != 0 {
         bit("fast")
