@@ -44,7 +44,8 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
     let mut args = Vec::new();
     let mut i = 0;
     loop {
-        while i < line.len() && line[i].is_ascii_whitespace() {
+        // A NUL ends an argument like a blank (it ends the line in C).
+        while i < line.len() && (line[i].is_ascii_whitespace() || line[i] == 0) {
             i += 1;
         }
         if i == line.len() {
