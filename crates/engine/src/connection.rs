@@ -139,6 +139,26 @@ const CLIENT_SUBCOMMANDS: &[Command] = &[
 /// The connection commands.
 pub(crate) const COMMANDS: &[Command] = &[
     cmd("ping", -1, FAST, "Ping the server", ping),
+    Command {
+        since: "3.0.0",
+        ..cmd(
+            "readonly",
+            1,
+            FAST | LOADING | STALE,
+            "Enables read queries for a connection to a cluster replica node",
+            no_cluster,
+        )
+    },
+    Command {
+        since: "3.0.0",
+        ..cmd(
+            "readwrite",
+            1,
+            FAST | LOADING | STALE,
+            "Disables read queries for a connection to a cluster replica node",
+            no_cluster,
+        )
+    },
     cmd("echo", 2, FAST, "Echo the given string", echo),
     cmd(
         "quit",
@@ -231,6 +251,14 @@ fn check_client_name(name: &[u8]) -> Result<(), CmdError> {
         ));
     }
     Ok(())
+}
+
+/// READONLY and READWRITE: cluster commands, refused as a Redis without
+/// cluster mode refuses them.
+fn no_cluster(_cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    Err(CmdError::msg(
+        "ERR This instance has cluster support disabled",
+    ))
 }
 
 fn hello(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {

@@ -215,8 +215,13 @@ pub(crate) fn has_spaces(s: &[u8]) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Selector {
     allowed: Vec<u64>,
-    /// `+@all`: commands added later are allowed too.
+    /// Every command is allowed: set by `+@all`, cleared by removing any
+    /// (the fast path of the check).
     all_commands: bool,
+    /// `+@all` without `-@all` since: commands added later are allowed
+    /// too (Redis's reserved command bit; it decides `+@all` or `-@all`
+    /// at the head of the description).
+    future: bool,
     /// `+cmd|arg` for a command without subcommands: the first arguments
     /// allowed while the command itself is not.
     first_args: BTreeMap<usize, Vec<Vec<u8>>>,
@@ -231,6 +236,7 @@ impl Selector {
         Selector {
             allowed: vec![0; registry().words()],
             all_commands: false,
+            future: false,
             first_args: BTreeMap::new(),
             all_keys: false,
             keys: Vec::new(),
@@ -248,6 +254,7 @@ impl Selector {
             self.allowed[id / 64] |= 1 << (id % 64);
         } else {
             self.allowed[id / 64] &= !(1 << (id % 64));
+            self.all_commands = false;
         }
     }
 
@@ -274,6 +281,7 @@ impl Selector {
         let fill = if on { u64::MAX } else { 0 };
         self.allowed.iter_mut().for_each(|w| *w = fill);
         self.all_commands = on;
+        self.future = on;
         self.first_args.clear();
     }
 
@@ -400,7 +408,7 @@ impl Selector {
     pub fn describe_commands(&self) -> String {
         let r = registry();
         let mut rules = String::new();
-        let additive = !self.all_commands;
+        let additive = !self.future;
         let mut fake = Selector::new(false);
         if additive {
             rules.push_str("-@all ");
@@ -669,7 +677,12 @@ impl User {
     /// Whether the user may run anything without a password.
     pub(crate) fn is_open(&self) -> bool {
         let root = &self.selectors[0];
-        self.enabled && self.nopass && root.all_commands && root.all_keys && root.all_channels
+        self.enabled
+            && self.nopass
+            && root.all_commands
+            && root.first_args.is_empty()
+            && root.all_keys
+            && root.all_channels
     }
 
     /// Whether any password logs in (`nopass`).
