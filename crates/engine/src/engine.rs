@@ -364,6 +364,25 @@ impl Engine {
                 .is_ok_and(|p| p == store::EvictionPolicy::NoEviction)
     }
 
+    /// Whether a password is required before any command (the default
+    /// user has a password or is off): protocols without a way to log in
+    /// yet (memcached) refuse every request then.
+    pub fn auth_required(&self) -> bool {
+        !self.acl.default_open && self.acl.users.default_user().requires_auth()
+    }
+
+    /// Whether `session`'s user may subscribe to `channel` (a pattern when
+    /// `is_pattern`): SSE subscriptions obey the channel rules.
+    pub fn acl_channel_allowed(&self, session: &Session, channel: &[u8], is_pattern: bool) -> bool {
+        if session.user == b"default" && self.acl.default_open {
+            return true;
+        }
+        self.acl
+            .users
+            .get(&session.user)
+            .is_some_and(|u| u.channel_allowed(channel, is_pattern))
+    }
+
     /// The settings in force.
     pub fn config(&self) -> &Config {
         &self.config

@@ -231,8 +231,9 @@ impl Engine {
     }
 
     /// Logs in as `username` with `password`: true when it worked (the
-    /// session is then that user's), else the failure is logged.
-    pub(crate) fn authenticate(
+    /// session is then that user's), else the failure is logged
+    /// (`log_object` names the command: AUTH, HELLO).
+    pub fn authenticate(
         &mut self,
         session: &mut crate::session::Session,
         username: &[u8],
@@ -497,45 +498,17 @@ fn acl_log(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     if args.len() > 3 {
         return Err(CmdError::arity("acl|log"));
     }
-    let mut count = 10usize;
+    let mut count = 10u64;
     if let Some(a) = args.get(2) {
         if parse::is(a, "reset") {
-            cx.engine.acl.log.clear();
-            cx.out.simple(b"OK");
+            crate::diagnostics::gather_acl_log(cx, true, 0);
             return Ok(());
         }
-        count = store::parse_i64(a).ok_or(CmdError::not_integer())?.max(0) as usize;
+        count = store::parse_i64(a).ok_or(CmdError::not_integer())?.max(0) as u64;
     }
-    let now = cx.engine.h.now_ms();
-    let entries: Vec<LogEntry> = cx.engine.acl.log.iter().take(count).cloned().collect();
-    cx.out.array_len(entries.len());
-    for e in entries {
-        cx.out.map_len(7);
-        cx.out.bulk(b"count");
-        cx.out.integer(e.count as i64);
-        cx.out.bulk(b"reason");
-        cx.out.bulk(match e.reason {
-            LogReason::Command => b"command",
-            LogReason::Key => b"key",
-            LogReason::Channel => b"channel",
-            LogReason::Auth => b"auth",
-        });
-        cx.out.bulk(b"context");
-        cx.out.bulk(match e.context {
-            LogContext::Toplevel => &b"toplevel"[..],
-            LogContext::Multi => b"multi",
-            LogContext::Lua => b"lua",
-        });
-        cx.out.bulk(b"object");
-        cx.out.bulk(&e.object);
-        cx.out.bulk(b"username");
-        cx.out.bulk(&e.username);
-        cx.out.bulk(b"age-seconds");
-        let age = now.saturating_sub(e.created_ms) as f64 / 1000.0;
-        cx.out.double(format!("{age}").as_bytes());
-        cx.out.bulk(b"client-info");
-        cx.out.bulk(e.client_info.as_bytes());
-    }
+    // Each worker logs what its clients were refused: every worker is
+    // asked, and the newest entries shown first.
+    crate::diagnostics::gather_acl_log(cx, false, count);
     Ok(())
 }
 

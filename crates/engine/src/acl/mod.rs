@@ -49,6 +49,125 @@ pub(crate) struct LogEntry {
     pub client_info: String,
 }
 
+impl LogReason {
+    fn code(self) -> u64 {
+        self as u64
+    }
+
+    fn from_code(c: u64) -> LogReason {
+        match c {
+            0 => LogReason::Command,
+            1 => LogReason::Key,
+            2 => LogReason::Channel,
+            _ => LogReason::Auth,
+        }
+    }
+
+    fn name(self) -> &'static [u8] {
+        match self {
+            LogReason::Command => b"command",
+            LogReason::Key => b"key",
+            LogReason::Channel => b"channel",
+            LogReason::Auth => b"auth",
+        }
+    }
+}
+
+impl LogContext {
+    fn from_code(c: u64) -> LogContext {
+        match c {
+            0 => LogContext::Toplevel,
+            1 => LogContext::Multi,
+            _ => LogContext::Lua,
+        }
+    }
+
+    fn name(self) -> &'static [u8] {
+        match self {
+            LogContext::Toplevel => b"toplevel",
+            LogContext::Multi => b"multi",
+            LogContext::Lua => b"lua",
+        }
+    }
+}
+
+/// A worker's newest `count` ACL LOG entries for a gathered ACL LOG.
+pub(crate) fn encode_log(
+    log: &std::collections::VecDeque<LogEntry>,
+    count: u64,
+    w: &mut crate::wire::Writer,
+) {
+    let n = log.len().min(count as usize);
+    w.u64(n as u64);
+    for e in log.iter().take(n) {
+        w.u64(e.count);
+        w.u64(e.reason.code());
+        w.u64(e.context as u64);
+        w.bytes(&e.object);
+        w.bytes(&e.username);
+        w.u64(e.created_ms);
+        w.bytes(e.client_info.as_bytes());
+    }
+}
+
+fn decode_log(a: &[u8]) -> Vec<LogEntry> {
+    let mut r = crate::wire::Reader(a);
+    let mut out = Vec::new();
+    let Some(n) = r.count(8) else {
+        return out;
+    };
+    for _ in 0..n {
+        let entry = (|| {
+            Some(LogEntry {
+                count: r.u64()?,
+                reason: LogReason::from_code(r.u64()?),
+                context: LogContext::from_code(r.u64()?),
+                object: r.bytes()?.to_vec(),
+                username: r.bytes()?.to_vec(),
+                created_ms: r.u64()?,
+                client_info: String::from_utf8_lossy(r.bytes()?).into_owned(),
+            })
+        })();
+        match entry {
+            Some(e) => out.push(e),
+            None => break,
+        }
+    }
+    out
+}
+
+/// ACL LOG's reply from every worker's entries: newest first, `count` at
+/// most.
+pub(crate) fn write_merged_log(
+    answers: &[Vec<u8>],
+    count: u64,
+    now_ms: u64,
+    w: &mut proto::resp::ReplyWriter<'_>,
+) {
+    let mut all: Vec<LogEntry> = answers.iter().flat_map(|a| decode_log(a)).collect();
+    all.sort_by_key(|e| std::cmp::Reverse(e.created_ms));
+    all.truncate(count as usize);
+    w.array_len(all.len());
+    for e in all {
+        w.map_len(7);
+        w.bulk(b"count");
+        w.integer(e.count as i64);
+        w.bulk(b"reason");
+        w.bulk(e.reason.name());
+        w.bulk(b"context");
+        w.bulk(e.context.name());
+        w.bulk(b"object");
+        w.bulk(&e.object);
+        w.bulk(b"username");
+        w.bulk(&e.username);
+        w.bulk(b"age-seconds");
+        let age = now_ms.saturating_sub(e.created_ms) as f64 / 1000.0;
+        w.double(format!("{age}").as_bytes());
+        w.bulk(b"client-info");
+        w.bulk(e.client_info.as_bytes());
+    }
+}
+
 /// Entries logged within this many ms of each other merge (Redis's
 /// grouping delta).
 const LOG_GROUPING_MS: u64 = 60_000;

@@ -160,6 +160,12 @@ fn process(worker: &Worker, conn: &mut Conn, buf: &mut BytesMut, out: &mut Vec<u
             Parsed::Request(request, consumed) => {
                 pos += consumed;
                 executed += 1;
+                if engine.auth_required() {
+                    // requirepass (or a default user that is off) holds
+                    // for memcached too, which has no login here yet.
+                    write_line(out, b"CLIENT_ERROR unauthenticated");
+                    continue;
+                }
                 if !execute(&mut engine, &mut conn.value, request, out) {
                     step = Step::Close;
                     break;
