@@ -76,7 +76,11 @@ mod tag {
 /// Asks every worker for its ACL LOG entries (at most `count`), or to
 /// clear them.
 pub(crate) fn gather_acl_log(cx: &mut Cx<'_>, reset: bool, count: u64) {
-    let t = if reset { tag::ACL_LOG_RESET } else { tag::ACL_LOG_GET };
+    let t = if reset {
+        tag::ACL_LOG_RESET
+    } else {
+        tag::ACL_LOG_GET
+    };
     gather(cx, t, count, &[]);
 }
 

@@ -371,6 +371,30 @@ impl Engine {
         !self.acl.default_open && self.acl.users.default_user().requires_auth()
     }
 
+    /// Whether memcached clients (the default user) may write (as SET
+    /// does) or read (as GET does) under the ACL rules.
+    pub fn mc_permitted(&self, writes: bool) -> bool {
+        if self.acl.default_open {
+            return true;
+        }
+        let name: &[u8] = if writes { b"set" } else { b"get" };
+        let Some(cmd) = command::lookup(name) else {
+            return true;
+        };
+        let args = [
+            std::borrow::Cow::Borrowed(name),
+            std::borrow::Cow::Borrowed(&b"k"[..]),
+            std::borrow::Cow::Borrowed(&b"v"[..]),
+        ];
+        let args = if writes { &args[..] } else { &args[..2] };
+        let user = self.acl.users.default_user();
+        // Key patterns are not checked here: a rule on commands is.
+        user.check(cmd, args).is_ok() || {
+            let d = user.check(cmd, args).err();
+            d.is_some_and(|d| d.kind != crate::acl::DeniedKind::Command)
+        }
+    }
+
     /// Whether `session`'s user may subscribe to `channel` (a pattern when
     /// `is_pattern`): SSE subscriptions obey the channel rules.
     pub fn acl_channel_allowed(&self, session: &Session, channel: &[u8], is_pattern: bool) -> bool {

@@ -212,7 +212,9 @@ pub fn credentials(value: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     let space = value.iter().position(|&b| b == b' ')?;
     let (scheme, rest) = (&value[..space], value[space + 1..].trim_ascii());
     if scheme.eq_ignore_ascii_case(b"basic") {
-        let decoded = base64::engine::general_purpose::STANDARD.decode(rest).ok()?;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(rest)
+            .ok()?;
         let colon = decoded.iter().position(|&b| b == b':')?;
         Some((decoded[..colon].to_vec(), decoded[colon + 1..].to_vec()))
     } else if scheme.eq_ignore_ascii_case(b"bearer") && !rest.is_empty() {

@@ -166,6 +166,23 @@ fn process(worker: &Worker, conn: &mut Conn, buf: &mut BytesMut, out: &mut Vec<u
                     write_line(out, b"CLIENT_ERROR unauthenticated");
                     continue;
                 }
+                // memcached clients run as the default user: its rules
+                // on writing and reading hold (as SET and GET).
+                let writes = matches!(
+                    request,
+                    Request::Store { .. }
+                        | Request::Arith { .. }
+                        | Request::Delete { .. }
+                        | Request::Touch { .. }
+                        | Request::FlushAll { .. }
+                        | Request::MetaSet(..)
+                        | Request::MetaDelete(..)
+                        | Request::MetaArith(..)
+                );
+                if !engine.mc_permitted(writes) {
+                    write_line(out, b"CLIENT_ERROR permission denied");
+                    continue;
+                }
                 if !execute(&mut engine, &mut conn.value, request, out) {
                     step = Step::Close;
                     break;
