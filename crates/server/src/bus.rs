@@ -367,6 +367,10 @@ mod tests {
             max_age: Some(3),
             skip_me: true,
             caller: 9,
+            users: vec![b"al ice\n".to_vec()],
+            channels_outside: Some(vec![b"a:*".to_vec(), b"b,c".to_vec()]),
+            // Peers never reply: `quiet` stays with the caller.
+            quiet: false,
         };
         assert_eq!(decode_filter(&encode_filter(&f)), f);
         assert_eq!(decode_ids(&encode_ids(&[1, 2, u64::MAX])), [1, 2, u64::MAX]);
