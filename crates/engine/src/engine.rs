@@ -371,6 +371,17 @@ impl Engine {
         !self.acl.default_open && self.acl.users.default_user().requires_auth()
     }
 
+    /// Whether a client from another host is refused (Redis's protected
+    /// mode): `protected-mode yes` (the default) and no password for the
+    /// default user.
+    pub fn protected_mode_refuses(&self) -> bool {
+        let on =
+            crate::config::params::Overrides::parse(&self.store.config_text().unwrap_or_default())
+                .get("protected-mode")
+                .is_none_or(|v| v == "yes");
+        on && self.acl.users.default_user().is_nopass()
+    }
+
     /// Whether memcached clients (the default user) may write (as SET
     /// does) or read (as GET does) under the ACL rules.
     pub fn mc_permitted(&self, writes: bool) -> bool {

@@ -92,6 +92,12 @@ where
             .await;
         return None;
     }
+    // Protected mode (Redis's): with no password for the default user,
+    // only loopback and Unix socket clients are served.
+    if moved.is_none() && !is_local(&peer.0) && worker.engine.borrow().protected_mode_refuses() {
+        let _ = stream.write_all(engine::acl::DENIED.as_bytes()).await;
+        return None;
+    }
     let mut s = Session::new(id, now);
     if let Some(m) = &moved {
         apply_moved_state(&mut s, m);
@@ -146,6 +152,15 @@ where
 }
 
 /// The state of a client that goes with its connection to another worker.
+/// Whether a peer address is the loopback interface or a Unix socket.
+fn is_local(peer: &str) -> bool {
+    match peer.parse::<std::net::SocketAddr>() {
+        Ok(addr) => addr.ip().is_loopback(),
+        // A Unix socket's peer is a path (or empty), never a network peer.
+        Err(_) => true,
+    }
+}
+
 fn moved_state(s: &Session) -> serde_json::Value {
     serde_json::json!({
         "id": s.id,
@@ -156,6 +171,9 @@ fn moved_state(s: &Session) -> serde_json::Value {
         "lib_ver": s.lib_ver,
         "no_evict": s.no_evict,
         "created_ms": s.created_ms,
+        "user": s.user,
+        "user_incarnation": s.user_incarnation,
+        "authenticated": s.authenticated,
     })
 }
 
@@ -185,6 +203,13 @@ fn apply_moved_state(s: &mut Session, m: &serde_json::Value) {
     s.no_evict = m["no_evict"].as_bool().unwrap_or(false);
     if let Some(created) = m["created_ms"].as_u64() {
         s.created_ms = created;
+    }
+    // The ACL user moves with the connection (the next worker checks its
+    // incarnation as any would).
+    if m["user"].is_array() {
+        s.user = bytes(&m["user"]);
+        s.user_incarnation = m["user_incarnation"].as_u64().unwrap_or(u64::MAX);
+        s.authenticated = m["authenticated"].as_bool();
     }
 }
 
