@@ -143,6 +143,30 @@ pub struct Command {
     /// Where the keys are when `first_key`/`last_key`/`step` cannot say
     /// (None: they can).
     pub movable_keys: Option<KeysFn>,
+    /// Which arguments are pub/sub channels (ACL channel rules check them).
+    pub channels: Channels,
+}
+
+/// The arguments of a command that name pub/sub channels, for ACL
+/// channel rules (Redis's channel key specs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channels {
+    /// None.
+    None,
+    /// The first argument is a channel published to.
+    Publish,
+    /// Every argument is a channel subscribed to.
+    Subscribe,
+    /// Every argument is a channel pattern subscribed to (matched literally
+    /// against the user's channel patterns).
+    SubscribePattern,
+}
+
+impl Command {
+    /// This command with its channel arguments declared.
+    pub(crate) const fn with_channels(self, channels: Channels) -> Command {
+        Command { channels, ..self }
+    }
 }
 
 impl Command {
@@ -223,6 +247,7 @@ pub(crate) const fn spec(
         handler,
         subcommands: &[],
         movable_keys: None,
+        channels: Channels::None,
     }
 }
 
@@ -350,6 +375,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::persistence::COMMANDS,
         crate::transaction::COMMANDS,
         crate::pubsub::COMMANDS,
+        crate::acl::commands::COMMANDS,
     ]
 }
 

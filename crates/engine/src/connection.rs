@@ -139,6 +139,26 @@ const CLIENT_SUBCOMMANDS: &[Command] = &[
 /// The connection commands.
 pub(crate) const COMMANDS: &[Command] = &[
     cmd("ping", -1, FAST | SUBSCRIBED_OK, "Ping the server", ping),
+    Command {
+        since: "3.0.0",
+        ..cmd(
+            "readonly",
+            1,
+            FAST | LOADING | STALE,
+            "Enables read queries for a connection to a cluster replica node",
+            no_cluster,
+        )
+    },
+    Command {
+        since: "3.0.0",
+        ..cmd(
+            "readwrite",
+            1,
+            FAST | LOADING | STALE,
+            "Disables read queries for a connection to a cluster replica node",
+            no_cluster,
+        )
+    },
     cmd("echo", 2, FAST, "Echo the given string", echo),
     cmd(
         "quit",
@@ -241,6 +261,14 @@ fn check_client_name(name: &[u8]) -> Result<(), CmdError> {
     Ok(())
 }
 
+/// READONLY and READWRITE: cluster commands, refused as a Redis without
+/// cluster mode refuses them.
+fn no_cluster(_cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    Err(CmdError::msg(
+        "ERR This instance has cluster support disabled",
+    ))
+}
+
 fn hello(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let mut protocol = cx.session.protocol;
     let mut i = 1;
@@ -253,16 +281,11 @@ fn hello(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         i = 2;
     }
     let mut name = None;
+    let mut auth = None;
     while i < args.len() {
         let more = args.len() - i - 1;
         if parse::is(&args[i], "auth") && more >= 2 {
-            // Only the default user exists and it has no password (Redis's
-            // default): any password is accepted for it.
-            if !parse::is(&args[i + 1], "default") {
-                return Err(CmdError::msg(
-                    "WRONGPASS invalid username-password pair or user is disabled.",
-                ));
-            }
+            auth = Some((i + 1, i + 2));
             i += 3;
         } else if parse::is(&args[i], "setname") && more >= 1 {
             check_client_name(&args[i + 1])?;
@@ -274,6 +297,19 @@ fn hello(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 crate::command::clip(&args[i], 128)
             )));
         }
+    }
+    // Redis authenticates before it applies anything else.
+    if let Some((u, p)) = auth {
+        if !cx
+            .engine
+            .authenticate(cx.session, &args[u], &args[p], &args[0])
+        {
+            return Err(CmdError::msg(crate::acl::WRONGPASS));
+        }
+    } else if cx.session.authenticated == Some(false)
+        && cx.engine.acl.users.default_user().requires_auth()
+    {
+        return Err(CmdError::msg(crate::acl::NOAUTH_HELLO));
     }
     if let Some(name) = name {
         cx.session.name = name;
@@ -460,9 +496,17 @@ fn client_kill(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 } else {
                     return Err(CmdError::syntax());
                 };
-            } else if parse::is(opt, "type") || parse::is(opt, "user") {
-                // Every client is a normal client of the default user.
-                if !(parse::is(val, "normal") || parse::is(val, "default")) {
+            } else if parse::is(opt, "user") {
+                if cx.engine.acl.users.get(val).is_none() {
+                    return Err(CmdError::owned(format!(
+                        "ERR No such user '{}'",
+                        String::from_utf8_lossy(val)
+                    )));
+                }
+                filter.users = vec![val.to_vec()];
+            } else if parse::is(opt, "type") {
+                // Every client is a normal client.
+                if !parse::is(val, "normal") {
                     filter.id = Some(0);
                 }
             } else {

@@ -69,6 +69,19 @@ mod tag {
     pub const LATENCY_HISTOGRAM: u64 = 8;
     pub const LATENCY_DOCTOR: u64 = 9;
     pub const LATENCY_GRAPH: u64 = 10;
+    pub const ACL_LOG_GET: u64 = 11;
+    pub const ACL_LOG_RESET: u64 = 12;
+}
+
+/// Asks every worker for its ACL LOG entries (at most `count`), or to
+/// clear them.
+pub(crate) fn gather_acl_log(cx: &mut Cx<'_>, reset: bool, count: u64) {
+    let t = if reset {
+        tag::ACL_LOG_RESET
+    } else {
+        tag::ACL_LOG_GET
+    };
+    gather(cx, t, count, &[]);
 }
 
 /// A query: its tag, a number, and words.
@@ -221,6 +234,8 @@ impl Engine {
                 }
             }
             tag::SLOWLOG_LEN => w.u64(self.diag.slowlog.len() as u64),
+            tag::ACL_LOG_GET => crate::acl::encode_log(&self.acl.log, n, &mut w),
+            tag::ACL_LOG_RESET => self.acl.log.clear(),
             tag::SLOWLOG_RESET => self.diag.slowlog.clear(),
             tag::LATENCY_RESET => {
                 let before = self.diag.events.len();
@@ -318,6 +333,11 @@ impl Engine {
                     }
                 }
             }
+            tag::ACL_LOG_GET => {
+                let now = self.h.now_ms();
+                crate::acl::write_merged_log(answers, n, now, &mut w);
+            }
+            tag::ACL_LOG_RESET => w.simple(b"OK"),
             tag::SLOWLOG_GET => {
                 let mut all: Vec<SlowEntry> =
                     answers.iter().flat_map(|a| decode_slowlog(a)).collect();

@@ -140,6 +140,39 @@ pub struct KillFilter {
     pub skip_me: bool,
     /// The calling client's id.
     pub caller: u64,
+    /// USER: only clients authenticated as one of these (empty = any).
+    pub users: Vec<Vec<u8>>,
+    /// Only subscribed clients with a subscription that none of these
+    /// channel patterns allows (ACL SETUSER took channels away).
+    pub channels_outside: Option<Vec<Vec<u8>>>,
+    /// The command already replied: write nothing more.
+    pub quiet: bool,
+}
+
+impl KillFilter {
+    /// Whether `s` passes the ACL parts of the filter (user, lost
+    /// channels); the server checks the others.
+    pub fn selects_acl(&self, s: &Session) -> bool {
+        if !self.users.is_empty() && !self.users.contains(&s.user) {
+            return false;
+        }
+        let Some(allowed) = &self.channels_outside else {
+            return true;
+        };
+        let ok = |name: &[u8], pattern: bool| {
+            allowed.iter().any(|p| {
+                if pattern {
+                    p == name
+                } else {
+                    store::glob::glob_match(p, name, false)
+                }
+            })
+        };
+        let subs = s.subs();
+        subs.patterns.iter().any(|p| !ok(p, true))
+            || subs.channels.iter().any(|c| !ok(c, false))
+            || subs.shard.iter().any(|c| !ok(c, false))
+    }
 }
 
 /// Per-engine counters for INFO stats.
@@ -180,6 +213,8 @@ pub struct Engine {
     pub(crate) pause_changed: bool,
     /// CLIENT TRACKING's clients and table on this worker.
     pub(crate) tracking: crate::tracking::Tracking,
+    /// The ACL users (from the segment) and this worker's ACL LOG.
+    pub(crate) acl: crate::acl::Acl,
 }
 
 /// What a handler works with: the engine, the client's session and the reply
@@ -312,7 +347,9 @@ impl Engine {
             pubsub,
             pause_changed: false,
             tracking: Default::default(),
+            acl: Default::default(),
         };
+        engine.acl.sync(&engine.store);
         // A worker that died may have left its tracking bit set.
         engine.tracking_reset_slot();
         Ok(engine)
@@ -320,6 +357,7 @@ impl Engine {
 
     /// Applies settings another worker changed (CONFIG SET), if any.
     pub fn sync_config(&mut self) {
+        self.acl.sync(&self.store);
         let seen = self.config_generation;
         self.config_generation = self.config.sync(&self.store, seen);
         if self.config_generation != seen {
@@ -345,6 +383,60 @@ impl Engine {
                 .store
                 .eviction_policy()
                 .is_ok_and(|p| p == store::EvictionPolicy::NoEviction)
+    }
+
+    /// Whether a password is required before any command (the default
+    /// user has a password or is off): protocols without a way to log in
+    /// yet (memcached) refuse every request then.
+    pub fn auth_required(&self) -> bool {
+        !self.acl.default_open && self.acl.users.default_user().requires_auth()
+    }
+
+    /// Whether a client from another host is refused (Redis's protected
+    /// mode): `protected-mode yes` (the default) and no password for the
+    /// default user.
+    pub fn protected_mode_refuses(&self) -> bool {
+        let on =
+            crate::config::params::Overrides::parse(&self.store.config_text().unwrap_or_default())
+                .get("protected-mode")
+                .is_none_or(|v| v == "yes");
+        on && self.acl.users.default_user().is_nopass()
+    }
+
+    /// Whether memcached clients (the default user) may write (as SET
+    /// does) or read (as GET does) under the ACL rules.
+    pub fn mc_permitted(&self, writes: bool) -> bool {
+        if self.acl.default_open {
+            return true;
+        }
+        let name: &[u8] = if writes { b"set" } else { b"get" };
+        let Some(cmd) = command::lookup(name) else {
+            return true;
+        };
+        let args = [
+            std::borrow::Cow::Borrowed(name),
+            std::borrow::Cow::Borrowed(&b"k"[..]),
+            std::borrow::Cow::Borrowed(&b"v"[..]),
+        ];
+        let args = if writes { &args[..] } else { &args[..2] };
+        let user = self.acl.users.default_user();
+        // Key patterns are not checked here: a rule on commands is.
+        user.check(cmd, args).is_ok() || {
+            let d = user.check(cmd, args).err();
+            d.is_some_and(|d| d.kind != crate::acl::DeniedKind::Command)
+        }
+    }
+
+    /// Whether `session`'s user may subscribe to `channel` (a pattern when
+    /// `is_pattern`): SSE subscriptions obey the channel rules.
+    pub fn acl_channel_allowed(&self, session: &Session, channel: &[u8], is_pattern: bool) -> bool {
+        if session.user == b"default" && self.acl.default_open {
+            return true;
+        }
+        self.acl
+            .users
+            .get(&session.user)
+            .is_some_and(|u| u.channel_allowed(channel, is_pattern))
     }
 
     /// The settings in force.
@@ -501,6 +593,16 @@ impl Engine {
                 return Flow::Continue;
             }
         }
+        // AUTH and ACL: a refused request is answered below; a connection
+        // whose user is gone closes.
+        let acl_refusal = match cmd.filter(|c| c.arity_ok(args.len())) {
+            Some(c) => match self.acl_gate(session, c, args) {
+                crate::acl::Gate::Pass => None,
+                crate::acl::Gate::Close => return Flow::Close,
+                crate::acl::Gate::Refuse(e) => Some(e),
+            },
+            None => None,
+        };
         let mark = out.len();
         let reply_mode = session.reply;
         if reply_mode == ReplyMode::Skip {
@@ -523,6 +625,9 @@ impl Engine {
                 Err(transaction::exec_abort(cx.session, e))
             }
             Some(cmd) if !cmd.arity_ok(args.len()) => Err(cx.reject(CmdError::arity(cmd.name))),
+            Some(_) if acl_refusal.is_some() => {
+                Err(cx.reject(acl_refusal.clone().expect("checked")))
+            }
             Some(cmd)
                 if cx.session.protocol == proto::resp::Protocol::Resp2
                     && cx.session.subs.total() > 0
@@ -613,6 +718,112 @@ impl Engine {
         out.extend_from_slice(&after);
         self.pubsub.set_current(0);
         flow
+    }
+}
+
+impl Engine {
+    /// The ACL gate a request passes before it runs or is queued (Redis's
+    /// processCommand: authentication, then the user's rules).
+    pub(crate) fn acl_gate(
+        &mut self,
+        session: &mut Session,
+        cmd: &'static Command,
+        args: &[Arg<'_>],
+    ) -> crate::acl::Gate {
+        use crate::acl::{self, Gate};
+        let is_default = session.user == b"default";
+        if is_default && self.acl.default_open {
+            return Gate::Pass;
+        }
+        let users = &self.acl.users;
+        let default = users.default_user();
+        let authenticated = *session
+            .authenticated
+            .get_or_insert_with(|| !default.requires_auth());
+        if !is_default && acl::session_stale(users, session) {
+            return Gate::Close;
+        }
+        if default.requires_auth() && !authenticated && cmd.flags & command::flags::NO_AUTH == 0 {
+            return Gate::Refuse(CmdError::msg(acl::NOAUTH));
+        }
+        let Some(user) = users.get(&session.user) else {
+            return Gate::Close;
+        };
+        let effective = acl::effective(cmd, args);
+        match user.check(effective, args) {
+            Ok(()) => Gate::Pass,
+            Err(d) => {
+                let context = if session.in_multi() {
+                    acl::LogContext::Multi
+                } else {
+                    acl::LogContext::Toplevel
+                };
+                self.acl_log_denied(session, effective, args, d.kind, d.arg, context);
+                Gate::Refuse(acl::noperm_error(d.kind, effective.name))
+            }
+        }
+    }
+
+    /// EXEC's check of a queued command against the rules now in force:
+    /// the reason it is refused, logged, if it is.
+    pub(crate) fn acl_recheck(
+        &mut self,
+        session: &Session,
+        cmd: &'static Command,
+        args: &[Arg<'_>],
+    ) -> Option<crate::acl::DeniedKind> {
+        if session.user == b"default" && self.acl.default_open {
+            return None;
+        }
+        let effective = crate::acl::effective(cmd, args);
+        let d = self
+            .acl
+            .users
+            .get(&session.user)?
+            .check(effective, args)
+            .err()?;
+        self.acl_log_denied(
+            session,
+            effective,
+            args,
+            d.kind,
+            d.arg,
+            crate::acl::LogContext::Multi,
+        );
+        Some(d.kind)
+    }
+
+    /// The check scripts' `redis.call` makes (Redis logs it in the `lua`
+    /// context): Ok, or the NOPERM error to raise in the script.
+    pub fn acl_check_script(
+        &mut self,
+        session: &Session,
+        args: &[Arg<'_>],
+    ) -> Result<(), CmdError> {
+        if session.user == b"default" && self.acl.default_open {
+            return Ok(());
+        }
+        let Some(cmd) = args.first().and_then(|n| command::lookup(n)) else {
+            return Ok(());
+        };
+        let effective = crate::acl::effective(cmd, args);
+        let Some(user) = self.acl.users.get(&session.user) else {
+            return Ok(());
+        };
+        match user.check(effective, args) {
+            Ok(()) => Ok(()),
+            Err(d) => {
+                self.acl_log_denied(
+                    session,
+                    effective,
+                    args,
+                    d.kind,
+                    d.arg,
+                    crate::acl::LogContext::Lua,
+                );
+                Err(crate::acl::noperm_error(d.kind, effective.name))
+            }
+        }
     }
 }
 

@@ -28,6 +28,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod acl;
 pub mod command;
 mod config;
 mod connection;

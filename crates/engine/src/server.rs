@@ -875,6 +875,9 @@ pub(crate) fn apply_changes(
                 store.set_config_word(word::TEXT_SET, 2)?;
             }
             Change::Text(name, value) => {
+                if name == "requirepass" {
+                    crate::acl::write_default_password(store, h, &value)?;
+                }
                 h.update_config_text(|old| {
                         let mut overrides = params::Overrides::parse(old);
                         overrides.set(name, value);
@@ -1102,48 +1105,9 @@ fn write_info(cx: &mut Cx<'_>, c: &Command) {
     }
 }
 
-/// Redis's ACL categories for a command: from its flags (`@write`, `@read`,
-/// `@fast`/`@slow`, `@admin` + `@dangerous`) and its group.
-fn acl_categories(c: &Command) -> Vec<&'static str> {
-    let mut cats = Vec::new();
-    if c.flags & WRITE != 0 {
-        cats.push("@write");
-    }
-    if c.flags & READONLY != 0 {
-        cats.push("@read");
-    }
-    match c.group {
-        "string" => cats.push("@string"),
-        "bitmap" => cats.push("@bitmap"),
-        "hyperloglog" => cats.push("@hyperloglog"),
-        "generic" => cats.push("@keyspace"),
-        "connection" => cats.push("@connection"),
-        "geo" => cats.push("@geo"),
-        "list" => cats.push("@list"),
-        "hash" => cats.push("@hash"),
-        "set" => cats.push("@set"),
-        "sorted-set" | "sorted_set" => cats.push("@sortedset"),
-        "pubsub" => cats.push("@pubsub"),
-        "scripting" => cats.push("@scripting"),
-        "stream" => cats.push("@stream"),
-        _ => {}
-    }
-    if c.flags & BLOCKING != 0 {
-        cats.push("@blocking");
-    }
-    if c.flags & ADMIN != 0 {
-        cats.push("@admin");
-        cats.push("@dangerous");
-    }
-    cats.push(if c.flags & FAST != 0 {
-        "@fast"
-    } else {
-        "@slow"
-    });
-    if c.group == "transactions" {
-        cats.push("@transaction");
-    }
-    cats
+/// Redis's ACL categories for a command (the ACL rules use the same).
+fn acl_categories(c: &Command) -> Vec<String> {
+    crate::acl::category_names(c)
 }
 
 fn command_info(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {

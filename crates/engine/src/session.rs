@@ -65,6 +65,16 @@ pub struct Session {
     pub omem: usize,
     /// Number of the worker serving the connection.
     pub worker: u32,
+    /// The ACL user the connection runs as.
+    pub user: Vec<u8>,
+    /// That user's incarnation when the connection logged in (0: the
+    /// default user, never logged in): a deleted or reloaded user's
+    /// connections close.
+    pub user_incarnation: u64,
+    /// Whether the connection passed authentication; None until its first
+    /// command, when the default user's state decides (Redis decides at
+    /// accept time).
+    pub authenticated: Option<bool>,
     /// MULTI's queue and WATCH's keys.
     pub(crate) tx: Transaction,
     /// Channels, patterns and keys subscribed; MONITOR.
@@ -97,6 +107,9 @@ impl Session {
             qbuf: 0,
             omem: 0,
             worker: 0,
+            user: b"default".to_vec(),
+            user_incarnation: 0,
+            authenticated: None,
             tx: Transaction::default(),
             subs: ClientSubs::default(),
             tracking_noted: None,
@@ -141,6 +154,9 @@ impl Session {
         self.name.clear();
         self.reply = ReplyMode::On;
         self.no_evict = false;
+        self.user = b"default".to_vec();
+        self.user_incarnation = 0;
+        self.authenticated = None;
     }
 
     /// The line CLIENT LIST and CLIENT INFO print for this client, in Redis
@@ -176,7 +192,7 @@ impl Session {
         }
         let multi = self.tx.queued().map_or(-1, |n| n as i64);
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub={} multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir={redir} resp={} lib-name={} lib-ver={} worker={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={flags} db={} sub={} psub={} ssub={} multi={multi} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs=16384 rbp=16384 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={redir} resp={} lib-name={} lib-ver={} worker={}",
             self.id,
             self.addr,
             self.laddr,
@@ -193,6 +209,7 @@ impl Session {
             self.omem,
             self.qbuf + self.omem + 16384,
             self.last_cmd,
+            String::from_utf8_lossy(&self.user),
             self.protocol.version(),
             String::from_utf8_lossy(&self.lib_name),
             String::from_utf8_lossy(&self.lib_ver),

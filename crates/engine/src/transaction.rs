@@ -255,6 +255,19 @@ fn unchanged(h: &mut Handle, tx: &Transaction) -> Result<bool, CmdError> {
 /// element like any other; the rest still run).
 fn exec_one(cx: &mut Cx<'_>, q: &Queued) {
     let start = cx.out.len();
+    // The rules may have changed since the command was queued (Redis
+    // checks again at EXEC).
+    if let Some(kind) = cx.engine.acl_recheck(cx.session, q.cmd, &q.args) {
+        let reason = match kind {
+            crate::acl::DeniedKind::Command => "no permission to execute the command or subcommand",
+            crate::acl::DeniedKind::Key => "no permission to touch the specified keys",
+            crate::acl::DeniedKind::Channel => {
+                "no permission to access one of the channels used as arguments"
+            }
+        };
+        cx.out.error(format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {reason}").as_bytes());
+        return;
+    }
     if let Err(e) = crate::engine::run(cx, q.cmd, &q.args) {
         cx.engine.stats.failed += 1;
         cx.out.error(e.text().as_bytes());

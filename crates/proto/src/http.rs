@@ -104,6 +104,7 @@ pub fn reason(status: u16) -> &'static str {
         201 => "Created",
         204 => "No Content",
         400 => "Bad Request",
+        401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
@@ -196,8 +197,31 @@ pub struct Head {
     /// `Sec-Fetch-Site: cross-site`: a browser sent it on behalf of another
     /// site's page.
     pub cross_site: bool,
+    /// `Authorization`.
+    pub authorization: Option<Range<usize>>,
     /// Bytes of the head, blank line included (the body starts here).
     pub len: usize,
+}
+
+/// The user name and password of an `Authorization` field: `Basic
+/// base64(user:password)`, or `Bearer <token>` (the token is the default
+/// user's password, as `AUTH <password>` takes it). None when malformed.
+pub fn credentials(value: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    use base64::Engine as _;
+    let value = value.trim_ascii();
+    let space = value.iter().position(|&b| b == b' ')?;
+    let (scheme, rest) = (&value[..space], value[space + 1..].trim_ascii());
+    if scheme.eq_ignore_ascii_case(b"basic") {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(rest)
+            .ok()?;
+        let colon = decoded.iter().position(|&b| b == b':')?;
+        Some((decoded[..colon].to_vec(), decoded[colon + 1..].to_vec()))
+    } else if scheme.eq_ignore_ascii_case(b"bearer") && !rest.is_empty() {
+        Some((b"default".to_vec(), rest.to_vec()))
+    } else {
+        None
+    }
 }
 
 /// Finds request heads in a growing buffer. It remembers how far it looked,
@@ -330,6 +354,7 @@ fn parse_complete(buf: &[u8], end: usize, max_body: u64) -> Result<Head, HttpErr
         ws_version: None,
         ws_protocols: Vec::new(),
         cross_site: false,
+        authorization: None,
         len: end,
     };
     let (mut close, mut keep_alive) = (false, false);
@@ -377,6 +402,8 @@ fn parse_complete(buf: &[u8], end: usize, max_body: u64) -> Result<Head, HttpErr
             h.ws_protocols.push(range_in(buf, value));
         } else if is("sec-fetch-site") {
             h.cross_site = value.eq_ignore_ascii_case(b"cross-site");
+        } else if is("authorization") {
+            h.authorization = Some(range_in(buf, value));
         }
     }
     if minor == 1 && h.host.is_none() {

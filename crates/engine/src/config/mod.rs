@@ -153,6 +153,9 @@ pub(crate) mod word {
     /// empties its tracking table and sends `invalidate nil`, even before
     /// the flush's routed message reaches it.
     pub const TRACKING_FLUSHES: u64 = 48;
+    /// Bumped after every change of the ACL user table (acl.rs): each
+    /// engine re-reads the users when it sees it move.
+    pub const ACL_GENERATION: u64 = 57;
 }
 
 impl Config {

@@ -44,7 +44,8 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
     let mut args = Vec::new();
     let mut i = 0;
     loop {
-        while i < line.len() && line[i].is_ascii_whitespace() {
+        // A NUL ends an argument like a blank (it ends the line in C).
+        while i < line.len() && (line[i].is_ascii_whitespace() || line[i] == 0) {
             i += 1;
         }
         if i == line.len() {
@@ -191,6 +192,8 @@ impl std::error::Error for ConfigError {}
 #[derive(Debug, Clone, Default)]
 pub struct StartupConfig {
     settings: Vec<(&'static str, String)>,
+    /// `user` directives: name, then rules.
+    users: Vec<Vec<Vec<u8>>>,
 }
 
 impl StartupConfig {
@@ -232,7 +235,8 @@ impl StartupConfig {
                 "include" => {
                     Err("include is not supported by shoal: put every directive in one file".into())
                 }
-                "rename-command" | "user" | "loadmodule" | "sentinel" => {
+                "user" => self.add_user(args),
+                "rename-command" | "loadmodule" | "sentinel" => {
                     Err(format!("{lower} is not supported by shoal"))
                 }
                 _ => Err("Bad directive or wrong number of arguments".into()),
@@ -256,6 +260,77 @@ impl StartupConfig {
         self.settings.retain(|(n, _)| *n != param.name);
         self.settings.push((param.name, value));
         Ok(())
+    }
+
+    /// Records a `user` directive after checking its rules (Redis's
+    /// ACLAppendUserForLoading).
+    fn add_user(&mut self, args: &[Vec<u8>]) -> Result<(), String> {
+        let Some((name, rules)) = args.split_first() else {
+            return Err("wrong number of arguments".into());
+        };
+        if self.users.iter().any(|u| u[0] == *name) {
+            return Err(format!(
+                "Error in user declaration '{}': Duplicate user found. A user can only be defined once in config files",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        let mut user = crate::acl::User::new(name, false);
+        let rules: Vec<&[u8]> = rules.iter().map(|r| r.as_slice()).collect();
+        if let Err(e) = crate::acl::check_rules(&mut user, &rules, false) {
+            return Err(format!(
+                "Error in user declaration '{}': {e}",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        self.users.push(args.to_vec());
+        Ok(())
+    }
+
+    /// The `user` directives given (name, then rules), for CONFIG REWRITE.
+    pub fn user_lines(&self) -> &[Vec<Vec<u8>>] {
+        &self.users
+    }
+
+    /// The users to start with: the default user (with `requirepass`), then
+    /// the `user` directives or the `aclfile`'s users.
+    fn initial_users(&self) -> Result<crate::acl::Users, String> {
+        let all_channels = self.get("acl-pubsub-default") == Some("allchannels");
+        let aclfile = self.get("aclfile").unwrap_or("");
+        if !aclfile.is_empty() && !self.users.is_empty() {
+            return Err("Configuring Redis with users defined in redis.conf and at the same setting an ACL file path is invalid. This setup is very likely to lead to configuration errors and security holes, please define either an ACL file or declare users directly in your redis.conf, but not both.".into());
+        }
+        let mut users = crate::acl::Users::with_default();
+        if let Some(pass) = self.get("requirepass") {
+            crate::acl::set_default_password(&mut users, pass);
+        }
+        if !aclfile.is_empty() {
+            let text = std::fs::read(aclfile)
+                .map_err(|e| format!("Error loading ACLs, opening file '{aclfile}': {e}"))?;
+            let loaded = crate::acl::Users::from_acl_file(&text, all_channels)?;
+            for (name, u) in loaded.map {
+                users.map.insert(name, u);
+            }
+        }
+        for line in &self.users {
+            let name = &line[0];
+            let mut u = crate::acl::User::new(name, all_channels);
+            let rules: Vec<&[u8]> = line[1..].iter().map(|r| r.as_slice()).collect();
+            crate::acl::check_rules(&mut u, &rules, all_channels).map_err(|e| {
+                format!(
+                    "Error in user declaration '{}': {e}",
+                    String::from_utf8_lossy(name)
+                )
+            })?;
+            users.map.insert(name.clone(), u);
+        }
+        let mut next = 1;
+        for u in users.map.values_mut() {
+            if u.name != b"default" {
+                u.incarnation = next;
+                next += 1;
+            }
+        }
+        Ok(users)
     }
 
     /// The value given for `name` (its canonical name), if any.
@@ -320,11 +395,13 @@ impl StartupConfig {
                 changes.push(check_change(name, value.as_bytes()).map_err(|e| reason(&e))?);
             }
         }
-        if changes.is_empty() {
-            return Ok(());
-        }
+        let users = self.initial_users()?;
         let mut h = store.handle().map_err(|e| e.to_string())?;
-        apply_changes(store, &mut h, changes).map_err(|e| reason(&e))
+        if !changes.is_empty() {
+            apply_changes(store, &mut h, changes).map_err(|e| reason(&e))?;
+        }
+        // After `requirepass` (a `user default` line wins over it).
+        crate::acl::write_users(store, &mut h, &users).map_err(|e| e.to_string())
     }
 }
 

@@ -6,7 +6,7 @@ use proto::resp::ReplyWriter;
 use store::SubKind;
 
 use super::{write_push, Part, Routed, Tag};
-use crate::command::{dispatch_sub, flags::*, reply_help, Arg, CmdResult, Command};
+use crate::command::{dispatch_sub, flags::*, reply_help, Arg, Channels, CmdResult, Command};
 use crate::engine::{Cx, Flow, ServerRequest};
 use crate::error::CmdError;
 use crate::session::ReplyMode;
@@ -62,20 +62,20 @@ const PUBSUB_SUBCOMMANDS: &[Command] = &[
 
 /// The pub/sub commands.
 pub(crate) const COMMANDS: &[Command] = &[
-    cmd("subscribe", -2, SUB, "Listen for messages published to the given channels", subscribe),
+    cmd("subscribe", -2, SUB, "Listen for messages published to the given channels", subscribe).with_channels(Channels::Subscribe),
     cmd("unsubscribe", -1, SUB, "Stop listening for messages posted to the given channels", unsubscribe),
-    cmd("psubscribe", -2, SUB, "Listen for messages published to channels matching the given patterns", psubscribe),
+    cmd("psubscribe", -2, SUB, "Listen for messages published to channels matching the given patterns", psubscribe).with_channels(Channels::SubscribePattern),
     cmd("punsubscribe", -1, SUB, "Stop listening for messages posted to channels matching the given patterns", punsubscribe),
-    cmd("ssubscribe", -2, SUB, "Listen for messages published to the given shard channels", ssubscribe),
+    cmd("ssubscribe", -2, SUB, "Listen for messages published to the given shard channels", ssubscribe).with_channels(Channels::Subscribe),
     cmd("sunsubscribe", -1, SUB, "Stop listening for messages posted to the given shard channels", sunsubscribe),
-    cmd("publish", 3, PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE, "Post a message to a channel", publish),
-    cmd("spublish", 3, PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE, "Post a message to a shard channel", spublish),
+    cmd("publish", 3, PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE, "Post a message to a channel", publish).with_channels(Channels::Publish),
+    cmd("spublish", 3, PUBSUB | LOADING | STALE | FAST | MAY_REPLICATE, "Post a message to a shard channel", spublish).with_channels(Channels::Publish),
     Command {
         subcommands: PUBSUB_SUBCOMMANDS,
         ..cmd("pubsub", -2, 0, "A container for Pub/Sub commands", pubsub)
     },
     cmd("monitor", 1, ADMIN | NOSCRIPT | LOADING | STALE, "Listen for all requests received by the server in real time", monitor),
-    cmd("lsubscribe", -2, SUB, "Listen for messages on channels, starting with each retained channel's last message (shoal)", lsubscribe),
+    cmd("lsubscribe", -2, SUB, "Listen for messages on channels, starting with each retained channel's last message (shoal)", lsubscribe).with_channels(Channels::Subscribe),
     cmd("lunsubscribe", -1, SUB, "Stop listening to channels subscribed with LSUBSCRIBE (shoal)", lunsubscribe),
     cmd("ksubscribe", -2, SUB, "Receive keys' values now and after every write (shoal)", ksubscribe),
     cmd("kunsubscribe", -1, SUB, "Stop receiving keys' values (shoal)", kunsubscribe),

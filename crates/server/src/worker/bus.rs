@@ -272,7 +272,27 @@ pub(crate) fn encode_filter(f: &KillFilter) -> Vec<u8> {
     if let Some(age) = f.max_age {
         s += &format!("maxage={age}\n");
     }
+    for u in &f.users {
+        s += &format!("user={}\n", hex(u));
+    }
+    if let Some(allowed) = &f.channels_outside {
+        let list: Vec<String> = allowed.iter().map(|c| hex(c)).collect();
+        s += &format!("channels={}\n", list.join(","));
+    }
     s.into_bytes()
+}
+
+/// Bytes as hex (user and channel names may hold any byte but spaces).
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The bytes of [`hex`]'s text (a bad pair is skipped).
+fn unhex(text: &str) -> Vec<u8> {
+    text.as_bytes()
+        .chunks(2)
+        .filter_map(|p| u8::from_str_radix(std::str::from_utf8(p).ok()?, 16).ok())
+        .collect()
 }
 
 /// The filter of a KILL_REQUEST payload (unknown lines are ignored).
@@ -289,6 +309,11 @@ pub(crate) fn decode_filter(payload: &[u8]) -> KillFilter {
             "addr" => f.addr = Some(v.to_string()),
             "laddr" => f.laddr = Some(v.to_string()),
             "maxage" => f.max_age = v.parse().ok(),
+            "user" => f.users.push(unhex(v)),
+            "channels" => {
+                f.channels_outside =
+                    Some(v.split(',').filter(|c| !c.is_empty()).map(unhex).collect())
+            }
             _ => {}
         }
     }
@@ -342,6 +367,10 @@ mod tests {
             max_age: Some(3),
             skip_me: true,
             caller: 9,
+            users: vec![b"al ice\n".to_vec()],
+            channels_outside: Some(vec![b"a:*".to_vec(), b"b,c".to_vec()]),
+            // Peers never reply: `quiet` stays with the caller.
+            quiet: false,
         };
         assert_eq!(decode_filter(&encode_filter(&f)), f);
         assert_eq!(decode_ids(&encode_ids(&[1, 2, u64::MAX])), [1, 2, u64::MAX]);

@@ -79,6 +79,7 @@ fn matches(filter: &KillFilter, s: &Session, now_ms: u64) -> bool {
         && filter
             .max_age
             .is_none_or(|age| now_ms.saturating_sub(s.created_ms) / 1000 >= age)
+        && filter.selects_acl(s)
 }
 
 impl Clients {

@@ -68,6 +68,12 @@ where
             .await;
         return None;
     }
+    // Protected mode (Redis's): with no password for the default user,
+    // only loopback and Unix socket clients are served.
+    if moved.is_none() && !is_local(&peer.0) && worker.engine.borrow().protected_mode_refuses() {
+        let _ = stream.write_all(engine::acl::DENIED.as_bytes()).await;
+        return None;
+    }
     let mut s = Session::new(id, now);
     if let Some(m) = &moved {
         apply_moved_state(&mut s, m);
@@ -122,6 +128,15 @@ where
 }
 
 /// The state of a client that goes with its connection to another worker.
+/// Whether a peer address is the loopback interface or a Unix socket.
+fn is_local(peer: &str) -> bool {
+    match peer.parse::<std::net::SocketAddr>() {
+        Ok(addr) => addr.ip().is_loopback(),
+        // A Unix socket's peer is a path (or empty), never a network peer.
+        Err(_) => true,
+    }
+}
+
 fn moved_state(s: &Session) -> serde_json::Value {
     serde_json::json!({
         "id": s.id,
@@ -132,6 +147,9 @@ fn moved_state(s: &Session) -> serde_json::Value {
         "lib_ver": s.lib_ver,
         "no_evict": s.no_evict,
         "created_ms": s.created_ms,
+        "user": s.user,
+        "user_incarnation": s.user_incarnation,
+        "authenticated": s.authenticated,
     })
 }
 
@@ -161,6 +179,13 @@ fn apply_moved_state(s: &mut Session, m: &serde_json::Value) {
     s.no_evict = m["no_evict"].as_bool().unwrap_or(false);
     if let Some(created) = m["created_ms"].as_u64() {
         s.created_ms = created;
+    }
+    // The ACL user moves with the connection (the next worker checks its
+    // incarnation as any would).
+    if m["user"].is_array() {
+        s.user = bytes(&m["user"]);
+        s.user_incarnation = m["user_incarnation"].as_u64().unwrap_or(u64::MAX);
+        s.authenticated = m["authenticated"].as_bool();
     }
 }
 
@@ -654,7 +679,9 @@ pub(crate) async fn server_request(
                     .unwrap_or(0);
             }
             let mut w = ReplyWriter::new(out, protocol);
-            if filter.legacy {
+            if filter.quiet {
+                // The command (ACL SETUSER, DELUSER, LOAD) already replied.
+            } else if filter.legacy {
                 if killed == 0 {
                     w.error(b"ERR No such client");
                 } else {

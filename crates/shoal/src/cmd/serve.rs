@@ -21,9 +21,11 @@ pub struct NetArgs {
     /// TCP port for memcached clients: text, meta and binary (0 turns it off).
     #[arg(long, default_value_t = 11211)]
     memcached_port: u16,
-    /// UDP port for memcached clients (0 turns it off).
-    #[arg(long, default_value_t = 11211)]
-    memcached_udp_port: u16,
+    /// UDP port for memcached clients (0 turns it off). Default 11211 on a
+    /// loopback bind; off on any other bind unless given (UDP replies can
+    /// amplify a spoofed request, as memcached 1.5.6 warns).
+    #[arg(long)]
+    memcached_udp_port: Option<u16>,
     /// TCP port for HTTP and WebSocket clients (0 turns it off).
     #[arg(long, default_value_t = 8080)]
     http_port: u16,
@@ -44,12 +46,22 @@ pub struct NetArgs {
     maxclients: u64,
 }
 
+/// Whether a bind address is the loopback interface only.
+fn is_loopback(bind: &str) -> bool {
+    bind == "localhost"
+        || bind
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 impl NetArgs {
     fn config(&self, workers: u32) -> Config {
         Config {
             port: self.port,
             memcached_port: self.memcached_port,
-            memcached_udp_port: self.memcached_udp_port,
+            memcached_udp_port: self
+                .memcached_udp_port
+                .unwrap_or(if is_loopback(&self.bind) { 11211 } else { 0 }),
             http_port: self.http_port,
             item_size_max: self.item_size_max,
             bind: self.bind.clone(),

@@ -4,7 +4,7 @@
 /// "SHOALSEG": the first eight bytes of every segment.
 pub(crate) const MAGIC: [u8; 8] = *b"SHOALSEG";
 /// Bumped whenever any offset or record format below changes.
-pub const LAYOUT_VERSION: u32 = 8;
+pub const LAYOUT_VERSION: u32 = 9;
 
 /// Number of Redis-style logical databases.
 pub const NUM_DBS: usize = 16;
@@ -36,6 +36,9 @@ pub(crate) const H_PS_CAP: u64 = 128;
 /// The transaction log ring (log/ring.rs): offset and size in bytes.
 pub(crate) const H_LOG_OFF: u64 = 136;
 pub(crate) const H_LOG_SIZE: u64 = 144;
+/// The ACL user table area (ipc/users.rs): offset and size in bytes.
+pub(crate) const H_USERS_OFF: u64 = 152;
+pub(crate) const H_USERS_SIZE: u64 = 160;
 
 // --- header: shared mutable words ---
 /// The allocator lock (owner word + seq word, like every lock).
@@ -198,6 +201,17 @@ const _: () = assert!(H_CONFIG + 8 * CONFIG_WORDS <= H_WAITERS);
 const _: () = assert!(H_WAITERS + 4 * WAITER_WORDS as u64 <= H_WORKERS);
 const _: () = assert!(W_BLOCKED + 8 <= WORKER_REC);
 const _: () = assert!(H_WORKERS + WORKER_REC * MAX_WORKERS as u64 <= HEADER_SIZE);
+
+// --- user table area (users.rs): two copies of the text, one live ---
+/// Writer lock (owner word + seq word, like every lock).
+pub(crate) const U_LOCK: u64 = 0;
+/// Bumped once per completed write; its low bit names the live copy.
+pub(crate) const U_SEQ: u64 = 16;
+/// Lengths (u32) of copy 0 and copy 1.
+pub(crate) const U_LEN0: u64 = 24;
+pub(crate) const U_LEN1: u64 = 28;
+/// The first copy's bytes; the second follows it.
+pub(crate) const U_BYTES: u64 = 64;
 
 // --- mailbox (mailbox.rs): one ring per worker slot, after the contexts ---
 /// Producer lock (owner word + seq word, like every lock).

@@ -126,6 +126,9 @@ pub(crate) struct Geometry {
     /// The transaction log ring (log/ring.rs).
     pub log_off: u64,
     pub log_size: u64,
+    /// The user table area (users.rs).
+    pub users_off: u64,
+    pub users_size: u64,
 }
 
 /// Smallest segment accepted.
@@ -172,7 +175,13 @@ impl Geometry {
             _ => 64 << 10,
         };
         let log_off = align_up(ps_off + MAX_WORKERS as u64 * ps_size, 4096);
-        let index_off = align_up(log_off + log_size, 4096);
+        // The ACL user table: two copies of its text (users.rs).
+        let users_size: u64 = match seg_size {
+            s if s >= 16 << 20 => U_BYTES + 2 * (64 << 10),
+            _ => U_BYTES + 2 * (8 << 10),
+        };
+        let users_off = align_up(log_off + log_size, 4096);
+        let index_off = align_up(users_off + users_size, 4096);
         // One sixteenth of the segment for the table: about 8 bytes of index per
         // key when the arena is full of small entries, with chains absorbing more.
         let buckets = (seg_size / 16 / BUCKET_SIZE).max(64);
@@ -197,6 +206,8 @@ impl Geometry {
             ps_cap,
             log_off,
             log_size,
+            users_off,
+            users_size,
         })
     }
 }
@@ -334,6 +345,8 @@ fn init_header(region: &Region, geo: &Geometry, page: u64, created_ms: u64) -> R
     region.store64(H_PS_CAP, geo.ps_cap)?;
     region.store64(H_LOG_OFF, geo.log_off)?;
     region.store64(H_LOG_SIZE, geo.log_size)?;
+    region.store64(H_USERS_OFF, geo.users_off)?;
+    region.store64(H_USERS_SIZE, geo.users_size)?;
     region.store64(H_NEXT_CLIENT_ID, 1)?;
     region.store32(H_SAMPLES, 5)?;
     region.store32(H_LFU_LOG_FACTOR, DEFAULT_LFU_LOG_FACTOR)?;
@@ -413,6 +426,8 @@ fn attach(path: PathBuf, clock: Clock, hooks: RecoveryHooks) -> Result<Shared> {
         ps_cap: header.load64(H_PS_CAP)?,
         log_off: header.load64(H_LOG_OFF)?,
         log_size: header.load64(H_LOG_SIZE)?,
+        users_off: header.load64(H_USERS_OFF)?,
+        users_size: header.load64(H_USERS_SIZE)?,
     };
     if stored != geo
         || header.load32(H_HEADER_SIZE)? as u64 != HEADER_SIZE

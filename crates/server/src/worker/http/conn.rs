@@ -549,6 +549,19 @@ impl Conn {
         out: &mut Vec<u8>,
         executed: &mut u64,
     ) -> Answered {
+        // requirepass and ACL users: every request but /health carries
+        // credentials (Authorization: Basic or Bearer) when a password is
+        // required, before any command, value or upgrade.
+        let target = &request[head.target.clone()];
+        if target != b"/health" && !self.authorize(engine, session, head, request) {
+            self.status(
+                out,
+                401,
+                connection,
+                &[("WWW-Authenticate", b"Basic realm=\"shoal\"")],
+            );
+            return Answered::Done;
+        }
         if head.websocket {
             return self.upgrade(head, request, connection, out);
         }
@@ -585,6 +598,31 @@ impl Conn {
                 self.resource(engine, head, &key, body, connection, out, executed)
             }
         }
+    }
+
+    /// Whether the request may go on: its credentials log the connection
+    /// in (as AUTH does), or none are needed.
+    fn authorize(
+        &mut self,
+        engine: &mut Engine,
+        session: &mut Session,
+        head: &Head,
+        request: &[u8],
+    ) -> bool {
+        if let Some(field) = &head.authorization {
+            let Some((user, pass)) = proto::http::credentials(&request[field.clone()]) else {
+                return false;
+            };
+            if !engine.authenticate(session, &user, &pass, b"AUTH") {
+                return false;
+            }
+            // Raw values run in their own session: the same user.
+            self.raw.user = session.user.clone();
+            self.raw.user_incarnation = session.user_incarnation;
+            self.raw.authenticated = session.authenticated;
+            return true;
+        }
+        !engine.auth_required() || session.authenticated == Some(true)
     }
 
     /// Runs a command from the URI in the connection's session and answers
@@ -659,6 +697,11 @@ impl Conn {
             _ => None,
         };
         if let Some((kind, name)) = sse::route(key) {
+            if !engine.acl_channel_allowed(&self.raw, name, kind == sse::Kind::Pattern) {
+                let text = b"NOPERM this user has no permissions to access one of the channels used as arguments\n";
+                plain(out, &self.date, 403, connection, text, &[]);
+                return Answered::Done;
+            }
             return match head.method {
                 Method::Get => Answered::Events(kind, name.to_vec()),
                 Method::Head => {

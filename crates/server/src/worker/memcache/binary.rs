@@ -159,6 +159,11 @@ fn execute(
     value: &mut Vec<u8>,
 ) -> bool {
     let h = &request.header;
+    if engine.auth_required() {
+        // requirepass holds for the binary protocol too (no SASL here
+        // yet): the connection closes without running anything.
+        return false;
+    }
     let quiet = h.is_quiet();
     let cas = (h.cas != 0).then_some(h.cas);
     let ok = |out: &mut Vec<u8>, cas: u64, body: &[u8]| {

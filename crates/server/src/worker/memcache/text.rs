@@ -159,6 +159,29 @@ fn process(
             Parsed::Request(request, consumed) => {
                 pos += consumed;
                 executed += 1;
+                if engine.auth_required() {
+                    // requirepass (or a default user that is off) holds
+                    // for memcached too, which has no login here yet.
+                    write_line(out, b"CLIENT_ERROR unauthenticated");
+                    continue;
+                }
+                // memcached clients run as the default user: its rules
+                // on writing and reading hold (as SET and GET).
+                let writes = matches!(
+                    request,
+                    Request::Store { .. }
+                        | Request::Arith { .. }
+                        | Request::Delete { .. }
+                        | Request::Touch { .. }
+                        | Request::FlushAll { .. }
+                        | Request::MetaSet(..)
+                        | Request::MetaDelete(..)
+                        | Request::MetaArith(..)
+                );
+                if !engine.mc_permitted(writes) {
+                    write_line(out, b"CLIENT_ERROR permission denied");
+                    continue;
+                }
                 if !execute(engine, value, request, out) {
                     step = Step::Close;
                     break;

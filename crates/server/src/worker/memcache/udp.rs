@@ -86,6 +86,11 @@ pub(crate) async fn serve(worker: Rc<Worker>, socket: UdpSocket) {
 /// Returns how many ran. A request must be whole within the datagram: an
 /// incomplete one is dropped, as memcached does.
 fn execute(engine: &mut Engine, payload: &[u8], reply: &mut Vec<u8>, value: &mut Vec<u8>) -> u64 {
+    if engine.auth_required() {
+        // requirepass holds for memcached UDP too: nothing runs.
+        reply.extend_from_slice(b"CLIENT_ERROR unauthenticated\r\n");
+        return 0;
+    }
     if payload.first() == Some(&REQUEST_MAGIC) {
         // What would close a TCP connection (QUIT, a bad header) ends the
         // datagram; a too-large value was never in it.
