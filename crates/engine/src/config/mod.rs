@@ -145,6 +145,9 @@ pub(crate) mod word {
     /// empties its tracking table and sends `invalidate nil`, even before
     /// the flush's routed message reaches it.
     pub const TRACKING_FLUSHES: u64 = 48;
+    /// Bumped by SCRIPT FLUSH: a worker that sees it move drops the
+    /// scripts it compiled (the shared cache directory is emptied).
+    pub const SCRIPT_EPOCH: u64 = 49;
 }
 
 impl Config {

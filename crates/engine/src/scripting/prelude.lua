@@ -1,0 +1,122 @@
+-- Installed once in every worker's Lua state, before any script: the
+-- script-facing parts of `redis` written in Lua, the error handler that
+-- gives errors Redis 7.0's shape ({err=, source=, line=}), and the
+-- read-only globals. `state` is private to this chunk: the engine puts the
+-- native command entry point in `state.call` while a script runs.
+local state, G = ...
+local redis = state.redis
+local error, type, tostring, select, unpack = error, type, tostring, select, unpack
+local rawget, rawset, setmetatable, getmetatable = rawget, rawset, setmetatable, getmetatable
+local raw_pcall, xpcall, find, match = pcall, xpcall, string.find, string.match
+
+local READONLY = 'Attempt to modify a readonly table'
+local readonly = setmetatable({}, {__mode = 'k'})
+
+-- The script position `from` frames up (skipping native frames and this
+-- chunk's own) as '@chunk' and line, read from the position prefix that
+-- error() puts on a string.
+local function position(from)
+  for level = from, from + 8 do
+    local _, msg = raw_pcall(error, '', level)
+    if type(msg) == 'string' and msg ~= '' and not find(msg, '^%[shoal%]') then
+      local src, line = match(msg, '^(.-):(%d+): $')
+      if src then return '@' .. src, line end
+    end
+  end
+end
+
+-- redis.call raises its error table through a native error (which Lua
+-- sees as a userdata): the table waits in state.pending.
+local function take_pending(err)
+  if type(err) == 'userdata' then
+    local pending = rawget(state, 'pending')
+    if pending ~= nil then
+      rawset(state, 'pending', nil)
+      return pending
+    end
+  end
+  return err
+end
+
+local function handler(err)
+  err = take_pending(err)
+  if type(err) ~= 'table' then
+    err = {err = 'ERR ' .. tostring(err)}
+  end
+  if rawget(err, 'source') == nil and not readonly[err] then
+    local src, line = position(3)
+    if src then
+      rawset(err, 'source', src)
+      rawset(err, 'line', line)
+    end
+  end
+  return err
+end
+
+-- Runs f(...) protected; returns true and the result, or false and the
+-- error table.
+state.run = function(f, a, b)
+  return xpcall(function() return f(a, b) end, handler)
+end
+
+-- Redis's pcall hands back an error table's text rather than the table.
+local function pack(...) return {n = select('#', ...), ...} end
+G.pcall = function(f, ...)
+  local r = pack(raw_pcall(f, ...))
+  if not r[1] then r[2] = take_pending(r[2]) end
+  if not r[1] and type(r[2]) == 'table' and type(rawget(r[2], 'err')) == 'string' then
+    return false, rawget(r[2], 'err')
+  end
+  return unpack(r, 1, r.n)
+end
+
+G.xpcall = function(f, h)
+  return xpcall(f, function(e) return h(take_pending(e)) end)
+end
+
+-- A read-only view of t: reads pass through, writes fail.
+local function protect(t)
+  local proxy = {}
+  local meta = {__index = t, __newindex = function() error(READONLY, 2) end}
+  local shown = setmetatable({}, {__index = meta, __newindex = function() error(READONLY, 2) end})
+  readonly[shown] = true
+  meta.__metatable = shown
+  setmetatable(proxy, meta)
+  readonly[proxy] = true
+  return proxy
+end
+
+G.setmetatable = function(t, mt)
+  if readonly[t] then error(READONLY, 2) end
+  return setmetatable(t, mt)
+end
+G.rawset = function(t, k, v)
+  if readonly[t] then error(READONLY, 2) end
+  return rawset(t, k, v)
+end
+
+for _, name in ipairs({'redis', 'cjson', 'cmsgpack', 'bit', 'struct', 'string', 'math', 'table', 'coroutine'}) do
+  if rawget(G, name) ~= nil then rawset(G, name, protect(rawget(G, name))) end
+end
+
+-- The globals scripts see: nothing may be added or replaced, and reading
+-- an unknown name is an error (so a typo does not read nil).
+local env = {}
+local env_meta = {
+  __index = function(_, k)
+    local v = rawget(G, k)
+    if v == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
+  end,
+  __newindex = function() error(READONLY, 2) end,
+}
+local env_shown = setmetatable({}, {__index = env_meta, __newindex = function() error(READONLY, 2) end})
+readonly[env_shown] = true
+env_meta.__metatable = env_shown
+setmetatable(env, env_meta)
+readonly[env] = true
+rawset(G, '_G', env)
+state.env = env
+state.protect = protect
