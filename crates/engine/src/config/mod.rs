@@ -148,6 +148,10 @@ pub(crate) mod word {
     /// Bumped by SCRIPT FLUSH: a worker that sees it move drops the
     /// scripts it compiled (the shared cache directory is emptied).
     pub const SCRIPT_EPOCH: u64 = 49;
+    /// Bumped by every change of the function libraries (FUNCTION LOAD,
+    /// DELETE, FLUSH, RESTORE): a worker that sees it move loads them
+    /// again from the shared file.
+    pub const FUNCTION_GENERATION: u64 = 50;
 }
 
 impl Config {

@@ -434,6 +434,8 @@ fn redis_natives(lua: &Lua, flags: &Rc<RunFlags>) -> mlua::Result<Table> {
 pub(crate) struct Compiled {
     pub by_sha: std::collections::HashMap<String, (Function, u32)>,
     pub epoch: u64,
+    /// The function libraries, compiled in this state.
+    pub functions: Option<crate::scripting::functions::Libraries>,
 }
 
 thread_local! {

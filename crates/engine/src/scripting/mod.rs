@@ -16,6 +16,7 @@
 //! what it compiled.
 
 mod convert;
+mod functions;
 mod libs;
 mod lua;
 
@@ -74,8 +75,14 @@ const SCRIPT_SUBCOMMANDS: &[Command] = &[
 
 #[rustfmt::skip]
 const FUNCTION_SUBCOMMANDS: &[Command] = &[
-    cmd("function|flush", -2, WRITE | NOSCRIPT, "7.0.0", "Deleting all functions", function_flush),
-    cmd("function|list", -2, NOSCRIPT, "7.0.0", "List information about all the functions", function_list),
+    cmd("function|load", -3, WRITE | DENYOOM | NOSCRIPT, "7.0.0", "Create a function with the given arguments (name, code, description)", functions::function_load),
+    cmd("function|delete", 3, WRITE | NOSCRIPT, "7.0.0", "Delete a function by name", functions::function_delete),
+    cmd("function|flush", -2, WRITE | NOSCRIPT, "7.0.0", "Deleting all functions", functions::function_flush),
+    cmd("function|list", -2, NOSCRIPT, "7.0.0", "List information about all the functions", functions::function_list),
+    cmd("function|dump", 2, NOSCRIPT, "7.0.0", "Dump all functions into a serialized binary payload", functions::function_dump),
+    cmd("function|restore", -3, WRITE | DENYOOM | NOSCRIPT, "7.0.0", "Restore all the functions on the given payload", functions::function_restore),
+    cmd("function|stats", 2, NOSCRIPT | ALLOW_BUSY, "7.0.0", "Return information about the function currently running (name, description, duration)", functions::function_stats),
+    cmd("function|kill", 2, NOSCRIPT | ALLOW_BUSY, "7.0.0", "Kill the function currently in execution.", function_kill),
     cmd("function|help", 2, LOADING | STALE, "7.0.0", "Show helpful text about the different subcommands", function_help),
 ];
 
@@ -93,16 +100,18 @@ pub(crate) const COMMANDS: &[Command] = &[
     movable(cmd("evalsha", -3, NOSCRIPT | STALE, "2.6.0", "Execute a Lua script server side", evalsha)),
     movable(cmd("eval_ro", -3, NOSCRIPT | STALE | READONLY, "7.0.0", "Execute a read-only Lua script server side", eval_ro)),
     movable(cmd("evalsha_ro", -3, NOSCRIPT | STALE | READONLY, "7.0.0", "Execute a read-only Lua script server side", evalsha_ro)),
+    movable(cmd("fcall", -3, NOSCRIPT | STALE, "7.0.0", "Invoke a function", fcall)),
+    movable(cmd("fcall_ro", -3, NOSCRIPT | STALE | READONLY, "7.0.0", "Invoke a read-only function", fcall_ro)),
     Command { subcommands: SCRIPT_SUBCOMMANDS, ..cmd("script", -2, 0, "2.6.0", "A container for Lua scripts management commands", script) },
     Command { subcommands: FUNCTION_SUBCOMMANDS, ..cmd("function", -2, 0, "7.0.0", "A container for function commands", function) },
 ];
 
 fn script(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    dispatch_sub(cx, &COMMANDS[4], args)
+    dispatch_sub(cx, &COMMANDS[6], args)
 }
 
 fn function(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    dispatch_sub(cx, &COMMANDS[5], args)
+    dispatch_sub(cx, &COMMANDS[7], args)
 }
 
 fn lua_error(e: mlua::Error) -> CmdError {
@@ -527,6 +536,18 @@ fn script_command(
     Ok(buf)
 }
 
+fn fcall(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    functions::fcall_command(cx, args, false)
+}
+
+fn fcall_ro(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    functions::fcall_command(cx, args, true)
+}
+
+fn function_kill(_cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    Err(CmdError::msg("NOTBUSY No scripts in execution right now."))
+}
+
 fn script_load(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let sha = lua::sha1_hex(&args[2]);
     script_function(cx, &sha, Some(&args[2]))?;
@@ -599,48 +620,6 @@ fn script_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
         ],
     )
 }
-/// FUNCTION FLUSH [ASYNC|SYNC]: the set of libraries is empty already.
-fn function_flush(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    match &args[2..] {
-        [] => {}
-        [mode] if parse::is(mode, "async") || parse::is(mode, "sync") => {}
-        [_] => {
-            return Err(CmdError::msg(
-                "ERR FUNCTION FLUSH only supports SYNC|ASYNC option",
-            ))
-        }
-        _ => return Err(CmdError::arity("function|flush")),
-    }
-    cx.out.simple(b"OK");
-    Ok(())
-}
-
-/// FUNCTION LIST [WITHCODE] [LIBRARYNAME pattern]: options checked as Redis
-/// does, then the (empty) list of libraries.
-fn function_list(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    let mut i = 2;
-    let (mut with_code, mut pattern) = (false, false);
-    while i < args.len() {
-        if parse::is(&args[i], "withcode") && !with_code {
-            with_code = true;
-        } else if parse::is(&args[i], "libraryname") && !pattern {
-            if i + 1 >= args.len() {
-                return Err(CmdError::msg("ERR library name argument was not given"));
-            }
-            pattern = true;
-            i += 1;
-        } else {
-            return Err(CmdError::owned(format!(
-                "ERR Unknown argument {}",
-                command::clip(&args[i], 128)
-            )));
-        }
-        i += 1;
-    }
-    cx.out.array_len(0);
-    Ok(())
-}
-
 fn function_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
     command::reply_help(
         cx,

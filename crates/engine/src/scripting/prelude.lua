@@ -120,3 +120,114 @@ readonly[env] = true
 rawset(G, '_G', env)
 state.env = env
 state.protect = protect
+
+-- Functions (FUNCTION LOAD). While a library's code runs, state.loading
+-- collects what it registers, and its globals are only the library API:
+-- `redis` with register_function, log and the constants. Later, when its
+-- functions run, the same globals are the script globals.
+local FLAGS = {['no-writes'] = true, ['allow-oom'] = true, ['allow-stale'] = true,
+  ['no-cluster'] = true, ['allow-cross-slot-keys'] = true}
+local lower, ipairs, pairs = string.lower, ipairs, pairs
+
+local function reg_error(msg) error({err = 'ERR ' .. msg}) end
+
+local function register_function(...)
+  local loading = rawget(state, 'loading')
+  if not loading then
+    reg_error('redis.register_function can only be called on FUNCTION LOAD command')
+  end
+  local n = select('#', ...)
+  local name, callback, desc, flags
+  if n == 1 then
+    local t = ...
+    if type(t) ~= 'table' then
+      reg_error('calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).')
+    end
+    for k, v in pairs(t) do
+      if type(k) ~= 'string' then
+        reg_error('named argument key given to redis.register_function is not a string')
+      end
+      local key = lower(k)
+      if key == 'function_name' then
+        if type(v) ~= 'string' then reg_error('function_name argument given to redis.register_function must be a string') end
+        name = v
+      elseif key == 'description' then
+        if type(v) ~= 'string' then reg_error('description argument given to redis.register_function must be a string') end
+        desc = v
+      elseif key == 'callback' then
+        if type(v) ~= 'function' then reg_error('callback argument given to redis.register_function must be a function') end
+        callback = v
+      elseif key == 'flags' then
+        if type(v) ~= 'table' then reg_error('flags argument to redis.register_function must be a table representing function flags') end
+        flags = {}
+        for _, f in pairs(v) do
+          if type(f) ~= 'string' or not FLAGS[f] then reg_error('unknown flag given') end
+          flags[#flags + 1] = f
+        end
+      else
+        reg_error('unknown argument given to redis.register_function')
+      end
+    end
+    if name == nil then reg_error('redis.register_function must get a function name argument') end
+    if callback == nil then reg_error('redis.register_function must get a callback argument') end
+  elseif n == 2 then
+    name, callback = ...
+    if type(name) ~= 'string' then reg_error('first argument to redis.register_function must be a string') end
+    if type(callback) ~= 'function' then reg_error('second argument to redis.register_function must be a function') end
+  else
+    reg_error('wrong number of arguments to redis.register_function')
+  end
+  if not find(name, '^[%w_]+$') then
+    reg_error('Library names can only contain letters, numbers, or underscores(_) and must be at least one character long')
+  end
+  for _, r in ipairs(loading) do
+    if r.name == name then reg_error('Function already exists in the library') end
+  end
+  loading[#loading + 1] = {name = name, callback = callback, description = desc, flags = flags or {}}
+end
+
+-- A read-only view of t where reading a missing name is an error too.
+local function strict(t)
+  local proxy = {}
+  local meta = {
+    __index = function(_, k)
+      local v = t[k]
+      if v == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+      end
+      return v
+    end,
+    __newindex = function() error(READONLY, 2) end,
+  }
+  local shown = setmetatable({}, {__index = meta, __newindex = function() error(READONLY, 2) end})
+  readonly[shown] = true
+  meta.__metatable = shown
+  setmetatable(proxy, meta)
+  readonly[proxy] = true
+  return proxy
+end
+
+local library_redis = {register_function = register_function, log = redis.log}
+for _, k in ipairs({'LOG_DEBUG', 'LOG_VERBOSE', 'LOG_NOTICE', 'LOG_WARNING', 'REDIS_VERSION', 'REDIS_VERSION_NUM'}) do
+  library_redis[k] = redis[k]
+end
+local library_api = {redis = strict(library_redis)}
+
+local fenv = {}
+local fenv_meta = {
+  __index = function(_, k)
+    local v
+    if rawget(state, 'loading') then v = rawget(library_api, k) else v = rawget(G, k) end
+    if v == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
+  end,
+  __newindex = function() error(READONLY, 2) end,
+}
+local fenv_shown = setmetatable({}, {__index = fenv_meta, __newindex = function() error(READONLY, 2) end})
+readonly[fenv_shown] = true
+fenv_meta.__metatable = fenv_shown
+setmetatable(fenv, fenv_meta)
+readonly[fenv] = true
+state.fenv = fenv
