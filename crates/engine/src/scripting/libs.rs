@@ -463,7 +463,7 @@ impl JsonParser<'_> {
                         }
                         self.i += 1;
                         let v = self.value(depth + 1)?;
-                        t.raw_set(key, v)?;
+                        t.raw_set(self.lua.create_string(&key)?, v)?;
                     } else {
                         let v = self.value(depth + 1)?;
                         t.raw_set(n, v)?;

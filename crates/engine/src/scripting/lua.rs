@@ -167,8 +167,6 @@ impl Vm {
         globals.raw_set("redis", redis.clone())?;
         native.raw_set("redis", redis_natives(&lua, &flags)?)?;
         crate::scripting::libs::install(&lua, &globals, &native)?;
-        redis.raw_set("call", command_entry(&lua, &state, true)?)?;
-        redis.raw_set("pcall", command_entry(&lua, &state, false)?)?;
         state.raw_set("native", native)?;
         state.raw_set("redis", redis)?;
         lua.load(WRAP_NATIVES)
@@ -201,45 +199,6 @@ impl Vm {
             .set_environment(self.env()?)
             .into_function()
     }
-}
-
-/// `redis.call` (`raise`) or `redis.pcall`: hands the arguments to the
-/// run's `state.call` (set by [`crate::scripting`] for one run). A native
-/// function rather than Lua, so that `return redis.call(…)` is no tail call
-/// and an error still knows the script line it came from. An error
-/// `redis.call` raises waits in `state.pending` for the prelude's handler
-/// (a native can only raise a userdata).
-fn command_entry(lua: &Lua, state: &Table, raise: bool) -> mlua::Result<Function> {
-    let state = state.clone();
-    lua.create_function(move |lua, args: MultiValue| {
-        let call = match state.raw_get::<Value>("call")? {
-            Value::Function(f) => f,
-            _ => {
-                let e = error_table(
-                    lua,
-                    b"redis.call/pcall can only be called inside a script invocation",
-                )?;
-                state.raw_set("pending", e)?;
-                return Err(mlua::Error::RuntimeError(
-                    "redis.call/pcall can only be called inside a script invocation".into(),
-                ));
-            }
-        };
-        let (value, failed): (Value, bool) = call.call(args)?;
-        if raise && failed {
-            let text = match &value {
-                Value::Table(t) => t
-                    .raw_get::<Value>("err")
-                    .ok()
-                    .and_then(|v| v.as_string().map(|s| s.to_string_lossy()))
-                    .unwrap_or_default(),
-                _ => String::new(),
-            };
-            state.raw_set("pending", value)?;
-            return Err(mlua::Error::RuntimeError(text));
-        }
-        Ok(value)
-    })
 }
 
 /// Builds the public library tables from `state.native`: each native

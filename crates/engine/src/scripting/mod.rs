@@ -24,7 +24,7 @@ pub use convert::{parse_replies, Reply};
 
 use std::rc::Rc;
 
-use mlua::{Function, MultiValue, Value};
+use mlua::{Function, Value};
 use proto::resp::{Protocol, ReplyWriter};
 use store::Handle;
 
@@ -379,7 +379,7 @@ fn run(
     let result = Handle::exclusive_in(cx, Cx::h, |cx| -> Result<_, CmdError> {
         cx.session.tx.set_executing(true);
         let r = lua.scope(|scope| {
-            let call = scope.create_function_mut(|lua, args: MultiValue| {
+            let call = scope.create_function_mut(|lua, args: mlua::Table| {
                 redis_call(cx, lua, vm.flags.resp.get(), &mut ctx, args)
             })?;
             vm.state.raw_set("call", call)?;
@@ -450,8 +450,12 @@ fn redis_call(
     lua: &mlua::Lua,
     resp: Protocol,
     ctx: &mut CallCtx,
-    args: MultiValue,
+    args: mlua::Table,
 ) -> mlua::Result<(Value, bool)> {
+    let n: usize = args.raw_get::<Option<usize>>("n")?.unwrap_or(0);
+    let args: Vec<Value> = (1..=n)
+        .map(|i| args.raw_get::<Value>(i))
+        .collect::<mlua::Result<_>>()?;
     if args.is_empty() {
         let e = lua::error_table(lua, b"Please specify at least one argument for this redis lib call")?;
         return Ok((e, true));
