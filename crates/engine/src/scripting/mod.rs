@@ -378,6 +378,10 @@ fn run(
     let was_executing = cx.session.in_exec();
     let result = Handle::exclusive_in(cx, Cx::h, |cx| -> Result<_, CmdError> {
         cx.session.tx.set_executing(true);
+        let ignored = cx.engine.h.ignores_maxmemory();
+        if ctx.allow_oom {
+            cx.engine.h.ignore_maxmemory(true);
+        }
         let r = lua.scope(|scope| {
             let call = scope.create_function_mut(|lua, args: mlua::Table| {
                 redis_call(cx, lua, vm.flags.resp.get(), &mut ctx, args)
@@ -390,6 +394,7 @@ fn run(
             r
         });
         cx.session.tx.set_executing(was_executing);
+        cx.engine.h.ignore_maxmemory(ignored);
         Ok(r)
     });
     vm.flags.running.set(false);

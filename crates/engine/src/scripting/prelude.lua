@@ -100,6 +100,18 @@ G.xpcall = function(f, h)
   return xpcall(f, function(e) return h(take_pending(e)) end)
 end
 
+-- loadstring compiles text only (a binary chunk could break the VM), and
+-- what it compiles sees the script globals, not the real ones.
+local raw_loadstring, setfenv, byte = loadstring, setfenv, string.byte
+G.loadstring = function(s, name)
+  if type(s) == 'string' and byte(s, 1) == 27 then
+    return nil, 'binary chunks are not allowed'
+  end
+  local f, err = raw_loadstring(s, name)
+  if f then setfenv(f, rawget(state, 'env')) end
+  return f, err
+end
+
 -- A read-only view of t: reads pass through, writes fail.
 local function protect(t)
   local proxy = {}
