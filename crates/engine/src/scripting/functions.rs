@@ -59,7 +59,12 @@ impl Libraries {
     fn find_function(&self, name: &str) -> Option<(&Library, &FunctionInfo)> {
         self.libs
             .iter()
-            .find_map(|l| l.functions.iter().find(|f| f.name == name).map(|f| (l, f)))
+            .find_map(|l| {
+                l.functions
+                    .iter()
+                    .find(|f| f.name.eq_ignore_ascii_case(name))
+                    .map(|f| (l, f))
+            })
     }
 }
 
@@ -153,7 +158,9 @@ fn valid_name(name: &str) -> bool {
 }
 
 /// Compiles a library and runs its code to collect its functions.
-fn load_library(vm: &Vm, code: &[u8]) -> Result<Library, CmdError> {
+/// A library's name, once its metadata is checked as Redis checks it:
+/// the name's characters, then the engine.
+fn checked_name(code: &[u8]) -> Result<String, CmdError> {
     let (name, engine) = metadata(code)?;
     if !valid_name(&name) {
         return Err(CmdError::msg(NAME_RULE));
@@ -161,6 +168,11 @@ fn load_library(vm: &Vm, code: &[u8]) -> Result<Library, CmdError> {
     if !engine.eq_ignore_ascii_case("lua") {
         return Err(CmdError::owned(format!("ERR Engine '{engine}' not found")));
     }
+    Ok(name)
+}
+
+fn load_library(vm: &Vm, code: &[u8]) -> Result<Library, CmdError> {
+    let name = checked_name(code)?;
     let body_start = code.iter().position(|&b| b == b'\n').unwrap_or(code.len());
     let fenv: Table = vm.state.raw_get("fenv").map_err(lua_error)?;
     let chunk = vm
@@ -298,10 +310,14 @@ pub(super) fn function_load(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         i += 1;
     }
     let code = args[i].to_vec();
+    refuse_oom(cx)?;
     let name = Handle::exclusive_in(cx, Cx::h, |cx| {
         with_libraries(cx, |cx, vm, libs| {
-            let (name, _) = metadata(&code)?;
-            let existing = libs.libs.iter().position(|l| l.name == name);
+            let name = checked_name(&code)?;
+            let existing = libs
+                .libs
+                .iter()
+                .position(|l| l.name.eq_ignore_ascii_case(&name));
             if existing.is_some() && !replace {
                 return Err(CmdError::owned(format!(
                     "ERR Library '{name}' already exists"
@@ -312,8 +328,12 @@ pub(super) fn function_load(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 let clash = libs
                     .libs
                     .iter()
-                    .filter(|l| l.name != lib.name)
-                    .any(|l| l.functions.iter().any(|g| g.name == f.name));
+                    .filter(|l| !l.name.eq_ignore_ascii_case(&lib.name))
+                    .any(|l| {
+                        l.functions
+                            .iter()
+                            .any(|g| g.name.eq_ignore_ascii_case(&f.name))
+                    });
                 if clash {
                     return Err(CmdError::owned(format!(
                         "ERR Function {} already exists",
@@ -334,12 +354,25 @@ pub(super) fn function_load(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     Ok(())
 }
 
+/// LOAD and RESTORE are `denyoom`: refused over `maxmemory` with nothing
+/// to evict (the dispatcher checks the container's flags, not these).
+fn refuse_oom(cx: &Cx<'_>) -> Result<(), CmdError> {
+    match cx.engine.refuses_oom() {
+        true => Err(CmdError::msg(crate::error::OOM)),
+        false => Ok(()),
+    }
+}
+
 /// FUNCTION DELETE library.
 pub(super) fn function_delete(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let name = String::from_utf8_lossy(&args[2]).into_owned();
     Handle::exclusive_in(cx, Cx::h, |cx| {
         with_libraries(cx, |cx, _, libs| {
-            let Some(at) = libs.libs.iter().position(|l| l.name == name) else {
+            let Some(at) = libs
+                .libs
+                .iter()
+                .position(|l| l.name.eq_ignore_ascii_case(&name))
+            else {
                 return Err(CmdError::msg("ERR Library not found"));
             };
             libs.libs.remove(at);
@@ -360,7 +393,11 @@ pub(super) fn function_flush(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 "ERR FUNCTION FLUSH only supports SYNC|ASYNC option",
             ))
         }
-        _ => return Err(CmdError::arity("function|flush")),
+        _ => {
+            return Err(CmdError::msg(
+                "ERR unknown subcommand or wrong number of arguments for 'flush'. Try FUNCTION HELP.",
+            ))
+        }
     }
     Handle::exclusive_in(cx, Cx::h, |cx| {
         with_libraries(cx, |cx, _, libs| {
@@ -454,6 +491,11 @@ pub(super) fn function_dump(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
 
 /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE].
 pub(super) fn function_restore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    if args.len() > 4 {
+        return Err(CmdError::msg(
+            "ERR unknown subcommand or wrong number of arguments for 'restore'. Try FUNCTION HELP.",
+        ));
+    }
     #[derive(PartialEq)]
     enum Policy {
         Flush,
@@ -471,9 +513,7 @@ pub(super) fn function_restore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             ))
         }
     };
-    if args.len() > 4 {
-        return Err(CmdError::arity("function|restore"));
-    }
+    refuse_oom(cx)?;
     let body = rdb::verify(&args[2])
         .map_err(|_| CmdError::msg("ERR DUMP payload version or checksum are wrong"))?;
     let codes = rdb::decode_functions(body)
@@ -489,7 +529,10 @@ pub(super) fn function_restore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 _ => libs.libs.clone(),
             };
             for lib in loaded {
-                if let Some(at) = next.iter().position(|l| l.name == lib.name) {
+                if let Some(at) = next
+                    .iter()
+                    .position(|l| l.name.eq_ignore_ascii_case(&lib.name))
+                {
                     if policy != Policy::Replace {
                         return Err(CmdError::owned(format!(
                             "ERR Library {} already exists",
@@ -500,7 +543,11 @@ pub(super) fn function_restore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 }
                 let clash = lib.functions.iter().find(|f| {
                     next.iter()
-                        .any(|l| l.functions.iter().any(|g| g.name == f.name))
+                        .any(|l| {
+                            l.functions
+                                .iter()
+                                .any(|g| g.name.eq_ignore_ascii_case(&f.name))
+                        })
                 });
                 if let Some(f) = clash {
                     return Err(CmdError::owned(format!(
