@@ -126,12 +126,12 @@ fn metadata(code: &[u8]) -> Result<(String, String), CmdError> {
     let Some(end) = code.iter().position(|&b| b == b'\n') else {
         return Err(CmdError::msg("ERR Invalid library metadata"));
     };
-    let line = String::from_utf8_lossy(&code[..end]);
-    let mut parts = line.split_ascii_whitespace();
+    let words = super::split_args(&code[..end]).unwrap_or_default();
+    let mut parts = words.iter().map(String::as_str);
     let Some(first) = parts.next() else {
         return Err(CmdError::msg("ERR Invalid library metadata"));
     };
-    let engine = first[2..].to_string();
+    let engine = first.get(2..).unwrap_or_default().to_string();
     let mut name = None;
     for part in parts {
         if part.len() >= 5 && part[..5].eq_ignore_ascii_case("name=") {

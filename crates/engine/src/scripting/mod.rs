@@ -179,6 +179,57 @@ fn store_body(cx: &Cx<'_>, sha: &str, body: &[u8]) {
     }
 }
 
+/// Splits a shebang line into words as Redis's `sdssplitargs` does:
+/// spaces separate words, and double or single quotes may wrap parts of a
+/// word (`name="foo"` is `name=foo`). None when a quote is left open or a
+/// closing quote is not followed by a space.
+pub(crate) fn split_args(line: &[u8]) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut i = 0;
+    while i < line.len() {
+        while i < line.len() && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= line.len() {
+            break;
+        }
+        let mut word = Vec::new();
+        let mut quote: Option<u8> = None;
+        while i < line.len() {
+            let c = line[i];
+            match quote {
+                Some(q) if c == q => {
+                    if line.get(i + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
+                        return None;
+                    }
+                    quote = None;
+                    i += 1;
+                    break;
+                }
+                Some(b'"') if c == b'\\' && i + 1 < line.len() => {
+                    i += 1;
+                    word.push(match line[i] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        other => other,
+                    });
+                }
+                Some(_) => word.push(c),
+                None if c.is_ascii_whitespace() => break,
+                None if c == b'"' || c == b'\'' => quote = Some(c),
+                None => word.push(c),
+            }
+            i += 1;
+        }
+        if quote.is_some() {
+            return None;
+        }
+        words.push(String::from_utf8_lossy(&word).into_owned());
+    }
+    Some(words)
+}
+
 /// Reads a shebang line (`#!lua flags=no-writes,…`): the flags and the
 /// length of the line (which is left out of the compiled text, its line
 /// feed kept so line numbers stay right). No shebang: compatibility mode.
@@ -189,8 +240,8 @@ pub(crate) fn shebang_flags(body: &[u8]) -> Result<(u32, usize), CmdError> {
     let Some(end) = body.iter().position(|&b| b == b'\n') else {
         return Err(CmdError::msg("ERR Invalid script shebang"));
     };
-    let line = String::from_utf8_lossy(&body[..end]);
-    let mut parts = line.split_ascii_whitespace();
+    let words = split_args(&body[..end]).unwrap_or_default();
+    let mut parts = words.iter().map(String::as_str);
     let Some(engine) = parts.next() else {
         return Err(CmdError::msg("ERR Invalid engine in script shebang"));
     };
