@@ -16,7 +16,7 @@ use crate::connection::REDIS_VERSION;
 
 /// Most memory one worker's Lua state may hold: a script that allocates
 /// without bound gets an error instead of exhausting the worker.
-pub(crate) const MEMORY_LIMIT: usize = 512 << 20;
+pub(crate) const MEMORY_LIMIT: usize = 256 << 20;
 
 /// What the natives read and change during one run.
 #[derive(Debug)]

@@ -20,7 +20,6 @@ mod functions;
 mod libs;
 mod lua;
 
-pub use convert::{parse_replies, Reply};
 
 use std::rc::Rc;
 
@@ -693,4 +692,52 @@ fn function_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
             "    Print this help.",
         ],
     )
+}
+
+/// The fuzz target `script_reply`'s checks (`cargo test` runs them over
+/// its corpus): any bytes given to the reply parser `redis.call` uses are
+/// refused or parsed without a panic; whatever parses converts to a Lua
+/// value and back into a reply (both protocols) that parses again; and a
+/// Lua number passed as a command argument prints as `%.17g`, which reads
+/// back as the same number.
+#[doc(hidden)]
+pub mod fuzzing {
+    use proto::resp::{Protocol, ReplyWriter};
+
+    use super::convert::{lua_to_reply, parse_replies, reply_to_lua};
+
+    /// One fuzz input.
+    pub fn fuzz_reply(data: &[u8]) {
+        if let Ok(replies) = parse_replies(data) {
+            let lua = mlua::Lua::new();
+            for r in &replies {
+                let Ok(v) = reply_to_lua(&lua, r) else {
+                    continue;
+                };
+                for protocol in [Protocol::Resp2, Protocol::Resp3] {
+                    let mut out = Vec::new();
+                    lua_to_reply(&mut ReplyWriter::new(&mut out, protocol), &v, protocol);
+                    assert!(parse_replies(&out).is_ok(), "{out:?}");
+                }
+            }
+        }
+        if let Some(bytes) = data.get(..8) {
+            let d = f64::from_le_bytes(bytes.try_into().unwrap_or_default());
+            let text = super::lua::format_double(d);
+            if d.is_finite() {
+                assert_eq!(text.parse::<f64>().ok(), Some(d), "{text}");
+            }
+        }
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn the_fuzz_corpus_keeps_the_invariants() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/corpus/script_reply");
+        for entry in std::fs::read_dir(&dir).expect("corpus dir") {
+            let data = std::fs::read(entry.expect("entry").path()).expect("read");
+            fuzz_reply(&data);
+        }
+    }
 }
