@@ -220,7 +220,7 @@ for lib, fns in pairs(state.native) do
 end
 "#;
 
-/// `7.0.15` → 0x00070f.
+/// `7.0.15` → 0x07000f (a byte per part).
 fn version_num(v: &str) -> i64 {
     v.split('.')
         .map(|p| p.parse::<i64>().unwrap_or(0))
@@ -414,7 +414,7 @@ mod tests {
         assert_eq!(format_double(0.1), "0.10000000000000001");
         assert_eq!(format_double(1e20), "1e+20");
         assert_eq!(format_double(-2.5e-7), "-2.4999999999999999e-07");
-        assert_eq!(version_num("7.0.15"), 0x00070f);
+        assert_eq!(version_num("7.0.15"), 0x07_00_0f);
     }
 
     #[test]

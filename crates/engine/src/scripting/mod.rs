@@ -31,6 +31,7 @@ use crate::command::{self, dispatch_sub, flags::*, Arg, CmdResult, Command};
 use crate::engine::{Cx, Flow};
 use crate::error::CmdError;
 use crate::parse;
+use convert::Reply;
 use lua::{Compiled, Vm, VM};
 
 crate::command::group_cmd!("scripting", keys = (0, 0, 0));
