@@ -377,7 +377,7 @@ impl Engine {
     /// Whether a `denyoom` command must be refused now: over `maxmemory`
     /// under `noeviction` (an evicting policy frees room as the write
     /// allocates, or fails it with OOM there).
-    fn refuses_oom(&self) -> bool {
+    pub(crate) fn refuses_oom(&self) -> bool {
         self.store.over_maxmemory().unwrap_or(false)
             && self
                 .store

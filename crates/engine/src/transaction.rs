@@ -103,6 +103,12 @@ impl Transaction {
             .map(|q| (q.cmd, q.args.as_slice()))
     }
 
+    /// Marks the client as running commands that cannot block or be
+    /// queued: EXEC's queue, or a script's `redis.call`.
+    pub(crate) fn set_executing(&mut self, on: bool) {
+        self.executing = on;
+    }
+
     /// Dooms an open transaction (a command was refused while queuing).
     pub fn flag_error(&mut self) {
         if self.queue.is_some() {

@@ -84,6 +84,7 @@ impl Store {
             key_log: Default::default(),
             log: Default::default(),
             keep_expired: false,
+            ignore_maxmemory: false,
         };
         h.finish_interrupted_flush()?;
         Ok(h)

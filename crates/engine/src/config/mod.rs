@@ -153,6 +153,13 @@ pub(crate) mod word {
     /// empties its tracking table and sends `invalidate nil`, even before
     /// the flush's routed message reaches it.
     pub const TRACKING_FLUSHES: u64 = 48;
+    /// Bumped by SCRIPT FLUSH: a worker that sees it move drops the
+    /// scripts it compiled (the shared cache directory is emptied).
+    pub const SCRIPT_EPOCH: u64 = 49;
+    /// Bumped by every change of the function libraries (FUNCTION LOAD,
+    /// DELETE, FLUSH, RESTORE): a worker that sees it move loads them
+    /// again from the shared file.
+    pub const FUNCTION_GENERATION: u64 = 50;
     /// Bumped after every change of the ACL user table (acl.rs): each
     /// engine re-reads the users when it sees it move.
     pub const ACL_GENERATION: u64 = 57;

@@ -21,8 +21,22 @@ mod listpack;
 mod lzf;
 mod ziplist;
 
-pub use decode::decode;
+pub use decode::{decode, decode_functions};
 pub use encode::encode;
+
+/// RDB's opcode for one function library (its code follows as a string).
+pub const OPCODE_FUNCTION2: u8 = 245;
+
+/// A FUNCTION DUMP payload of these library codes (Redis's format: each
+/// library as the function opcode and its code, then the footer).
+pub fn encode_functions(codes: &[Vec<u8>]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for code in codes {
+        body.push(OPCODE_FUNCTION2);
+        encode::put_string(&mut body, code);
+    }
+    seal(body)
+}
 
 /// The RDB version DUMP writes and the newest RESTORE accepts (Redis 7.0's).
 pub const RDB_VERSION: u16 = 10;

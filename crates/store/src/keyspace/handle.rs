@@ -32,6 +32,9 @@ pub struct Handle {
     /// Reads leave expired keys in place (they still read as missing):
     /// set while clients are paused, when the data set must not change.
     pub(crate) keep_expired: bool,
+    /// Allocations may pass `maxmemory` (a script flagged `allow-oom`
+    /// writes as Redis lets it; eviction still runs when it can).
+    pub(crate) ignore_maxmemory: bool,
 }
 
 /// Where a publish puts the new entry.
@@ -109,6 +112,18 @@ impl Handle {
         if frozen {
             self.frozen_ms = Some(self.ctx.sh.clock.now_ms());
         }
+    }
+
+    /// While `ignore` is set, allocations may pass `maxmemory` (eviction
+    /// still frees what it can first): Redis lets a script flagged
+    /// `allow-oom` write over the limit.
+    pub fn ignore_maxmemory(&mut self, ignore: bool) {
+        self.ignore_maxmemory = ignore;
+    }
+
+    /// Whether allocations may pass `maxmemory` now.
+    pub fn ignores_maxmemory(&self) -> bool {
+        self.ignore_maxmemory
     }
 
     /// While `keep` is set, a read that finds an expired key reports it
@@ -422,7 +437,10 @@ impl Handle {
     /// One allocation attempt without eviction, honouring `maxmemory`.
     fn try_alloc_block(&mut self, payload: u64, need: u64, pending: u64) -> Result<Option<u64>> {
         let maxmem = self.ctx.region().load64(H_MAXMEMORY)?;
-        if maxmem != 0 && self.ctx.region().load64(A_USED_BYTES)? + need > maxmem {
+        if maxmem != 0
+            && !self.ignore_maxmemory
+            && self.ctx.region().load64(A_USED_BYTES)? + need > maxmem
+        {
             return Ok(None);
         }
         alloc::alloc(&mut self.ctx, payload, pending)

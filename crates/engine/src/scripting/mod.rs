@@ -1,0 +1,748 @@
+//! Scripting: EVAL and its kin, the script cache (SCRIPT), and FUNCTION's
+//! libraries, over one Lua 5.1 state per worker thread (`lua.rs`).
+//!
+//! A script runs inside one exclusive section of the store, exactly as
+//! EXEC runs its queue: no client of any worker reads or writes a key until
+//! it ends, and the log records its writes as one group of effects, so
+//! replaying the log never runs Lua. `redis.call` dispatches through the
+//! same command table as a client, with Redis's checks for scripts
+//! (`NOSCRIPT` commands, writes from read-only scripts, OOM).
+//!
+//! The script cache is shared by every worker: a script's body is kept in
+//! a directory beside the segment (`<segment>.scripts/<sha1>`), so a script
+//! loaded through one worker runs by EVALSHA through any other. Each worker
+//! compiles a body the first time it runs it. SCRIPT FLUSH empties the
+//! directory and moves a shared epoch word, on which every worker drops
+//! what it compiled.
+
+mod convert;
+mod functions;
+mod libs;
+mod lua;
+
+use std::rc::Rc;
+
+use mlua::{Function, Value};
+use proto::resp::{Protocol, ReplyWriter};
+use store::Handle;
+
+use crate::command::{self, dispatch_sub, flags::*, Arg, CmdResult, Command};
+use crate::engine::{Cx, Flow};
+use crate::error::CmdError;
+use crate::parse;
+use convert::Reply;
+use lua::{Compiled, Vm, VM};
+
+crate::command::group_cmd!("scripting", keys = (0, 0, 0));
+
+const NOSCRIPT_ERR: &str = "NOSCRIPT No matching script. Please use EVAL.";
+
+/// Script flags (`#!lua flags=…`), Redis's `SCRIPT_FLAG_*`.
+pub(crate) mod script_flags {
+    /// `no-writes`.
+    pub const NO_WRITES: u32 = 1;
+    /// `allow-oom`.
+    pub const ALLOW_OOM: u32 = 1 << 1;
+    /// `allow-stale`.
+    pub const ALLOW_STALE: u32 = 1 << 2;
+    /// `no-cluster`.
+    pub const NO_CLUSTER: u32 = 1 << 3;
+    /// No shebang: an EVAL script of before 7.0.
+    pub const EVAL_COMPAT: u32 = 1 << 4;
+    /// `allow-cross-slot-keys`.
+    pub const ALLOW_CROSS_SLOT: u32 = 1 << 5;
+
+    /// The flags' names, as shebangs and FUNCTION LIST spell them.
+    pub const NAMES: &[(u32, &str)] = &[
+        (NO_WRITES, "no-writes"),
+        (ALLOW_OOM, "allow-oom"),
+        (ALLOW_STALE, "allow-stale"),
+        (NO_CLUSTER, "no-cluster"),
+        (ALLOW_CROSS_SLOT, "allow-cross-slot-keys"),
+    ];
+}
+use script_flags::*;
+
+#[rustfmt::skip]
+const SCRIPT_SUBCOMMANDS: &[Command] = &[
+    cmd("script|load", 3, NOSCRIPT | STALE, "2.6.0", "Load the specified Lua script into the script cache.", script_load),
+    cmd("script|exists", -3, NOSCRIPT, "2.6.0", "Check existence of scripts in the script cache.", script_exists),
+    cmd("script|flush", -2, NOSCRIPT, "2.6.0", "Remove all the scripts from the script cache.", script_flush),
+    cmd("script|kill", 2, NOSCRIPT | ALLOW_BUSY, "2.6.0", "Kill the script currently in execution.", script_kill),
+    cmd("script|help", 2, LOADING | STALE, "5.0.0", "Show helpful text about the different subcommands", script_help),
+];
+
+#[rustfmt::skip]
+const FUNCTION_SUBCOMMANDS: &[Command] = &[
+    cmd("function|load", -3, WRITE | DENYOOM | NOSCRIPT, "7.0.0", "Create a function with the given arguments (name, code, description)", functions::function_load),
+    cmd("function|delete", 3, WRITE | NOSCRIPT, "7.0.0", "Delete a function by name", functions::function_delete),
+    cmd("function|flush", -2, WRITE | NOSCRIPT, "7.0.0", "Deleting all functions", functions::function_flush),
+    cmd("function|list", -2, NOSCRIPT, "7.0.0", "List information about all the functions", functions::function_list),
+    cmd("function|dump", 2, NOSCRIPT, "7.0.0", "Dump all functions into a serialized binary payload", functions::function_dump),
+    cmd("function|restore", -3, WRITE | DENYOOM | NOSCRIPT, "7.0.0", "Restore all the functions on the given payload", functions::function_restore),
+    cmd("function|stats", 2, NOSCRIPT | ALLOW_BUSY, "7.0.0", "Return information about the function currently running (name, description, duration)", functions::function_stats),
+    cmd("function|kill", 2, NOSCRIPT | ALLOW_BUSY, "7.0.0", "Kill the function currently in execution.", function_kill),
+    cmd("function|help", 2, LOADING | STALE, "7.0.0", "Show helpful text about the different subcommands", function_help),
+];
+
+const fn movable(c: Command) -> Command {
+    Command {
+        movable_keys: Some(command::keys_numkeys_second),
+        ..c
+    }
+}
+
+/// The scripting commands.
+#[rustfmt::skip]
+pub(crate) const COMMANDS: &[Command] = &[
+    movable(cmd("eval", -3, NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE, "2.6.0", "Execute a Lua script server side", eval)),
+    movable(cmd("evalsha", -3, NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE, "2.6.0", "Execute a Lua script server side", evalsha)),
+    movable(cmd("eval_ro", -3, NOSCRIPT | SKIP_MONITOR | NO_MANDATORY_KEYS | STALE | READONLY, "7.0.0", "Execute a read-only Lua script server side", eval_ro)),
+    movable(cmd("evalsha_ro", -3, NOSCRIPT | SKIP_MONITOR | NO_MANDATORY_KEYS | STALE | READONLY, "7.0.0", "Execute a read-only Lua script server side", evalsha_ro)),
+    movable(cmd("fcall", -3, NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE, "7.0.0", "Invoke a function", fcall)),
+    movable(cmd("fcall_ro", -3, NOSCRIPT | SKIP_MONITOR | NO_MANDATORY_KEYS | STALE | READONLY, "7.0.0", "Invoke a read-only function", fcall_ro)),
+    Command { subcommands: SCRIPT_SUBCOMMANDS, ..cmd("script", -2, 0, "2.6.0", "A container for Lua scripts management commands", script) },
+    Command { subcommands: FUNCTION_SUBCOMMANDS, ..cmd("function", -2, 0, "7.0.0", "A container for function commands", function) },
+];
+
+fn script(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    dispatch_sub(cx, &COMMANDS[6], args)
+}
+
+fn function(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    dispatch_sub(cx, &COMMANDS[7], args)
+}
+
+fn lua_error(e: mlua::Error) -> CmdError {
+    CmdError::owned(format!("ERR {e}"))
+}
+
+/// Runs `f` with this thread's Lua state and compiled scripts, creating
+/// the state on first use and starting afresh after a SCRIPT FLUSH.
+fn with_vm<R>(
+    cx: &mut Cx<'_>,
+    f: impl FnOnce(&Rc<Vm>, &mut Compiled) -> Result<R, CmdError>,
+) -> Result<R, CmdError> {
+    let epoch = cx
+        .engine
+        .store
+        .config_word(crate::config::word::SCRIPT_EPOCH)
+        .unwrap_or(0);
+    let (vm, mut compiled) = VM.with(|slot| -> Result<_, CmdError> {
+        let mut slot = slot.borrow_mut();
+        match slot.take() {
+            Some((vm, compiled)) if compiled.epoch == epoch => Ok((vm, compiled)),
+            _ => {
+                let vm = Vm::new().map_err(lua_error)?;
+                Ok((
+                    Rc::new(vm),
+                    Compiled {
+                        epoch,
+                        ..Default::default()
+                    },
+                ))
+            }
+        }
+    })?;
+    let r = f(&vm, &mut compiled);
+    VM.with(|slot| *slot.borrow_mut() = Some((vm, compiled)));
+    r
+}
+
+/// The directory of the shared script cache.
+fn cache_dir(cx: &Cx<'_>) -> std::path::PathBuf {
+    let mut p = cx.engine.store.path().as_os_str().to_owned();
+    p.push(".scripts");
+    p.into()
+}
+
+/// A script's body from the shared cache, if it is there (and really is
+/// the script of that SHA1: the file is outside the engine's control).
+fn cached_body(cx: &Cx<'_>, sha: &str) -> Option<Vec<u8>> {
+    let body = std::fs::read(cache_dir(cx).join(sha)).ok()?;
+    (lua::sha1_hex(&body) == sha).then_some(body)
+}
+
+/// Adds a body to the shared cache (best effort: a worker that cannot
+/// write it still runs the script; the others then answer NOSCRIPT).
+fn store_body(cx: &Cx<'_>, sha: &str, body: &[u8]) {
+    let dir = cache_dir(cx);
+    let path = dir.join(sha);
+    if path.exists() {
+        return;
+    }
+    let _ = std::fs::create_dir_all(&dir);
+    let tmp = dir.join(format!(".{sha}.{}", std::process::id()));
+    if std::fs::write(&tmp, body).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+}
+
+/// Splits a shebang line into words as Redis's `sdssplitargs` does:
+/// spaces separate words, and double or single quotes may wrap parts of a
+/// word (`name="foo"` is `name=foo`). None when a quote is left open or a
+/// closing quote is not followed by a space.
+pub(crate) fn split_args(line: &[u8]) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut i = 0;
+    while i < line.len() {
+        while i < line.len() && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= line.len() {
+            break;
+        }
+        let mut word = Vec::new();
+        let mut quote: Option<u8> = None;
+        while i < line.len() {
+            let c = line[i];
+            match quote {
+                Some(q) if c == q => {
+                    if line.get(i + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
+                        return None;
+                    }
+                    quote = None;
+                    i += 1;
+                    break;
+                }
+                Some(b'"') if c == b'\\' && i + 1 < line.len() => {
+                    i += 1;
+                    word.push(match line[i] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        other => other,
+                    });
+                }
+                Some(_) => word.push(c),
+                None if c.is_ascii_whitespace() => break,
+                None if c == b'"' || c == b'\'' => quote = Some(c),
+                None => word.push(c),
+            }
+            i += 1;
+        }
+        if quote.is_some() {
+            return None;
+        }
+        words.push(String::from_utf8_lossy(&word).into_owned());
+    }
+    Some(words)
+}
+
+/// Reads a shebang line (`#!lua flags=no-writes,…`): the flags and the
+/// length of the line (which is left out of the compiled text, its line
+/// feed kept so line numbers stay right). No shebang: compatibility mode.
+pub(crate) fn shebang_flags(body: &[u8]) -> Result<(u32, usize), CmdError> {
+    if !body.starts_with(b"#!") {
+        return Ok((EVAL_COMPAT, 0));
+    }
+    let Some(end) = body.iter().position(|&b| b == b'\n') else {
+        return Err(CmdError::msg("ERR Invalid script shebang"));
+    };
+    let words = split_args(&body[..end]).unwrap_or_default();
+    let mut parts = words.iter().map(String::as_str);
+    let Some(engine) = parts.next() else {
+        return Err(CmdError::msg("ERR Invalid engine in script shebang"));
+    };
+    if engine != "#!lua" {
+        return Err(CmdError::owned(format!(
+            "ERR Unexpected engine in script shebang: {engine}"
+        )));
+    }
+    let mut flags = 0;
+    for part in parts {
+        let Some(list) = part.strip_prefix("flags=") else {
+            return Err(CmdError::owned(format!(
+                "ERR Unknown lua shebang option: {part}"
+            )));
+        };
+        for name in list.split(',').filter(|n| !n.is_empty()) {
+            match script_flags::NAMES.iter().find(|(_, n)| *n == name) {
+                Some((bit, _)) => flags |= bit,
+                None => {
+                    return Err(CmdError::owned(format!(
+                        "ERR Unexpected flag in script shebang: {name}"
+                    )))
+                }
+            }
+        }
+    }
+    Ok((flags, end))
+}
+
+/// The compiled function and flags of script `sha` (with `body` when the
+/// caller has it), compiling and caching it if this worker has not yet.
+fn script_function(
+    cx: &mut Cx<'_>,
+    sha: &str,
+    body: Option<&[u8]>,
+) -> Result<(Rc<Vm>, Function, u32), CmdError> {
+    let body = match body {
+        Some(b) => Some(b.to_vec()),
+        None => None,
+    };
+    let from_cache = |cx: &Cx<'_>| cached_body(cx, sha);
+    let fetched = match &body {
+        Some(_) => None,
+        None => from_cache(cx),
+    };
+    let found = with_vm(cx, |vm, compiled| {
+        if let Some((f, flags)) = compiled.by_sha.get(sha) {
+            return Ok(Some((vm.clone(), f.clone(), *flags, false)));
+        }
+        let Some(body) = body.as_deref().or(fetched.as_deref()) else {
+            return Ok(None);
+        };
+        let (flags, skip) = shebang_flags(body)?;
+        let f = vm.compile(&body[skip..], "@user_script").map_err(|e| {
+            let text = match e {
+                mlua::Error::SyntaxError { message, .. } => message,
+                other => other.to_string(),
+            };
+            CmdError::owned(format!("ERR Error compiling script (new function): {text}"))
+        })?;
+        compiled.by_sha.insert(sha.to_string(), (f.clone(), flags));
+        Ok(Some((vm.clone(), f, flags, true)))
+    })?;
+    let Some((vm, f, flags, new)) = found else {
+        return Err(CmdError::msg(NOSCRIPT_ERR));
+    };
+    if new {
+        if let Some(b) = &body {
+            store_body(cx, sha, b);
+        }
+    }
+    Ok((vm, f, flags))
+}
+
+fn eval(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    eval_command(cx, args, false, false)
+}
+
+fn evalsha(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    eval_command(cx, args, true, false)
+}
+
+fn eval_ro(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    eval_command(cx, args, false, true)
+}
+
+fn evalsha_ro(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    eval_command(cx, args, true, true)
+}
+
+/// The keys and the other arguments after a numkeys argument at 2.
+fn split_numkeys<'a, 'b>(args: &'a [Arg<'b>]) -> Result<(&'a [Arg<'b>], &'a [Arg<'b>]), CmdError> {
+    let n = parse::int(&args[2])?;
+    if n < 0 {
+        return Err(CmdError::msg("ERR Number of keys can't be negative"));
+    }
+    let rest = &args[3..];
+    if n as u64 > rest.len() as u64 {
+        return Err(CmdError::msg(
+            "ERR Number of keys can't be greater than number of args",
+        ));
+    }
+    Ok(rest.split_at(n as usize))
+}
+
+fn eval_command(cx: &mut Cx<'_>, args: &[Arg<'_>], by_sha: bool, ro: bool) -> CmdResult {
+    let (keys, argv) = split_numkeys(args)?;
+    let (vm, f, flags, sha) = if by_sha {
+        let sha = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+        if sha.len() != 40 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(CmdError::msg(NOSCRIPT_ERR));
+        }
+        let (vm, f, flags) = script_function(cx, &sha, None)?;
+        (vm, f, flags, sha)
+    } else {
+        let sha = lua::sha1_hex(&args[1]);
+        let (vm, f, flags) = script_function(cx, &sha, Some(&args[1]))?;
+        (vm, f, flags, sha)
+    };
+    let name = format!("f_{sha}");
+    run(cx, &vm, &f, flags, ro, true, &name, keys, argv)
+}
+
+/// What `redis.call` checks and remembers during one run.
+struct CallCtx {
+    read_only: bool,
+    allow_oom: bool,
+    wrote: bool,
+}
+
+/// Runs a compiled script or function (`eval_mode`: KEYS and ARGV are
+/// globals; otherwise they are the function's two arguments) inside one
+/// exclusive section and writes its reply.
+#[allow(clippy::too_many_arguments)]
+fn run(
+    cx: &mut Cx<'_>,
+    vm: &Rc<Vm>,
+    f: &Function,
+    flags: u32,
+    ro: bool,
+    eval_mode: bool,
+    name: &str,
+    keys: &[Arg<'_>],
+    argv: &[Arg<'_>],
+) -> CmdResult {
+    let compat = flags & EVAL_COMPAT != 0;
+    if !compat {
+        if flags & NO_WRITES == 0 && ro {
+            return Err(CmdError::msg(
+                "ERR Can not execute a script with write flag using *_ro command.",
+            ));
+        }
+        if flags & (ALLOW_OOM | NO_WRITES) == 0 && cx.engine.store.over_maxmemory().unwrap_or(false)
+        {
+            return Err(CmdError::msg("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'"));
+        }
+    }
+    let mut ctx = CallCtx {
+        read_only: ro || (!compat && flags & NO_WRITES != 0),
+        allow_oom: !compat && flags & ALLOW_OOM != 0,
+        wrote: false,
+    };
+    let lua = &vm.lua;
+    let table = |items: &[Arg<'_>]| -> mlua::Result<mlua::Table> {
+        let t = lua.create_table_with_capacity(items.len(), 0)?;
+        for (i, a) in items.iter().enumerate() {
+            t.raw_set(i + 1, lua.create_string(a)?)?;
+        }
+        Ok(t)
+    };
+    let keys_t = table(keys).map_err(lua_error)?;
+    let argv_t = table(argv).map_err(lua_error)?;
+    if eval_mode {
+        vm.globals
+            .raw_set("KEYS", keys_t.clone())
+            .map_err(lua_error)?;
+        vm.globals
+            .raw_set("ARGV", argv_t.clone())
+            .map_err(lua_error)?;
+    }
+    vm.flags.resp.set(Protocol::Resp2);
+    vm.flags.running.set(true);
+    let saved_db = cx.session.db;
+    let was_executing = cx.session.in_exec();
+    let result = Handle::exclusive_in(cx, Cx::h, |cx| -> Result<_, CmdError> {
+        cx.session.tx.set_executing(true);
+        let ignored = cx.engine.h.ignores_maxmemory();
+        if ctx.allow_oom {
+            cx.engine.h.ignore_maxmemory(true);
+        }
+        let r = lua.scope(|scope| {
+            let call = scope.create_function_mut(|lua, args: mlua::Table| {
+                redis_call(cx, lua, vm.flags.resp.get(), &mut ctx, args)
+            })?;
+            vm.state.raw_set("call", call)?;
+            vm.state.raw_set("pending", Value::Nil)?;
+            let runner: Function = vm.state.raw_get("run")?;
+            let r = runner.call::<(bool, Value)>((f.clone(), keys_t, argv_t));
+            vm.state.raw_set("call", Value::Nil)?;
+            r
+        });
+        cx.session.tx.set_executing(was_executing);
+        cx.engine.h.ignore_maxmemory(ignored);
+        Ok(r)
+    });
+    vm.flags.running.set(false);
+    cx.session.db = saved_db;
+    let resp = vm.flags.resp.get();
+    match result? {
+        Ok((true, value)) => {
+            convert::lua_to_reply(&mut cx.out, &value, resp);
+            Ok(())
+        }
+        Ok((false, err)) => Err(script_error(&err, name)),
+        Err(e) => Err(CmdError::owned(format!(
+            "ERR Error running script {name}, {}",
+            clip_chars(&e.to_string(), 100)
+        ))),
+    }
+}
+
+fn clip_chars(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+/// The error reply of a failed run (Redis's `luaCallFunction`).
+fn script_error(err: &Value, name: &str) -> CmdError {
+    let text = |v: Value| match v {
+        Value::String(s) => Some(s.to_string_lossy()),
+        Value::Number(n) => Some(libs::lua_number_text(n)),
+        Value::Integer(n) => Some(n.to_string()),
+        _ => None,
+    };
+    match err {
+        Value::Table(t) => {
+            let msg = text(t.raw_get("err").unwrap_or(Value::Nil))
+                .unwrap_or_else(|| "ERR unknown error".into());
+            let source = text(t.raw_get("source").unwrap_or(Value::Nil));
+            let line = text(t.raw_get("line").unwrap_or(Value::Nil));
+            let mut out = msg;
+            if let (Some(source), Some(line)) = (source, line) {
+                out.push_str(&format!(" script: {name}, on {source}:{line}."));
+            }
+            CmdError::owned(out)
+        }
+        Value::String(s) => CmdError::owned(format!(
+            "ERR Error running script {name}, {}",
+            clip_chars(&s.to_string_lossy(), 100)
+        )),
+        _ => CmdError::owned(format!(
+            "ERR Error running script {name}, execution failure"
+        )),
+    }
+}
+
+/// `redis.call` / `redis.pcall`: the arguments become a request, checked
+/// as Redis checks a script's command, run, and its reply converted. The
+/// second result says whether it is an error (`redis.call` raises it).
+fn redis_call(
+    cx: &mut Cx<'_>,
+    lua: &mlua::Lua,
+    resp: Protocol,
+    ctx: &mut CallCtx,
+    args: mlua::Table,
+) -> mlua::Result<(Value, bool)> {
+    let n: usize = args.raw_get::<Option<usize>>("n")?.unwrap_or(0);
+    let args: Vec<Value> = (1..=n)
+        .map(|i| args.raw_get::<Value>(i))
+        .collect::<mlua::Result<_>>()?;
+    if args.is_empty() {
+        let e = lua::error_table(
+            lua,
+            b"Please specify at least one argument for this redis lib call",
+        )?;
+        return Ok((e, true));
+    }
+    let mut request: Vec<Arg<'static>> = Vec::with_capacity(args.len());
+    for v in args.iter() {
+        let bytes = match v {
+            Value::String(s) => s.as_bytes().to_vec(),
+            Value::Number(n) => lua::format_double(*n).into_bytes(),
+            Value::Integer(n) => n.to_string().into_bytes(),
+            _ => {
+                let e = lua::error_table(
+                    lua,
+                    b"Lua redis lib command arguments must be strings or integers",
+                )?;
+                return Ok((e, true));
+            }
+        };
+        request.push(Arg::Owned(bytes));
+    }
+    match script_command(cx, resp, ctx, &request) {
+        Err(text) => Ok((lua::error_table(lua, text.as_bytes())?, true)),
+        Ok(bytes) => match convert::parse_replies(&bytes) {
+            Ok(replies) if !replies.is_empty() => {
+                let failed = matches!(replies[0], Reply::Error(_));
+                Ok((convert::reply_to_lua(lua, &replies[0])?, failed))
+            }
+            _ => Ok((
+                lua::error_table(lua, b"Unexpected reply from command")?,
+                true,
+            )),
+        },
+    }
+}
+
+/// Runs one command of a script after Redis's checks (`scriptCall`),
+/// returning its reply bytes, or the text of the check that refused it.
+fn script_command(
+    cx: &mut Cx<'_>,
+    resp: Protocol,
+    ctx: &mut CallCtx,
+    args: &[Arg<'static>],
+) -> Result<Vec<u8>, String> {
+    let Some(cmd) = command::lookup(&args[0]) else {
+        return Err("Unknown Redis command called from script".into());
+    };
+    if !cmd.arity_ok(args.len()) {
+        return Err("Wrong number of args calling Redis command from script".into());
+    }
+    let sub = match cmd.subcommands.is_empty() || args.len() < 2 {
+        true => Some(cmd),
+        false => command::find_sub(cmd, args).ok(),
+    };
+    let flags = cmd.flags | sub.map_or(0, |c| c.flags);
+    if flags & NOSCRIPT != 0 {
+        return Err("This Redis command is not allowed from script".into());
+    }
+    if flags & WRITE != 0 {
+        if ctx.read_only {
+            return Err("Write commands are not allowed from read-only scripts.".into());
+        }
+        if flags & DENYOOM != 0 && !ctx.allow_oom && !ctx.wrote && cx.engine.refuses_oom() {
+            return Err(format!("-{}", crate::error::OOM));
+        }
+        ctx.wrote = true;
+    }
+    let mut buf = Vec::new();
+    let mut inner = Cx {
+        engine: &mut *cx.engine,
+        session: &mut *cx.session,
+        out: ReplyWriter::new(&mut buf, resp),
+        flow: Flow::Continue,
+    };
+    if let Err(e) = crate::engine::run(&mut inner, cmd, args) {
+        inner.engine.stats.failed += 1;
+        inner.engine.cmdstats.error(e.text());
+        inner.out.error(e.text().as_bytes());
+    }
+    if !matches!(inner.flow, Flow::Continue | Flow::Block(_)) {
+        // Only the server could finish it (CLIENT LIST, INFO across
+        // workers…), after the script: refused, as Redis refuses commands
+        // a script cannot run.
+        return Err("This Redis command is not allowed from script".into());
+    }
+    Ok(buf)
+}
+
+fn fcall(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    functions::fcall_command(cx, args, false)
+}
+
+fn fcall_ro(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    functions::fcall_command(cx, args, true)
+}
+
+fn function_kill(_cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    Err(CmdError::msg("NOTBUSY No scripts in execution right now."))
+}
+
+fn script_load(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let sha = lua::sha1_hex(&args[2]);
+    script_function(cx, &sha, Some(&args[2]))?;
+    cx.out.bulk(sha.as_bytes());
+    Ok(())
+}
+
+fn script_exists(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    cx.out.array_len(args.len() - 2);
+    for a in &args[2..] {
+        let sha = String::from_utf8_lossy(a).to_ascii_lowercase();
+        let known = sha.len() == 40
+            && sha.bytes().all(|b| b.is_ascii_hexdigit())
+            && cache_dir(cx).join(&sha).exists();
+        cx.out.integer(known as i64);
+    }
+    Ok(())
+}
+
+fn script_flush(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    match &args[2..] {
+        [] => {}
+        [mode] if parse::is(mode, "async") || parse::is(mode, "sync") => {}
+        _ => {
+            return Err(CmdError::msg(
+                "ERR SCRIPT FLUSH only support SYNC|ASYNC option",
+            ))
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(cache_dir(cx)) {
+        for e in entries.flatten() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    let word = crate::config::word::SCRIPT_EPOCH;
+    let store = &cx.engine.store;
+    loop {
+        let now = store.config_word(word)?;
+        if store.swap_config_word(word, now, now.wrapping_add(1))? {
+            break;
+        }
+    }
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+fn script_kill(_cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    Err(CmdError::msg("NOTBUSY No scripts in execution right now."))
+}
+
+fn script_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    command::reply_help(
+        cx,
+        &[
+            "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache. Very dangerous on replicas.",
+            "    When called without the optional mode argument, the behavior is determined by the",
+            "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+            "    * ASYNC: Asynchronously flush the scripts cache.",
+            "    * SYNC: Synchronously flush the scripts cache.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+            "HELP",
+            "    Print this help.",
+        ],
+    )
+}
+fn function_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    command::reply_help(
+        cx,
+        &[
+            "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "FLUSH [ASYNC|SYNC]",
+            "    Delete all the libraries.",
+            "LIST [WITHCODE] [LIBRARYNAME <pattern>]",
+            "    Return general information on all the libraries.",
+            "HELP",
+            "    Print this help.",
+        ],
+    )
+}
+
+/// The fuzz target `script_reply`'s checks (`cargo test` runs them over
+/// its corpus): any bytes given to the reply parser `redis.call` uses are
+/// refused or parsed without a panic; whatever parses converts to a Lua
+/// value and back into a reply (both protocols) that parses again; and a
+/// Lua number passed as a command argument prints as `%.17g`, which reads
+/// back as the same number.
+#[doc(hidden)]
+pub mod fuzzing {
+    use proto::resp::{Protocol, ReplyWriter};
+
+    use super::convert::{lua_to_reply, parse_replies, reply_to_lua};
+
+    /// One fuzz input.
+    pub fn fuzz_reply(data: &[u8]) {
+        if let Ok(replies) = parse_replies(data) {
+            let lua = mlua::Lua::new();
+            for r in &replies {
+                let Ok(v) = reply_to_lua(&lua, r) else {
+                    continue;
+                };
+                for protocol in [Protocol::Resp2, Protocol::Resp3] {
+                    let mut out = Vec::new();
+                    lua_to_reply(&mut ReplyWriter::new(&mut out, protocol), &v, protocol);
+                    assert!(parse_replies(&out).is_ok(), "{out:?}");
+                }
+            }
+        }
+        if let Some(bytes) = data.get(..8) {
+            let d = f64::from_le_bytes(bytes.try_into().unwrap_or_default());
+            let text = super::lua::format_double(d);
+            if d.is_finite() {
+                assert_eq!(text.parse::<f64>().ok(), Some(d), "{text}");
+            }
+        }
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn the_fuzz_corpus_keeps_the_invariants() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/script_reply");
+        for entry in std::fs::read_dir(&dir).expect("corpus dir") {
+            let data = std::fs::read(entry.expect("entry").path()).expect("read");
+            fuzz_reply(&data);
+        }
+    }
+}

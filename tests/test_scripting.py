@@ -1,0 +1,162 @@
+"""Lua scripts and functions across worker processes (`--workers 2`): a
+script loaded through one worker runs by EVALSHA through the other, a
+function library loaded through one is called and deleted through the
+other, redis-py's `Lock` (whose methods are Lua scripts) works between
+clients of different workers, and a read-modify-write script stays atomic
+while clients of both workers run it at once.
+
+These are shoal's own (Redis has one process); what they expect is Redis's
+semantics all the same."""
+
+import threading
+
+import pytest
+import redis
+
+from shoaltest import Err, raw_on_worker
+from test_workers import worker_of
+
+pytestmark = pytest.mark.shoal_only
+
+
+@pytest.fixture
+def two(make_server):
+    return make_server(workers=2, memory="128m")
+
+
+def client_on_worker(server, slot, tries=400):
+    """A redis-py client whose one connection SO_REUSEPORT gave to `slot`."""
+    for _ in range(tries):
+        c = server.client(single_connection_client=True)
+        info = c.execute_command("CLIENT", "INFO")
+        if f" worker={slot} " in f" {info} ":
+            return c
+        c.close()
+    raise AssertionError(f"no client reached worker {slot}")
+
+
+def test_evalsha_across_workers(two, conns):
+    a = raw_on_worker(two, 0)
+    b = raw_on_worker(two, 1)
+    try:
+        sha = a.cmd("SCRIPT", "LOAD", "return {KEYS[1], ARGV[1], redis.call('incr', KEYS[1])}")
+        assert isinstance(sha, bytes) and len(sha) == 40
+        assert b.cmd("SCRIPT", "EXISTS", sha, "0" * 40) == [1, 0]
+        assert b.cmd("EVALSHA", sha, "1", "k", "v") == [b"k", b"v", 1]
+        assert a.cmd("EVALSHA", sha, "1", "k", "v") == [b"k", b"v", 2]
+        # EVAL caches its script for every worker too.
+        assert a.cmd("EVAL", "return 'eval'", "0") == b"eval"
+        body_sha = b.cmd("SCRIPT", "LOAD", "return 'eval'")
+        assert a.cmd("EVALSHA", body_sha, "0") == b"eval"
+        assert b.cmd("SCRIPT", "FLUSH") == "OK"
+        err = a.cmd("EVALSHA", sha, "1", "k", "v")
+        assert isinstance(err, Err) and str(err).startswith("NOSCRIPT")
+    finally:
+        a.close()
+        b.close()
+
+
+def test_functions_across_workers(two):
+    a = raw_on_worker(two, 0)
+    b = raw_on_worker(two, 1)
+    try:
+        code = ("#!lua name=counters\n"
+                "redis.register_function('bump', function(keys, args) "
+                "return redis.call('incrby', keys[1], args[1]) end)\n"
+                "redis.register_function{function_name='peek', flags={'no-writes'}, "
+                "callback=function(keys) return redis.call('get', keys[1]) end}")
+        assert a.cmd("FUNCTION", "LOAD", code) == b"counters"
+        assert b.cmd("FCALL", "bump", "1", "n", "5") == 5
+        assert a.cmd("FCALL_RO", "peek", "1", "n") == b"5"
+        err = b.cmd("FCALL_RO", "bump", "1", "n", "1")
+        assert isinstance(err, Err) and "write flag" in str(err)
+        listed = b.cmd("FUNCTION", "LIST")
+        assert listed[0][1] == b"counters"
+        payload = a.cmd("FUNCTION", "DUMP")
+        assert b.cmd("FUNCTION", "DELETE", "counters") == "OK"
+        err = a.cmd("FCALL", "bump", "1", "n", "1")
+        assert isinstance(err, Err) and "Function not found" in str(err)
+        assert a.cmd("FUNCTION", "RESTORE", payload) == "OK"
+        assert b.cmd("FCALL", "bump", "1", "n", "1") == 6
+    finally:
+        a.close()
+        b.close()
+
+
+def test_redis_py_lock_across_workers(two):
+    a = client_on_worker(two, 0)
+    b = client_on_worker(two, 1)
+    try:
+        lock_a = a.lock("resource", timeout=10)
+        lock_b = b.lock("resource", timeout=10)
+        assert lock_a.acquire(blocking=False)
+        assert not lock_b.acquire(blocking=False)
+        assert lock_a.owned() and not lock_b.owned()
+        assert lock_a.extend(5)
+        assert b.pttl("resource") > 10_000
+        assert lock_a.reacquire()
+        assert b.pttl("resource") <= 10_000
+        with pytest.raises(redis.exceptions.LockNotOwnedError):
+            lock_b.release()
+        # B blocks until A releases from another thread.
+        released = threading.Event()
+
+        def release_later():
+            released.wait()
+            lock_a.release()
+
+        t = threading.Thread(target=release_later)
+        t.start()
+        released.set()
+        assert lock_b.acquire(blocking=True, blocking_timeout=10)
+        t.join()
+        assert lock_b.owned()
+        lock_b.release()
+        assert a.exists("resource") == 0
+    finally:
+        a.close()
+        b.close()
+
+
+def test_script_is_atomic_across_workers(two):
+    """GET then SET inside a script: a lost update would show as a total
+    below the number of runs."""
+    script = "local v = tonumber(redis.call('get', KEYS[1]) or '0') redis.call('set', KEYS[1], v + 1) return v + 1"
+    runs = 300
+
+    def run(slot):
+        c = client_on_worker(two, slot)
+        try:
+            f = c.register_script(script)
+            for _ in range(runs):
+                f(keys=["total"])
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in (0, 1, 0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    c = two.client()
+    assert c.get("total") == str(4 * runs)
+    c.close()
+
+
+def test_script_errors_leave_the_worker_serving(two):
+    c = raw_on_worker(two, 0)
+    try:
+        err = c.cmd("EVAL", "return redis.call('nosuchcommand')", "0")
+        assert str(err).startswith("ERR Unknown Redis command called from script")
+        err = c.cmd("EVAL", "return 1 +", "0")
+        assert str(err).startswith("ERR Error compiling script (new function): user_script:1:")
+        err = c.cmd("EVAL", "return 1", "2", "a")
+        assert str(err) == "ERR Number of keys can't be greater than number of args"
+        err = c.cmd("EVAL", "return redis.call('multi')", "0")
+        assert "This Redis command is not allowed from script" in str(err)
+        err = c.cmd("EVAL", "local t = {} for i = 1, 1e9 do t[i] = string.rep('x', 1000) .. i end", "0")
+        assert isinstance(err, Err) and "memory" in str(err)
+        assert c.cmd("EVAL", "return cjson.encode({1, 'a', {x = true}})", "0") == b'[1,"a",{"x":true}]'
+        assert c.cmd("PING") == "PONG"
+    finally:
+        c.close()
