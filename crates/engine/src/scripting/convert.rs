@@ -252,7 +252,7 @@ fn write_value(out: &mut ReplyWriter<'_>, value: &Value, script_resp: Protocol, 
                 out.boolean(*b);
             }
         }
-        Value::Integer(n) => out.integer(*n as i64),
+        Value::Integer(n) => out.integer(*n),
         Value::Number(n) => out.integer(number_to_integer(*n)),
         Value::Table(t) => write_table(out, t, script_resp, depth),
         _ => out.null(),

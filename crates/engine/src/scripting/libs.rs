@@ -702,10 +702,10 @@ fn mp_encode(v: &Value, depth: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
     match v {
         Value::Nil => out.push(0xc0),
         Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),
-        Value::Integer(n) => mp_int(*n as i64, out),
+        Value::Integer(n) => mp_int(*n, out),
         Value::Number(n) => {
             let n = *n;
-            if n.is_finite() && n.fract() == 0.0 && n >= -9.2e18 && n <= 1.8e19 {
+            if n.is_finite() && n.fract() == 0.0 && (-9.2e18..=1.8e19).contains(&n) {
                 if n >= 0.0 && n > i64::MAX as f64 {
                     out.push(0xcf);
                     out.extend_from_slice(&(n as u64).to_be_bytes());

@@ -302,7 +302,7 @@ fn redis_natives(lua: &Lua, flags: &Rc<RunFlags>) -> mlua::Result<Table> {
             }
             let level = match &args[0] {
                 Value::Number(n) => *n as i64,
-                Value::Integer(n) => *n as i64,
+                Value::Integer(n) => *n,
                 _ => {
                     return fail(
                         lua,
@@ -354,7 +354,7 @@ fn redis_natives(lua: &Lua, flags: &Rc<RunFlags>) -> mlua::Result<Table> {
             }
             let v = match &args[0] {
                 Value::Number(n) => *n as i64,
-                Value::Integer(n) => *n as i64,
+                Value::Integer(n) => *n,
                 _ => 0,
             };
             match v {
@@ -380,7 +380,7 @@ fn redis_natives(lua: &Lua, flags: &Rc<RunFlags>) -> mlua::Result<Table> {
             }
             let v = match &args[0] {
                 Value::Number(n) => *n as i64,
-                Value::Integer(n) => *n as i64,
+                Value::Integer(n) => *n,
                 _ => -1,
             };
             if !(0..=3).contains(&v) {

@@ -277,10 +277,7 @@ fn script_function(
     sha: &str,
     body: Option<&[u8]>,
 ) -> Result<(Rc<Vm>, Function, u32), CmdError> {
-    let body = match body {
-        Some(b) => Some(b.to_vec()),
-        None => None,
-    };
+    let body = body.map(|b| b.to_vec());
     let from_cache = |cx: &Cx<'_>| cached_body(cx, sha);
     let fetched = match &body {
         Some(_) => None,
