@@ -395,7 +395,7 @@ fn connect(session: &mut Session, conn: &mut Conn, json: &[u8], out: &mut Vec<u8
     o.headers = flag("headers", o.headers);
     o.no_responders = flag("no_responders", o.no_responders);
     if o.no_responders && !o.headers {
-        nats::write_err(out, "No Responders Requires Headers Support");
+        nats::write_err(out, "no responders requires headers support");
         return false;
     }
     conn.parser.set_headers(o.headers);
