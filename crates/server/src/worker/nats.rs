@@ -648,3 +648,24 @@ fn remove(engine: &mut Engine, session: &mut Session, conn: &mut Conn, sid: &[u8
         &mut replies,
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_cover_the_nats_subject() {
+        assert_eq!(glob_of(b"a.*"), b"a.*");
+        assert_eq!(glob_of(b"a.>"), b"a.*");
+        assert_eq!(glob_of(b"*.b.>"), b"*.b.*");
+        assert_eq!(glob_of(b"a?.[x].c*"), b"a\\?.\\[x\\].c\\*");
+        for (subject, channel) in [
+            (&b"a.*"[..], &b"a.b"[..]),
+            (b"a.>", b"a.b.c"),
+            (b"*.b", b"x.b"),
+        ] {
+            assert!(store::glob::glob_match(&glob_of(subject), channel, false));
+            assert!(nats::subject_matches(subject, channel));
+        }
+    }
+}
