@@ -105,6 +105,8 @@ RAW_CASES = [
     b'CONNECT {"headers":true}\r\nHPUB a 2 1\r\n',
     b'CONNECT {"headers":true}\r\nSUB a 1\r\nHPUB a 2 3\r\nab\r\n',
     b"INFO {}\r\nPONG\r\nPING\r\n",
+    b'CONNECT {"echo":false}\r\nSUB a 1\r\nPUB a 1\r\nx\r\nPING\r\n',
+    b'CONNECT {"echo":false,"verbose":false}\r\nSUB a.> 1\r\nSUB a.b 2\r\nPUB a.b 1\r\nx\r\nPING\r\n',
 ]
 
 
@@ -313,3 +315,26 @@ def test_client_list_counts_nats_clients(shoal):
         await nc.close()
 
     run(main())
+
+
+def test_slow_consumer_is_cut_without_slowing_the_publisher(shoal):
+    r = shoal.client()
+    r.config_set("client-output-buffer-limit", "pubsub 1mb 0 0")
+    try:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", shoal.nats_port))
+        s.sendall(b'CONNECT {"verbose":false,"name":"sleeper"}\r\nSUB slow.x 1\r\nPING\r\n')
+        got = b""
+        while b"PONG\r\n" not in got:
+            got += s.recv(4096)
+        # The subscriber reads nothing more; every publish still returns.
+        chunk = "x" * 100_000
+        for _ in range(100):
+            r.publish("slow.x", chunk)
+        wait_for(lambda: not [c for c in r.client_list() if c["name"] == "sleeper"])
+        assert r.publish("slow.x", "after") == 0
+        s.close()
+    finally:
+        r.config_set("client-output-buffer-limit", "normal 0 0 0 slave 256mb 64mb 60 pubsub 32mb 8mb 60")
+        r.close()

@@ -84,6 +84,8 @@ struct Options {
     pedantic: bool,
     headers: bool,
     no_responders: bool,
+    /// Whether the client gets its own messages back.
+    echo: bool,
 }
 
 /// A connection's state besides its buffers.
@@ -152,6 +154,7 @@ pub(crate) async fn run(worker: Rc<Worker>, mut stream: TcpStream, peer: (String
             pedantic: true,
             headers: false,
             no_responders: false,
+            echo: true,
         },
         subs: HashMap::new(),
         routes: HashMap::new(),
@@ -312,6 +315,11 @@ fn execute(
                 let mut own = Vec::new();
                 let receivers = publish(engine, session, subject, payload, &mut own);
                 ok(conn, out);
+                // The engine hands a publisher's own messages back with
+                // PUBLISH's reply: `echo: false` drops them there.
+                if !conn.options.echo {
+                    own.clear();
+                }
                 deliver(engine, session, conn, &mut own, out);
                 if let Some(reply) = reply {
                     if receivers == 0 && conn.options.no_responders {
@@ -394,6 +402,7 @@ fn connect(session: &mut Session, conn: &mut Conn, json: &[u8], out: &mut Vec<u8
     o.pedantic = flag("pedantic", o.pedantic);
     o.headers = flag("headers", o.headers);
     o.no_responders = flag("no_responders", o.no_responders);
+    o.echo = flag("echo", o.echo);
     if o.no_responders && !o.headers {
         nats::write_err(out, "no responders requires headers support");
         return false;
