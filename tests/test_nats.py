@@ -89,7 +89,7 @@ RAW_CASES = [
     b"PUB a 2000000\r\n",
     b"SUB " + b"a" * 5000 + b" 1\r\n",
     b"SUB a 1\r\nSUB a 1\r\nPUB a 1\r\nx\r\nPING\r\n",
-    b"SUB a q 1\r\nSUB a q 2\r\nPUB a 1\r\nx\r\nPING\r\n",
+    b"SUB a q 1\r\nPUB a 1\r\nx\r\nUNSUB 1\r\nPUB a 1\r\ny\r\nPING\r\n",
     b"SUB  a   1\r\nPUB\ta\t1\r\nx\r\nPING\r\n",
     b"SUB a 1\r\nUNSUB 1 2\r\nPUB a 1\r\nx\r\nPUB a 1\r\ny\r\nPUB a 1\r\nz\r\nPING\r\n",
     b"SUB a 1\r\nUNSUB 1 0\r\nPUB a 1\r\nx\r\nPING\r\n",
@@ -182,6 +182,23 @@ def test_unsubscribe_with_max(shoal):
         await nc.close()
 
     run(main())
+
+
+def test_queue_members_on_one_connection_share_messages(shoal):
+    # nats-server picks a member at random, so this is not differential:
+    # each message reaches exactly one of the two members.
+    s = socket.create_connection(("127.0.0.1", shoal.nats_port))
+    s.settimeout(5)
+    s.sendall(b'CONNECT {"verbose":false}\r\nSUB qq.x g 1\r\nSUB qq.x g 2\r\nSUB qq.x 3\r\n'
+              + b"PUB qq.x 1\r\nm\r\n" * 10 + b"PING\r\n")
+    got = b""
+    while not got.endswith(b"PONG\r\n"):
+        got += s.recv(65536)
+    s.close()
+    sids = [line.split()[2] for line in got.split(b"\r\n") if line.startswith(b"MSG ")]
+    assert sids.count(b"3") == 10
+    assert sids.count(b"1") + sids.count(b"2") == 10
+    assert sids.count(b"1") > 0 and sids.count(b"2") > 0
 
 
 def test_no_responders(shoal):
