@@ -20,7 +20,7 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -54,15 +54,23 @@ const SERVER_VERSION: &str = "2.9.0";
 /// The header block of a no-responders reply.
 const NO_RESPONDERS: &[u8] = b"NATS/1.0 503\r\n\r\n";
 
-/// The engine subscription a NATS subscription rides on.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Route {
+/// The kind of engine subscription a NATS subscription rides on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Via {
     /// `SUBSCRIBE` on a literal subject.
-    Channel(Vec<u8>),
+    Channel = 0,
     /// `LSUBSCRIBE` on a literal subject that is a retained channel.
-    Retained(Vec<u8>),
+    Retained = 1,
     /// `PSUBSCRIBE` on the glob of a subject with wildcards.
-    Pattern(Vec<u8>),
+    Pattern = 2,
+}
+
+/// The engine subscription a NATS subscription rides on: its kind and its
+/// channel or glob.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Route {
+    via: Via,
+    name: Vec<u8>,
 }
 
 /// One `SUB` of the client.
@@ -94,8 +102,9 @@ struct Conn {
     options: Options,
     /// Subscriptions by id.
     subs: HashMap<Vec<u8>, Subscription>,
-    /// The ids riding on each engine subscription, in the order they came.
-    routes: HashMap<Route, Vec<Vec<u8>>>,
+    /// The ids riding on each engine subscription, in the order they came,
+    /// by [`Via`] and then channel or glob (looked up without allocating).
+    routes: [HashMap<Vec<u8>, Vec<Vec<u8>>>; 3],
     /// Turns through the members of a queue group on this connection.
     queue_turn: u64,
     /// Pings sent and not answered.
@@ -157,7 +166,7 @@ pub(crate) async fn run(worker: Rc<Worker>, mut stream: TcpStream, peer: (String
             echo: true,
         },
         subs: HashMap::new(),
-        routes: HashMap::new(),
+        routes: Default::default(),
         queue_turn: 0,
         pings_out: 0,
     };
@@ -344,8 +353,8 @@ fn execute(
             }
             let route = route_of(engine, subject);
             let mut first = subscribe(engine, session, conn, &route);
-            conn.routes
-                .entry(route.clone())
+            conn.routes[route.via as usize]
+                .entry(route.name.clone())
                 .or_default()
                 .push(sid.to_vec());
             conn.subs.insert(
@@ -470,17 +479,23 @@ fn no_responders(conn: &mut Conn, reply: &[u8], out: &mut Vec<u8>) {
 /// The engine subscription for a NATS subject.
 fn route_of(engine: &Engine, subject: &[u8]) -> Route {
     if !nats::valid_literal_subject(subject) {
-        return Route::Pattern(glob_of(subject));
+        return Route {
+            via: Via::Pattern,
+            name: glob_of(subject),
+        };
     }
     let retained = engine
         .config()
         .lvc_channels
         .iter()
         .any(|g| store::glob::glob_match(g, subject, false));
-    if retained {
-        Route::Retained(subject.to_vec())
-    } else {
-        Route::Channel(subject.to_vec())
+    Route {
+        via: if retained {
+            Via::Retained
+        } else {
+            Via::Channel
+        },
+        name: subject.to_vec(),
     }
 }
 
@@ -512,17 +527,20 @@ fn glob_of(subject: &[u8]) -> Vec<u8> {
 /// retained message comes with them).
 fn subscribe(engine: &mut Engine, session: &mut Session, conn: &Conn, route: &Route) -> Vec<u8> {
     let mut replies = Vec::new();
-    if conn.routes.get(route).is_some_and(|ids| !ids.is_empty()) {
+    if conn.routes[route.via as usize]
+        .get(&route.name)
+        .is_some_and(|ids| !ids.is_empty())
+    {
         return replies;
     }
-    let (verb, name): (&[u8], &[u8]) = match route {
-        Route::Channel(c) => (b"SUBSCRIBE", c),
-        Route::Retained(c) => (b"LSUBSCRIBE", c),
-        Route::Pattern(p) => (b"PSUBSCRIBE", p),
+    let verb: &[u8] = match route.via {
+        Via::Channel => b"SUBSCRIBE",
+        Via::Retained => b"LSUBSCRIBE",
+        Via::Pattern => b"PSUBSCRIBE",
     };
     engine.execute(
         session,
-        &[Cow::Borrowed(verb), Cow::Borrowed(name)],
+        &[Cow::Borrowed(verb), Cow::Borrowed(&route.name)],
         &mut replies,
     );
     replies
@@ -547,19 +565,19 @@ fn deliver(
         let (Reply::Push(items) | Reply::Array(items)) = frame else {
             continue;
         };
-        let (route, subject, seq, payload) = match items.as_slice() {
+        let (via, name, subject, seq, payload) = match items.as_slice() {
             [Reply::Bulk(b"message"), Reply::Bulk(channel), Reply::Bulk(payload)] => {
-                (Route::Channel(channel.to_vec()), *channel, 0, *payload)
+                (Via::Channel, *channel, *channel, 0, *payload)
             }
             [Reply::Bulk(b"pmessage"), Reply::Bulk(pattern), Reply::Bulk(channel), Reply::Bulk(payload)] => {
-                (Route::Pattern(pattern.to_vec()), *channel, 0, *payload)
+                (Via::Pattern, *pattern, *channel, 0, *payload)
             }
             [Reply::Bulk(b"lmessage"), Reply::Bulk(channel), Reply::Integer(seq), Reply::Bulk(payload)] => {
-                (Route::Retained(channel.to_vec()), *channel, *seq, *payload)
+                (Via::Retained, *channel, *channel, *seq, *payload)
             }
             _ => continue,
         };
-        route_message(conn, &route, subject, seq, payload, out, &mut ended);
+        route_message(conn, via, name, subject, seq, payload, out, &mut ended);
     }
     frames.clear();
     for sid in ended {
@@ -567,11 +585,14 @@ fn deliver(
     }
 }
 
-/// Writes one message to every id on `route` whose subject matches it (one
-/// member of each queue group); ids that reach their max go to `ended`.
+/// Writes one message to every id riding on the engine subscription
+/// (`via`, `name`) whose subject matches it (one member of each queue
+/// group); ids that reach their max go to `ended`.
+#[allow(clippy::too_many_arguments)]
 fn route_message(
     conn: &mut Conn,
-    route: &Route,
+    via: Via,
+    name: &[u8],
     subject: &[u8],
     seq: i64,
     payload: &[u8],
@@ -582,55 +603,57 @@ fn route_message(
     if !nats::valid_literal_subject(subject) {
         return;
     }
-    let Some(ids) = conn.routes.get(route) else {
+    let Conn {
+        routes,
+        subs,
+        queue_turn,
+        options,
+        ..
+    } = conn;
+    let Some(ids) = routes[via as usize].get(name) else {
         return;
     };
-    let matching: Vec<&Vec<u8>> = ids
-        .iter()
-        .filter(|id| {
-            conn.subs
-                .get(*id)
-                .is_some_and(|s| nats::subject_matches(&s.subject, subject))
-        })
-        .collect();
-    let mut chosen: Vec<Vec<u8>> = Vec::with_capacity(matching.len());
-    let mut groups_served: HashSet<&[u8]> = HashSet::new();
-    for id in &matching {
-        match conn.subs.get(*id).and_then(|s| s.queue.as_deref()) {
-            None => chosen.push(id.to_vec()),
-            Some(queue) => {
-                if !groups_served.insert(queue) {
-                    continue;
-                }
-                let members: Vec<&&Vec<u8>> = matching
-                    .iter()
-                    .filter(|m| conn.subs.get(**m).and_then(|s| s.queue.as_deref()) == Some(queue))
-                    .collect();
-                let turn = conn.queue_turn as usize % members.len();
-                chosen.push(members[turn].to_vec());
-            }
-        }
-    }
-    if !groups_served.is_empty() {
-        conn.queue_turn = conn.queue_turn.wrapping_add(1);
-    }
     let header;
-    let headers = if seq > 0 && conn.options.headers {
+    let headers = if seq > 0 && options.headers {
         header = format!("NATS/1.0\r\nShoal-Seq: {seq}\r\n\r\n");
         Some(header.as_bytes())
     } else {
         None
     };
-    for id in chosen {
-        let Some(sub) = conn.subs.get_mut(&id) else {
-            continue;
-        };
-        nats::write_msg(out, subject, &id, None, headers, payload);
+    let mut send = |id: &Vec<u8>, sub: &mut Subscription| {
+        nats::write_msg(out, subject, id, None, headers, payload);
         sub.delivered += 1;
         if sub.max.is_some_and(|max| sub.delivered >= max) {
-            ended.push(id);
+            ended.push(id.clone());
+        }
+    };
+    // Members of queue groups, by group, in the order they subscribed.
+    let mut groups: Vec<(Vec<u8>, Vec<&Vec<u8>>)> = Vec::new();
+    for id in ids {
+        let Some(sub) = subs.get_mut(id) else {
+            continue;
+        };
+        if !nats::subject_matches(&sub.subject, subject) {
+            continue;
+        }
+        match &sub.queue {
+            None => send(id, sub),
+            Some(queue) => match groups.iter_mut().find(|(q, _)| q == queue) {
+                Some((_, members)) => members.push(id),
+                None => groups.push((queue.clone(), vec![id])),
+            },
         }
     }
+    if groups.is_empty() {
+        return;
+    }
+    for (_, members) in &groups {
+        let id = members[*queue_turn as usize % members.len()];
+        if let Some(sub) = subs.get_mut(id) {
+            send(id, sub);
+        }
+    }
+    *queue_turn = queue_turn.wrapping_add(1);
 }
 
 /// Ends subscription `sid`, and its engine subscription with the last id
@@ -639,21 +662,23 @@ fn remove(engine: &mut Engine, session: &mut Session, conn: &mut Conn, sid: &[u8
     let Some(sub) = conn.subs.remove(sid) else {
         return;
     };
-    let ids = conn.routes.entry(sub.route.clone()).or_default();
-    ids.retain(|id| id != sid);
-    if !ids.is_empty() {
-        return;
+    let routes = &mut conn.routes[sub.route.via as usize];
+    if let Some(ids) = routes.get_mut(&sub.route.name) {
+        ids.retain(|id| id != sid);
+        if !ids.is_empty() {
+            return;
+        }
     }
-    conn.routes.remove(&sub.route);
-    let (verb, name): (&[u8], &[u8]) = match &sub.route {
-        Route::Channel(c) => (b"UNSUBSCRIBE", c),
-        Route::Retained(c) => (b"LUNSUBSCRIBE", c),
-        Route::Pattern(p) => (b"PUNSUBSCRIBE", p),
+    routes.remove(&sub.route.name);
+    let verb: &[u8] = match sub.route.via {
+        Via::Channel => b"UNSUBSCRIBE",
+        Via::Retained => b"LUNSUBSCRIBE",
+        Via::Pattern => b"PUNSUBSCRIBE",
     };
     let mut replies = Vec::new();
     engine.execute(
         session,
-        &[Cow::Borrowed(verb), Cow::Borrowed(name)],
+        &[Cow::Borrowed(verb), Cow::Borrowed(&sub.route.name)],
         &mut replies,
     );
 }
