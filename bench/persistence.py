@@ -115,7 +115,7 @@ class Shoal:
         argv = ([] if not args.server_cpus else ["taskset", "-c", args.server_cpus]) + [
             str(servers.SHOAL_BIN), "serve", "--workers", str(args.workers),
             "--port", str(self.port), "--name", name, "--memory", memory,
-            "--memcached-port", "0", "--memcached-udp-port", "0", "--http-port", "0"]
+            "--memcached-port", "0", "--memcached-udp-port", "0", "--http-port", "0", "--nats-port", "0"]
         if directory is not None:
             argv += ["--dir", str(directory), "--appendfsync", policy]
         self.lines = []

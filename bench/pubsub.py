@@ -40,7 +40,7 @@ def start_shoal(port, name, workers, cpus):
     proc = subprocess.Popen(
         ["taskset", "-c", cpus, str(servers.SHOAL_BIN), "serve", "--workers", str(workers),
          "--port", str(port), "--name", name, "--memory", "256m",
-         "--memcached-port", "0", "--memcached-udp-port", "0", "--http-port", "0"],
+         "--memcached-port", "0", "--memcached-udp-port", "0", "--http-port", "0", "--nats-port", "0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     servers.wait_port(port, proc, "shoal serve")
     return proc

@@ -62,7 +62,7 @@ def start_shoal(port, name, memory, memcached_port=0, http_port=0):
         ["taskset", "-c", SERVER_CPU, str(SHOAL_BIN), "serve", "--workers", "1", "--port", str(port),
          "--name", name, "--memory", memory,
          "--memcached-port", str(memcached_port), "--memcached-udp-port", "0",
-         "--http-port", str(http_port)],
+         "--http-port", str(http_port), "--nats-port", "0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port, proc, "shoal serve")
     return proc

@@ -63,7 +63,7 @@ def start_shoal(workers, balance):
     proc = subprocess.Popen(
         [str(SHOAL_BIN), "serve", "--workers", str(workers), "--balance", balance,
          "--port", str(port), "--name", name, "--memory", "64m",
-         "--memcached-port", "0", "--memcached-udp-port", "0", "--http-port", "0"],
+         "--memcached-port", "0", "--memcached-udp-port", "0", "--http-port", "0", "--nats-port", "0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     servers.wait_port(port, proc, "shoal serve")
     return proc, port, name

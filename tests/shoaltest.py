@@ -60,6 +60,7 @@ class Server:
         self.port = None
         self.mc_port = None
         self.http_port = None
+        self.nats_port = None
         self.name = None
         self.output = []
 
@@ -70,6 +71,7 @@ class Server:
         # defaults would make every test server share 11211 and 8080.
         self.mc_port = free_port()
         self.http_port = free_port()
+        self.nats_port = free_port()
         self.name = f"shoal-pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         if self.kind == "shoal":
             argv = [SHOAL_BIN, "serve", "--workers", str(self.workers),
@@ -77,6 +79,7 @@ class Server:
                     "--memcached-port", str(self.mc_port),
                     "--memcached-udp-port", str(self.mc_port),
                     "--http-port", str(self.http_port),
+                    "--nats-port", str(self.nats_port),
                     "--memory", self.memory, *self.extra_args]
         else:
             argv = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
@@ -522,6 +525,7 @@ class DurableServer(Server):
                 "--memcached-port", str(self.mc_port),
                 "--memcached-udp-port", str(self.mc_port),
                 "--http-port", str(self.http_port),
+                "--nats-port", str(self.nats_port),
                 "--memory", self.memory, "--dir", str(self.dir)]
         if self.appendfsync is not None:
             args += ["--appendfsync", self.appendfsync]
@@ -529,6 +533,7 @@ class DurableServer(Server):
 
     def _spawn(self):
         self.port, self.mc_port, self.http_port = free_port(), free_port(), free_port()
+        self.nats_port = free_port()
         self.output = []
         self.ready = threading.Event()
         self.proc = subprocess.Popen(self.argv(), stdout=subprocess.PIPE,

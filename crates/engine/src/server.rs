@@ -606,6 +606,8 @@ fn acting_value(e: &Engine, name: &str) -> Option<String> {
         "memcached-port" => c.memcached_port.to_string(),
         "memcached-udp-port" => c.memcached_udp_port.to_string(),
         "http-port" => c.http_port.to_string(),
+        "nats-port" => c.nats_port.to_string(),
+        "nats-max-payload" => c.nats_max_payload.to_string(),
         "item-size-max" => c.item_size_max.to_string(),
         "databases" => store::NUM_DBS.to_string(),
         "maxmemory" => store_info().map_or(0, |i| i.maxmemory).to_string(),
@@ -794,7 +796,7 @@ pub(crate) fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError>
                 .ok_or_else(|| set_failed(name, "argument(s) must be one of the following: always, everysec, no"))?,
         ),
         "bind" | "port" | "unixsocket" | "memcached-port" | "memcached-udp-port" | "http-port"
-        | "item-size-max" | "databases" | "workers" | "appendonly" => {
+        | "nats-port" | "nats-max-payload" | "item-size-max" | "databases" | "workers" | "appendonly" => {
             return Err(set_failed(name, "can't set immutable config"))
         }
         _ if params::find(name.as_bytes()).is_some() => {

@@ -8,7 +8,9 @@
 //!   the UDP frame header, with memcached 1.6's error lines;
 //! - [`http`]: HTTP/1.1 request heads and bodies, and commands in the URI;
 //! - [`websocket`]: the RFC 6455 handshake and frames;
-//! - [`json`]: RESP replies as JSON, and JSON arrays as commands.
+//! - [`json`]: RESP replies as JSON, and JSON arrays as commands;
+//! - [`nats`]: the NATS client protocol, with nats-server 2.9's limits and
+//!   error lines.
 //!
 //! ```
 //! use proto::resp::{Protocol, ReplyWriter, RequestParser};
@@ -43,6 +45,7 @@ mod error;
 pub mod http;
 pub mod json;
 pub mod memcache;
+pub mod nats;
 pub mod resp;
 pub mod websocket;
 

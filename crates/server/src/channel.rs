@@ -157,6 +157,8 @@ pub(crate) enum Kind {
     Http,
     /// RESP over the Unix socket.
     Unix,
+    /// The NATS client protocol.
+    Nats,
 }
 
 impl Kind {
@@ -168,6 +170,7 @@ impl Kind {
             Kind::MemcachedUdp => "memcached-udp",
             Kind::Http => "http",
             Kind::Unix => "unix",
+            Kind::Nats => "nats",
         }
     }
 
@@ -179,6 +182,7 @@ impl Kind {
             Kind::MemcachedUdp,
             Kind::Http,
             Kind::Unix,
+            Kind::Nats,
         ]
         .into_iter()
         .find(|k| k.name() == name)

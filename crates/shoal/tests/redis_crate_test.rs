@@ -30,7 +30,7 @@ impl Server {
             .args(["--name", &name, "--memory", "32m"])
             // Only RESP: other protocols' default ports would be shared.
             .args(["--memcached-port", "0", "--memcached-udp-port", "0"])
-            .args(["--http-port", "0"])
+            .args(["--http-port", "0", "--nats-port", "0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

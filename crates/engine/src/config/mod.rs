@@ -24,6 +24,10 @@ pub struct Config {
     pub memcached_udp_port: u16,
     /// `http-port`: HTTP commands, raw values, /metrics, WebSocket (0 = off).
     pub http_port: u16,
+    /// `nats-port`: NATS clients (0 = off).
+    pub nats_port: u16,
+    /// `nats-max-payload`: the largest NATS message, announced in INFO.
+    pub nats_max_payload: u64,
     /// `item-size-max`: the largest memcached item (memcached's `-I`).
     pub item_size_max: u64,
     /// `proto-max-bulk-len`.
@@ -79,6 +83,8 @@ impl Default for Config {
             memcached_port: 11211,
             memcached_udp_port: 11211,
             http_port: 8080,
+            nats_port: 4222,
+            nats_max_payload: 1 << 20,
             item_size_max: 1 << 20,
             proto_max_bulk_len: proto::resp::DEFAULT_PROTO_MAX_BULK_LEN,
             client_query_buffer_limit: proto::resp::DEFAULT_CLIENT_QUERY_BUFFER_LIMIT as u64,

@@ -264,6 +264,8 @@ pub(crate) const PARAMS: &[Param] = &[
     p("item-size-max", None, Kind::Int { min: 1024, max: 1 << 30, memory: true, percent: false }, "1048576", IMMUTABLE),
     p("lvc-channels", None, Kind::Special, "", 0),
     p("memcached-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "11211", IMMUTABLE),
+    p("nats-max-payload", None, Kind::Int { min: 1, max: 64 << 20, memory: true, percent: false }, "1048576", IMMUTABLE),
+    p("nats-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "4222", IMMUTABLE),
     p("memcached-udp-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "11211", IMMUTABLE),
     p("workers", None, Kind::Int { min: 1, max: 1024, memory: false, percent: false }, "1", IMMUTABLE),
 ];

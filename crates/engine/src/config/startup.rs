@@ -21,6 +21,8 @@ const SERVER_APPLIED: &[&str] = &[
     "memcached-port",
     "memcached-udp-port",
     "http-port",
+    "nats-port",
+    "nats-max-payload",
     "item-size-max",
     "databases",
     "workers",

@@ -98,6 +98,7 @@ impl ListenerSet {
             (Kind::Redis, cfg.port),
             (Kind::Memcached, cfg.memcached_port),
             (Kind::Http, cfg.http_port),
+            (Kind::Nats, cfg.nats_port),
         ] {
             if port != 0 {
                 let addr = resolve(&cfg.bind, port)?;

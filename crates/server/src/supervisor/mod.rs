@@ -380,6 +380,9 @@ async fn supervise(
             if cfg.http_port != 0 {
                 what.push(format!("http on {}:{}", cfg.bind, cfg.http_port));
             }
+            if cfg.nats_port != 0 {
+                what.push(format!("nats on {}:{}", cfg.bind, cfg.nats_port));
+            }
             if resumed.is_some() {
                 println!("shoal: supervisor upgraded; workers reconnected: {}", started.len());
             } else {
@@ -953,6 +956,10 @@ async fn run_child(sup: &Supervisor, slot: u32) -> Result<ExitStatus, Error> {
         .arg(cfg.memcached_udp_port.to_string())
         .arg("--http-port")
         .arg(cfg.http_port.to_string())
+        .arg("--nats-port")
+        .arg(cfg.nats_port.to_string())
+        .arg("--nats-max-payload")
+        .arg(cfg.nats_max_payload.to_string())
         .arg("--item-size-max")
         .arg(cfg.item_size_max.to_string())
         .arg("--bind")

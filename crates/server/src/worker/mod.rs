@@ -11,6 +11,7 @@ mod connection;
 mod durable;
 mod http;
 mod memcache;
+mod nats;
 mod pause;
 mod pubsub;
 
@@ -219,7 +220,7 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
                 let l = tokio::net::UnixListener::from_std(l).map_err(io(what))?;
                 tokio::task::spawn_local(accept_unix(worker.clone(), l))
             }
-            Kind::Redis | Kind::Memcached | Kind::Http => {
+            Kind::Redis | Kind::Memcached | Kind::Http | Kind::Nats => {
                 let l = std::net::TcpListener::from(fd);
                 l.set_nonblocking(true).map_err(io(what))?;
                 tokio::task::spawn_local(accept_tcp(worker.clone(), l, kind, shared))
@@ -361,6 +362,15 @@ fn serve_stream(
     match kind {
         Kind::Memcached => spawn_connection(worker, |worker| memcache::serve_tcp(worker, stream)),
         Kind::Http => spawn_connection(worker, |worker| http::serve(worker, stream, peer)),
+        Kind::Nats => {
+            let local = stream
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            let fd = stream.as_raw_fd();
+            let peer = (peer.to_string(), local, fd);
+            spawn_connection(worker, |worker| nats::run(worker, stream, peer))
+        }
         _ => {
             let local = stream
                 .local_addr()

@@ -10,6 +10,8 @@ const SHOAL_FLAGS: &[&str] = &[
     "memcached-port",
     "memcached-udp-port",
     "http-port",
+    "nats-port",
+    "nats-max-payload",
     "item-size-max",
     "name",
     "segment",

@@ -29,6 +29,12 @@ pub struct NetArgs {
     /// TCP port for HTTP and WebSocket clients (0 turns it off).
     #[arg(long, default_value_t = 8080)]
     http_port: u16,
+    /// TCP port for NATS clients (0 turns it off).
+    #[arg(long, default_value_t = 4222)]
+    nats_port: u16,
+    /// Largest NATS message payload in bytes (nats-server's max_payload).
+    #[arg(long, default_value_t = 1 << 20)]
+    nats_max_payload: u64,
     /// Largest memcached item in bytes (memcached's -I; default 1 MiB).
     #[arg(long, default_value_t = 1 << 20)]
     item_size_max: u64,
@@ -63,6 +69,8 @@ impl NetArgs {
                 .memcached_udp_port
                 .unwrap_or(if is_loopback(&self.bind) { 11211 } else { 0 }),
             http_port: self.http_port,
+            nats_port: self.nats_port,
+            nats_max_payload: self.nats_max_payload,
             item_size_max: self.item_size_max,
             bind: self.bind.clone(),
             unixsocket: self
@@ -372,6 +380,10 @@ fn apply_listeners(config: &mut Config, start: &StartupConfig, line: &ServeComma
     config.memcached_port = port("memcached-port", config.memcached_port);
     config.memcached_udp_port = port("memcached-udp-port", config.memcached_udp_port);
     config.http_port = port("http-port", config.http_port);
+    config.nats_port = port("nats-port", config.nats_port);
+    if let Some(n) = number("nats-max-payload") {
+        config.nats_max_payload = n;
+    }
     if let Some(p) = number("port") {
         config.port = p as u16;
     }

@@ -40,7 +40,7 @@ pub(crate) fn render(store: &Store, answering_worker: u32) -> String {
             (
                 "shoal_connections",
                 "gauge",
-                "Client connections open now (RESP, memcached, HTTP, WebSocket).",
+                "Client connections open now (RESP, memcached, HTTP, WebSocket, NATS).",
                 |w| w.connections,
             ),
             (
