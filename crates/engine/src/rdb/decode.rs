@@ -327,85 +327,6 @@ fn zipmap(zm: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
     Some(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::super::fuzzing::sealed;
-    use super::*;
-
-    fn bad(body: &[u8]) {
-        assert_eq!(
-            decode(&sealed(body)),
-            Err(PayloadError::BadFormat),
-            "{body:?}"
-        );
-    }
-
-    #[test]
-    fn strings_in_every_encoding() {
-        let ok = |body: &[u8], want: &[u8]| {
-            assert_eq!(decode(&sealed(body)).unwrap(), Value::String(want.to_vec()));
-        };
-        ok(b"\x00\x03bar", b"bar");
-        ok(b"\x00\xC0\x80", b"-128");
-        ok(b"\x00\xC1\x38\xff", b"-200");
-        ok(b"\x00\xC2\xa0\x86\x01\x00", b"100000");
-        // LZF: "aaaa…" (20 bytes) as a literal and a back reference.
-        ok(b"\x00\xC3\x05\x14\x00a\xe0\x0a\x00", &[b'a'; 20]);
-        bad(b"\x00\x0ebar");
-        // A length that runs into the footer reads its bytes, as Redis does.
-        ok(b"\x00\x05bar", b"bar\n\x00");
-        bad(b"\x00\xC4");
-        bad(b"\x00\xC3\x05\x15\x00a\xe0\x0a\x00");
-        bad(b"\x00\xC3\x05\x00\x00a\xe0\x0a\x00");
-        bad(b"");
-    }
-
-    #[test]
-    fn old_collection_encodings() {
-        // A plain list, set, hash and a zset with text scores.
-        assert_eq!(
-            decode(&sealed(b"\x01\x02\x01a\xC0\x07")).unwrap(),
-            Value::List(vec![b"a".to_vec(), b"7".to_vec()])
-        );
-        assert_eq!(
-            decode(&sealed(b"\x02\x02\x01a\x01b")).unwrap(),
-            Value::Set(vec![b"a".to_vec(), b"b".to_vec()])
-        );
-        bad(b"\x02\x02\x01a\x01a");
-        assert_eq!(
-            decode(&sealed(b"\x04\x01\x01f\x01v")).unwrap(),
-            Value::Hash(vec![(b"f".to_vec(), b"v".to_vec())])
-        );
-        assert_eq!(
-            decode(&sealed(b"\x03\x02\x01a\x031.5\x01b\xfe")).unwrap(),
-            Value::ZSet(vec![(b"a".to_vec(), 1.5), (b"b".to_vec(), f64::INFINITY)])
-        );
-        bad(b"\x03\x01\x01a\xfd");
-        // A zipmap of one pair, with a byte of free space.
-        assert_eq!(
-            decode(&sealed(b"\x09\x09\x01\x01f\x02\x01vvx\xff")).unwrap(),
-            Value::Hash(vec![(b"f".to_vec(), b"vv".to_vec())])
-        );
-        bad(b"\x09\x09\x02\x01f\x02\x01vvx\xff");
-    }
-
-    #[test]
-    fn empty_and_unknown_values_are_refused() {
-        bad(b"\x01\x00");
-        bad(b"\x02\x00");
-        bad(b"\x04\x00");
-        bad(b"\x05\x00");
-        bad(b"\x12\x00");
-        // A stream, a module value, a type past Redis 7.0's.
-        bad(b"\x0f\x00");
-        bad(b"\x07\x00");
-        bad(b"\x14\x00");
-        // A count the bytes left cannot hold.
-        bad(b"\x01\x80\xff\xff\xff\xff\x01a");
-        bad(b"\x01\x81\xff\xff\xff\xff\xff\xff\xff\xff\x01a");
-    }
-}
-
 /// A stream (RDB types 15, 19 and 21): listpack nodes keyed by their
 /// master ID, the counters, then each group with its pending entries and
 /// consumers. Every ID, count and flag of a node is checked, and entries
@@ -534,11 +455,12 @@ fn stream_node(
         }
         let mut pairs = Vec::with_capacity(n * 2);
         for i in 0..n {
-            if same {
-                pairs.push(fields[i].clone());
+            let field = if same {
+                fields.get(i)?.clone()
             } else {
-                pairs.push(it.next()?.clone());
-            }
+                it.next()?.clone()
+            };
+            pairs.push(field);
             pairs.push(it.next()?.clone());
         }
         let lp_count = int(it.next()?)?;
@@ -557,4 +479,83 @@ fn stream_node(
         out.push((id, pairs));
     }
     (seen_live == live && seen_deleted == deleted).then_some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fuzzing::sealed;
+    use super::*;
+
+    fn bad(body: &[u8]) {
+        assert_eq!(
+            decode(&sealed(body)),
+            Err(PayloadError::BadFormat),
+            "{body:?}"
+        );
+    }
+
+    #[test]
+    fn strings_in_every_encoding() {
+        let ok = |body: &[u8], want: &[u8]| {
+            assert_eq!(decode(&sealed(body)).unwrap(), Value::String(want.to_vec()));
+        };
+        ok(b"\x00\x03bar", b"bar");
+        ok(b"\x00\xC0\x80", b"-128");
+        ok(b"\x00\xC1\x38\xff", b"-200");
+        ok(b"\x00\xC2\xa0\x86\x01\x00", b"100000");
+        // LZF: "aaaa…" (20 bytes) as a literal and a back reference.
+        ok(b"\x00\xC3\x05\x14\x00a\xe0\x0a\x00", &[b'a'; 20]);
+        bad(b"\x00\x0ebar");
+        // A length that runs into the footer reads its bytes, as Redis does.
+        ok(b"\x00\x05bar", b"bar\n\x00");
+        bad(b"\x00\xC4");
+        bad(b"\x00\xC3\x05\x15\x00a\xe0\x0a\x00");
+        bad(b"\x00\xC3\x05\x00\x00a\xe0\x0a\x00");
+        bad(b"");
+    }
+
+    #[test]
+    fn old_collection_encodings() {
+        // A plain list, set, hash and a zset with text scores.
+        assert_eq!(
+            decode(&sealed(b"\x01\x02\x01a\xC0\x07")).unwrap(),
+            Value::List(vec![b"a".to_vec(), b"7".to_vec()])
+        );
+        assert_eq!(
+            decode(&sealed(b"\x02\x02\x01a\x01b")).unwrap(),
+            Value::Set(vec![b"a".to_vec(), b"b".to_vec()])
+        );
+        bad(b"\x02\x02\x01a\x01a");
+        assert_eq!(
+            decode(&sealed(b"\x04\x01\x01f\x01v")).unwrap(),
+            Value::Hash(vec![(b"f".to_vec(), b"v".to_vec())])
+        );
+        assert_eq!(
+            decode(&sealed(b"\x03\x02\x01a\x031.5\x01b\xfe")).unwrap(),
+            Value::ZSet(vec![(b"a".to_vec(), 1.5), (b"b".to_vec(), f64::INFINITY)])
+        );
+        bad(b"\x03\x01\x01a\xfd");
+        // A zipmap of one pair, with a byte of free space.
+        assert_eq!(
+            decode(&sealed(b"\x09\x09\x01\x01f\x02\x01vvx\xff")).unwrap(),
+            Value::Hash(vec![(b"f".to_vec(), b"vv".to_vec())])
+        );
+        bad(b"\x09\x09\x02\x01f\x02\x01vvx\xff");
+    }
+
+    #[test]
+    fn empty_and_unknown_values_are_refused() {
+        bad(b"\x01\x00");
+        bad(b"\x02\x00");
+        bad(b"\x04\x00");
+        bad(b"\x05\x00");
+        bad(b"\x12\x00");
+        // A stream, a module value, a type past Redis 7.0's.
+        bad(b"\x0f\x00");
+        bad(b"\x07\x00");
+        bad(b"\x14\x00");
+        // A count the bytes left cannot hold.
+        bad(b"\x01\x80\xff\xff\xff\xff\x01a");
+        bad(b"\x01\x81\xff\xff\xff\xff\xff\xff\xff\xff\x01a");
+    }
 }

@@ -257,73 +257,6 @@ fn score_text(s: f64) -> Vec<u8> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn strings_as_redis_writes_them() {
-        let body = |s: &[u8]| {
-            let mut out = Vec::new();
-            put_string(&mut out, s);
-            out
-        };
-        assert_eq!(body(b"bar"), b"\x03bar");
-        assert_eq!(body(b"1"), b"\xC0\x01");
-        assert_eq!(body(b"-200"), b"\xC1\x38\xff");
-        assert_eq!(body(b"100000"), b"\xC2\xa0\x86\x01\x00");
-        // Too big for 32 bits, or not canonical: a plain string.
-        assert_eq!(body(b"4294967296"), b"\x0a4294967296");
-        assert_eq!(body(b"01"), b"\x0201");
-        let long = vec![b'a'; 100];
-        let mut want = vec![0x40, 100];
-        want.extend_from_slice(&long);
-        assert_eq!(body(&long), want);
-    }
-
-    #[test]
-    fn lengths_use_the_shortest_prefix() {
-        let len = |n: u64| {
-            let mut out = Vec::new();
-            put_len(&mut out, n);
-            out
-        };
-        assert_eq!(len(63), [63]);
-        assert_eq!(len(64), [0x40, 64]);
-        assert_eq!(len(16383), [0x7f, 0xff]);
-        assert_eq!(len(16384), [0x80, 0, 0, 0x40, 0]);
-        assert_eq!(len(1 << 32), [0x81, 0, 0, 0, 1, 0, 0, 0, 0]);
-    }
-
-    #[test]
-    fn scores_read_back_exactly() {
-        for s in [
-            0.0,
-            -0.0,
-            1.0,
-            -3.0,
-            1.5,
-            0.1,
-            1e-7,
-            1e300,
-            -2.5e-300,
-            1e17,
-            4503599627370497.0,
-        ] {
-            let t = score_text(s);
-            let back: f64 = std::str::from_utf8(&t).unwrap().parse().unwrap();
-            assert_eq!(
-                back.to_bits(),
-                s.to_bits(),
-                "{}",
-                String::from_utf8_lossy(&t)
-            );
-        }
-        assert_eq!(score_text(f64::INFINITY), b"inf");
-        assert_eq!(score_text(2.0), b"2");
-    }
-}
-
 /// Entries per listpack node of a dumped stream (Redis's default
 /// `stream-node-max-entries`).
 const STREAM_NODE_ENTRIES: usize = 100;
@@ -406,5 +339,72 @@ fn put_stream(out: &mut Vec<u8>, v: &super::StreamValue) {
                 out.extend_from_slice(&id.to_bytes());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_as_redis_writes_them() {
+        let body = |s: &[u8]| {
+            let mut out = Vec::new();
+            put_string(&mut out, s);
+            out
+        };
+        assert_eq!(body(b"bar"), b"\x03bar");
+        assert_eq!(body(b"1"), b"\xC0\x01");
+        assert_eq!(body(b"-200"), b"\xC1\x38\xff");
+        assert_eq!(body(b"100000"), b"\xC2\xa0\x86\x01\x00");
+        // Too big for 32 bits, or not canonical: a plain string.
+        assert_eq!(body(b"4294967296"), b"\x0a4294967296");
+        assert_eq!(body(b"01"), b"\x0201");
+        let long = vec![b'a'; 100];
+        let mut want = vec![0x40, 100];
+        want.extend_from_slice(&long);
+        assert_eq!(body(&long), want);
+    }
+
+    #[test]
+    fn lengths_use_the_shortest_prefix() {
+        let len = |n: u64| {
+            let mut out = Vec::new();
+            put_len(&mut out, n);
+            out
+        };
+        assert_eq!(len(63), [63]);
+        assert_eq!(len(64), [0x40, 64]);
+        assert_eq!(len(16383), [0x7f, 0xff]);
+        assert_eq!(len(16384), [0x80, 0, 0, 0x40, 0]);
+        assert_eq!(len(1 << 32), [0x81, 0, 0, 0, 1, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn scores_read_back_exactly() {
+        for s in [
+            0.0,
+            -0.0,
+            1.0,
+            -3.0,
+            1.5,
+            0.1,
+            1e-7,
+            1e300,
+            -2.5e-300,
+            1e17,
+            4503599627370497.0,
+        ] {
+            let t = score_text(s);
+            let back: f64 = std::str::from_utf8(&t).unwrap().parse().unwrap();
+            assert_eq!(
+                back.to_bits(),
+                s.to_bits(),
+                "{}",
+                String::from_utf8_lossy(&t)
+            );
+        }
+        assert_eq!(score_text(f64::INFINITY), b"inf");
+        assert_eq!(score_text(2.0), b"2");
     }
 }
