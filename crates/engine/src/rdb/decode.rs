@@ -368,6 +368,9 @@ fn stream(r: &mut Reader<'_>, kind: u8) -> Option<StreamValue> {
         if kind != TYPE_STREAM_LISTPACKS {
             let read = r.len()?;
             g.entries_read = (read != u64::MAX).then_some(read);
+        } else {
+            // Older payloads have no counter: Redis estimates it on load.
+            g.entries_read = legacy_entries_read(&v, g.last_id);
         }
         let pel = r.len()?;
         if pel.checked_mul(25)? > r.left() as u64 {
@@ -403,6 +406,31 @@ fn stream(r: &mut Reader<'_>, kind: u8) -> Option<StreamValue> {
         v.groups.push(g);
     }
     Some(v)
+}
+
+/// The read counter of a group at `id` in a stream loaded from a payload
+/// without counters (no deletions are known, so it is exact or unknown),
+/// as Redis's `streamEstimateDistanceFromFirstEverEntry` gives it.
+fn legacy_entries_read(v: &StreamValue, id: StreamId) -> Option<u64> {
+    let added = v.entries_added;
+    if added == 0 {
+        return Some(0);
+    }
+    let length = v.entries.len() as u64;
+    if (length == 0 && id <= v.last_id) || id == v.last_id {
+        return Some(added);
+    }
+    if id > v.last_id {
+        return None;
+    }
+    let first = v.entries.first().map(|e| e.0).unwrap_or_default();
+    if id < first {
+        Some(added - length)
+    } else if id == first {
+        Some(added - length + 1)
+    } else {
+        None
+    }
 }
 
 /// Two RDB lengths: an ID's milliseconds and sequence.
