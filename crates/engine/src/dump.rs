@@ -7,14 +7,17 @@
 //! no other client sees a half-restored key, and a key created meanwhile
 //! by another worker is not overwritten without REPLACE.
 
-use store::{Collection, Handle, Hash, List, RestoreOptions, Set, ValueType, ZSet};
+use store::{
+    Collection, Handle, Hash, List, NodeLimits, RestoreOptions, Set, Stream, StreamId, ValueType,
+    ZSet,
+};
 
 use crate::command::{flags::*, Arg, CmdResult, Command};
 use crate::engine::Cx;
 use crate::error::{CmdError, SYNTAX};
 use crate::notify::class;
 use crate::parse;
-use crate::rdb::{self, PayloadError, Value};
+use crate::rdb::{self, PayloadError, StreamGroupValue, StreamValue, Value};
 
 /// RESTORE onto a key that exists, without REPLACE.
 const BUSY_KEY: &str = "BUSYKEY Target key name already exists.";
@@ -23,8 +26,6 @@ const BAD_IDLETIME: &str = "ERR Invalid IDLETIME value, must be >= 0";
 const BAD_FREQ: &str = "ERR Invalid FREQ value, must be >= 0 and <= 255";
 const BAD_PAYLOAD: &str = "ERR DUMP payload version or checksum are wrong";
 const BAD_FORMAT: &str = "ERR Bad data format";
-/// DUMP of a value type shoal has no RDB writer for.
-const NO_STREAM_DUMP: &str = "ERR DUMP of stream values is not supported";
 /// Times DUMP reads a key again when its type changed between the type
 /// lookup and the read (another worker rewrote it meanwhile).
 const TYPE_RACE_RETRIES: usize = 8;
@@ -77,7 +78,9 @@ pub(crate) fn read_value(h: &mut Handle, db: u8, key: &[u8]) -> Result<Option<Va
             ValueType::ZSet => {
                 h.read_collection(db, key, |z: &ZSet| Ok(Value::ZSet(z.range(0, z.len())?)))
             }
-            ValueType::Stream => return Err(CmdError::msg(NO_STREAM_DUMP)),
+            ValueType::Stream => h.read_collection(db, key, |s: &Stream| {
+                Ok(Value::Stream(Box::new(stream_value(s)?)))
+            }),
         };
         match read {
             Err(store::Error::WrongType) => continue,
@@ -163,7 +166,12 @@ fn restore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         idle_seconds: o.idle_seconds,
         lfu_counter: o.freq,
     };
-    if !write_value(cx.h(), db, key, value, &opts)? {
+    let config = cx.engine.config();
+    let limits = NodeLimits {
+        max_bytes: config.stream_node_max_bytes,
+        max_entries: config.stream_node_max_entries,
+    };
+    if !write_value(cx.h(), db, key, value, &opts, limits)? {
         // Another client created the key since the check above.
         return Err(CmdError::msg(BUSY_KEY));
     }
@@ -181,6 +189,7 @@ fn write_value(
     key: &[u8],
     value: Value,
     opts: &RestoreOptions,
+    limits: NodeLimits,
 ) -> Result<bool, CmdError> {
     Ok(match value {
         Value::String(s) => h.restore_value_string(db, key, &s, opts)?,
@@ -205,6 +214,10 @@ fn write_value(
             }
             h.restore_value_collection(db, key, hash, opts)?
         }
+        Value::Stream(v) => {
+            let stream = stream_from(&v, limits)?;
+            h.restore_value_collection(db, key, stream, opts)?
+        }
         Value::ZSet(pairs) => {
             let mut zset = ZSet::empty();
             for (m, s) in &pairs {
@@ -213,4 +226,94 @@ fn write_value(
             h.restore_value_collection(db, key, zset, opts)?
         }
     })
+}
+
+/// A stream's whole value as RDB carries it.
+fn stream_value(s: &Stream) -> store::Result<StreamValue> {
+    let meta = s.meta();
+    let mut groups = Vec::new();
+    for g in s.groups()? {
+        let pending = s
+            .pending_range(&g.name, None, StreamId::MIN, StreamId::MAX, 0)?
+            .into_iter()
+            .map(|p| (p.id, p.delivery_ms, p.deliveries))
+            .collect();
+        let mut consumers = Vec::new();
+        for c in s.consumers(&g.name)? {
+            let owned = s
+                .pending_range(&g.name, Some(&c.name), StreamId::MIN, StreamId::MAX, 0)?
+                .into_iter()
+                .map(|p| p.id)
+                .collect();
+            consumers.push((c.name, c.seen_ms, owned));
+        }
+        groups.push(StreamGroupValue {
+            name: g.name,
+            last_id: g.last_id,
+            entries_read: g.entries_read,
+            pending,
+            consumers,
+        });
+    }
+    Ok(StreamValue {
+        entries: s.range(StreamId::MIN, StreamId::MAX, 0, false)?,
+        last_id: meta.last_id,
+        max_deleted: meta.max_deleted,
+        entries_added: meta.entries_added,
+        groups,
+    })
+}
+
+/// A stream built from its RDB value, its entries in nodes as `limits`
+/// says. A pending entry must name a consumer that owns it.
+fn stream_from(v: &StreamValue, limits: NodeLimits) -> Result<Stream, CmdError> {
+    let bad = || CmdError::msg(BAD_FORMAT);
+    let mut s = Stream::empty();
+    s.create()?;
+    for (id, pairs) in &v.entries {
+        if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
+            return Err(bad());
+        }
+        let fields: Vec<&[u8]> = pairs.iter().map(|p| p.as_slice()).collect();
+        s.append(*id, &fields, limits)?;
+    }
+    if v.entries.last().is_some_and(|e| e.0 > v.last_id) {
+        return Err(bad());
+    }
+    s.set_meta(v.last_id, v.entries_added, v.max_deleted)?;
+    for g in &v.groups {
+        s.put_group(&store::StreamGroup {
+            name: g.name.clone(),
+            last_id: g.last_id,
+            entries_read: g.entries_read,
+            pending: 0,
+        })?;
+        let mut owner = std::collections::HashMap::new();
+        for (name, seen, owned) in &g.consumers {
+            s.put_consumer(
+                &g.name,
+                &store::StreamConsumer {
+                    name: name.clone(),
+                    seen_ms: *seen,
+                    pending: 0,
+                },
+            )?;
+            for id in owned {
+                owner.insert(*id, name.clone());
+            }
+        }
+        for (id, at, count) in &g.pending {
+            let consumer = owner.get(id).ok_or_else(bad)?;
+            s.put_pending(
+                &g.name,
+                &store::Pending {
+                    id: *id,
+                    consumer: consumer.clone(),
+                    delivery_ms: *at,
+                    deliveries: *count,
+                },
+            )?;
+        }
+    }
+    Ok(s)
 }

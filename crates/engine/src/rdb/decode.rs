@@ -7,7 +7,10 @@
 use std::collections::HashSet;
 
 use super::encode::*;
-use super::{intset, listpack, lzf, verify, ziplist, PayloadError, Value};
+use super::{
+    intset, listpack, lzf, verify, ziplist, PayloadError, StreamGroupValue, StreamValue, Value,
+};
+use store::StreamId;
 
 /// The most elements a vector is given room for up front.
 const PREALLOC: usize = 1024;
@@ -203,7 +206,10 @@ fn value(r: &mut Reader<'_>) -> Option<Value> {
         TYPE_HASH_LISTPACK => hash(pairs(listpack::decode(&r.string()?)?)?),
         TYPE_ZSET_ZIPLIST => zset(scored(ziplist::decode(&r.string()?)?)?),
         TYPE_ZSET_LISTPACK => zset(scored(listpack::decode(&r.string()?)?)?),
-        // Modules, streams and anything newer: not values shoal keeps.
+        TYPE_STREAM_LISTPACKS | TYPE_STREAM_LISTPACKS_2 | TYPE_STREAM_LISTPACKS_3 => {
+            stream(r, kind).map(|s| Value::Stream(Box::new(s)))
+        }
+        // Modules and anything newer: not values shoal keeps.
         _ => None,
     }
 }
@@ -334,6 +340,188 @@ pub fn decode_functions(body: &[u8]) -> Option<Vec<Vec<u8>>> {
         codes.push(r.string()?);
     }
     Some(codes)
+}
+
+/// A stream (RDB types 15, 19 and 21): listpack nodes keyed by their
+/// master ID, the counters, then each group with its pending entries and
+/// consumers. Every ID, count and flag of a node is checked, and entries
+/// must come in ID order.
+fn stream(r: &mut Reader<'_>, kind: u8) -> Option<StreamValue> {
+    let mut v = StreamValue::default();
+    let nodes = r.len()?;
+    if nodes > r.left() as u64 {
+        return None;
+    }
+    for _ in 0..nodes {
+        let key = r.string()?;
+        let master = StreamId::from_bytes(&key).ok()?;
+        let lp = listpack::decode(&r.string()?)?;
+        stream_node(master, &lp, &mut v.entries)?;
+    }
+    let length = r.len()?;
+    v.last_id = id_pair(r)?;
+    if kind != TYPE_STREAM_LISTPACKS {
+        let _first = id_pair(r)?;
+        v.max_deleted = id_pair(r)?;
+        v.entries_added = r.len()?;
+    } else {
+        v.entries_added = length;
+    }
+    if length != v.entries.len() as u64 {
+        return None;
+    }
+    let groups = r.len()?;
+    if groups > r.left() as u64 {
+        return None;
+    }
+    for _ in 0..groups {
+        let mut g = StreamGroupValue {
+            name: r.string()?,
+            last_id: id_pair(r)?,
+            ..StreamGroupValue::default()
+        };
+        if kind != TYPE_STREAM_LISTPACKS {
+            let read = r.len()?;
+            g.entries_read = (read != u64::MAX).then_some(read);
+        } else {
+            // Older payloads have no counter: Redis estimates it on load.
+            g.entries_read = legacy_entries_read(&v, g.last_id);
+        }
+        let pel = r.len()?;
+        if pel.checked_mul(25)? > r.left() as u64 {
+            return None;
+        }
+        for _ in 0..pel {
+            let id = StreamId::from_bytes(r.take(16)?).ok()?;
+            let at = u64::from_le_bytes(r.take(8)?.try_into().ok()?);
+            g.pending.push((id, at, r.len()?));
+        }
+        let consumers = r.len()?;
+        if consumers > r.left() as u64 {
+            return None;
+        }
+        for _ in 0..consumers {
+            let name = r.string()?;
+            let seen = u64::from_le_bytes(r.take(8)?.try_into().ok()?);
+            if kind == TYPE_STREAM_LISTPACKS_3 {
+                r.take(8)?;
+            }
+            let owned = r.len()?;
+            if owned.checked_mul(16)? > r.left() as u64 {
+                return None;
+            }
+            let mut ids = Vec::new();
+            for _ in 0..owned {
+                let id = StreamId::from_bytes(r.take(16)?).ok()?;
+                g.pending.binary_search_by(|p| p.0.cmp(&id)).ok()?;
+                ids.push(id);
+            }
+            g.consumers.push((name, seen, ids));
+        }
+        v.groups.push(g);
+    }
+    Some(v)
+}
+
+/// The read counter of a group at `id` in a stream loaded from a payload
+/// without counters (no deletions are known, so it is exact or unknown),
+/// as Redis's `streamEstimateDistanceFromFirstEverEntry` gives it.
+fn legacy_entries_read(v: &StreamValue, id: StreamId) -> Option<u64> {
+    let added = v.entries_added;
+    if added == 0 {
+        return Some(0);
+    }
+    let length = v.entries.len() as u64;
+    if (length == 0 && id <= v.last_id) || id == v.last_id {
+        return Some(added);
+    }
+    if id > v.last_id {
+        return None;
+    }
+    let first = v.entries.first().map(|e| e.0).unwrap_or_default();
+    if id < first {
+        Some(added - length)
+    } else if id == first {
+        Some(added - length + 1)
+    } else {
+        None
+    }
+}
+
+/// Two RDB lengths: an ID's milliseconds and sequence.
+fn id_pair(r: &mut Reader<'_>) -> Option<StreamId> {
+    Some(StreamId {
+        ms: r.len()?,
+        seq: r.len()?,
+    })
+}
+
+/// One listpack node of a stream: the master entry (live and deleted
+/// counts, the master fields), then entries as flags, ID deltas, fields
+/// (or only values when they are the master's), and a closing count.
+fn stream_node(
+    master: StreamId,
+    lp: &[Vec<u8>],
+    out: &mut Vec<(StreamId, Vec<Vec<u8>>)>,
+) -> Option<()> {
+    let int = |b: &Vec<u8>| -> Option<i64> { std::str::from_utf8(b).ok()?.parse().ok() };
+    let mut it = lp.iter();
+    let live = int(it.next()?)?;
+    let deleted = int(it.next()?)?;
+    let nfields = usize::try_from(int(it.next()?)?).ok()?;
+    if live < 0 || deleted < 0 || nfields > lp.len() {
+        return None;
+    }
+    let mut fields = Vec::with_capacity(nfields);
+    for _ in 0..nfields {
+        fields.push(it.next()?.clone());
+    }
+    if int(it.next()?)? != 0 {
+        return None;
+    }
+    let (mut seen_live, mut seen_deleted) = (0, 0);
+    while let Some(flags) = it.next() {
+        let flags = int(flags)?;
+        // Deltas from the master ID, signed (a later ms may have a smaller
+        // sequence).
+        let ms = master.ms.wrapping_add(int(it.next()?)? as u64);
+        let seq = master.seq.wrapping_add(int(it.next()?)? as u64);
+        let id = StreamId { ms, seq };
+        let same = flags & 2 != 0;
+        let n = if same {
+            nfields
+        } else {
+            usize::try_from(int(it.next()?)?).ok()?
+        };
+        if n > lp.len() {
+            return None;
+        }
+        let mut pairs = Vec::with_capacity(n * 2);
+        for i in 0..n {
+            let field = if same {
+                fields.get(i)?.clone()
+            } else {
+                it.next()?.clone()
+            };
+            pairs.push(field);
+            pairs.push(it.next()?.clone());
+        }
+        let lp_count = int(it.next()?)?;
+        let expected = if same { n + 3 } else { n * 2 + 4 };
+        if lp_count != expected as i64 {
+            return None;
+        }
+        if flags & 1 != 0 {
+            seen_deleted += 1;
+            continue;
+        }
+        seen_live += 1;
+        if out.last().is_some_and(|(last, _)| *last >= id) {
+            return None;
+        }
+        out.push((id, pairs));
+    }
+    (seen_live == live && seen_deleted == deleted).then_some(())
 }
 
 #[cfg(test)]

@@ -20,6 +20,9 @@ pub(super) const TYPE_LIST_QUICKLIST: u8 = 14;
 pub(super) const TYPE_HASH_LISTPACK: u8 = 16;
 pub(super) const TYPE_ZSET_LISTPACK: u8 = 17;
 pub(super) const TYPE_LIST_QUICKLIST_2: u8 = 18;
+pub(super) const TYPE_STREAM_LISTPACKS: u8 = 15;
+pub(super) const TYPE_STREAM_LISTPACKS_2: u8 = 19;
+pub(super) const TYPE_STREAM_LISTPACKS_3: u8 = 21;
 
 /// Quicklist node containers (RDB_TYPE_LIST_QUICKLIST_2).
 pub(super) const CONTAINER_PLAIN: u64 = 1;
@@ -65,6 +68,10 @@ pub fn encode(value: &Value) -> Vec<u8> {
         Value::Set(members) => put_set(&mut out, members),
         Value::Hash(pairs) => put_hash(&mut out, pairs),
         Value::ZSet(pairs) => put_zset(&mut out, pairs),
+        Value::Stream(stream) => {
+            out.push(TYPE_STREAM_LISTPACKS_2);
+            put_stream(&mut out, stream);
+        }
     }
     seal(out)
 }
@@ -247,6 +254,91 @@ fn score_text(s: f64) -> Vec<u8> {
         format!("{s}").into_bytes()
     } else {
         format!("{s:e}").into_bytes()
+    }
+}
+
+/// Entries per listpack node of a dumped stream (Redis's default
+/// `stream-node-max-entries`).
+const STREAM_NODE_ENTRIES: usize = 100;
+
+/// A stream as Redis 7.0 writes it (type 19): nodes of up to 100 entries,
+/// each a listpack whose master entry names the first entry's fields (the
+/// entries with the same fields store only their values), then the
+/// counters, then the groups with their pending entries and consumers.
+fn put_stream(out: &mut Vec<u8>, v: &super::StreamValue) {
+    let nodes: Vec<_> = v.entries.chunks(STREAM_NODE_ENTRIES).collect();
+    put_len(out, nodes.len() as u64);
+    for node in &nodes {
+        let master = node[0].0;
+        put_string(out, &master.to_bytes());
+        let master_fields: Vec<&[u8]> = node[0].1.iter().step_by(2).map(|f| f.as_slice()).collect();
+        let mut elems: Vec<Vec<u8>> = vec![
+            node.len().to_string().into_bytes(),
+            b"0".to_vec(),
+            master_fields.len().to_string().into_bytes(),
+        ];
+        elems.extend(master_fields.iter().map(|f| f.to_vec()));
+        elems.push(b"0".to_vec());
+        for (id, pairs) in node.iter() {
+            let fields: Vec<&[u8]> = pairs.iter().step_by(2).map(|f| f.as_slice()).collect();
+            let same = fields == master_fields;
+            elems.push(if same { b"2".to_vec() } else { b"0".to_vec() });
+            // Deltas from the master ID, signed as Redis writes them.
+            elems.push(
+                (id.ms.wrapping_sub(master.ms) as i64)
+                    .to_string()
+                    .into_bytes(),
+            );
+            elems.push(
+                (id.seq.wrapping_sub(master.seq) as i64)
+                    .to_string()
+                    .into_bytes(),
+            );
+            if same {
+                elems.extend(pairs.iter().skip(1).step_by(2).cloned());
+                elems.push((fields.len() + 3).to_string().into_bytes());
+            } else {
+                elems.push(fields.len().to_string().into_bytes());
+                elems.extend(pairs.iter().cloned());
+                elems.push((fields.len() * 2 + 4).to_string().into_bytes());
+            }
+        }
+        put_string(out, &listpack::encode(elems.iter().map(|e| e.as_slice())));
+    }
+    put_len(out, v.entries.len() as u64);
+    let first = v.entries.first().map(|e| e.0).unwrap_or_default();
+    for n in [
+        v.last_id.ms,
+        v.last_id.seq,
+        first.ms,
+        first.seq,
+        v.max_deleted.ms,
+        v.max_deleted.seq,
+        v.entries_added,
+    ] {
+        put_len(out, n);
+    }
+    put_len(out, v.groups.len() as u64);
+    for g in &v.groups {
+        put_string(out, &g.name);
+        put_len(out, g.last_id.ms);
+        put_len(out, g.last_id.seq);
+        put_len(out, g.entries_read.unwrap_or(u64::MAX));
+        put_len(out, g.pending.len() as u64);
+        for (id, at, count) in &g.pending {
+            out.extend_from_slice(&id.to_bytes());
+            out.extend_from_slice(&at.to_le_bytes());
+            put_len(out, *count);
+        }
+        put_len(out, g.consumers.len() as u64);
+        for (name, seen, owned) in &g.consumers {
+            put_string(out, name);
+            out.extend_from_slice(&seen.to_le_bytes());
+            put_len(out, owned.len() as u64);
+            for id in owned {
+                out.extend_from_slice(&id.to_bytes());
+            }
+        }
     }
 }
 

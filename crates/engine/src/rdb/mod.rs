@@ -7,9 +7,10 @@
 //! polynomial) of everything before it (8 bytes, little endian).
 //!
 //! [`encode`] writes the encodings Redis 7.0 writes (listpacks, quicklist 2,
-//! intsets) without compressing. [`decode`] reads every encoding Redis 7.0
-//! loads for strings, lists, sets, hashes and sorted sets (plain, ziplist,
-//! zipmap, intset, listpack, quicklist 1 and 2, LZF-compressed strings) and
+//! intsets, stream listpacks 2) without compressing. [`decode`] reads every
+//! encoding Redis 7.0 loads for strings, lists, sets, hashes, sorted sets
+//! and streams (plain, ziplist, zipmap, intset, listpack, quicklist 1 and 2,
+//! stream listpacks 1 to 3, LZF-compressed strings) and
 //! refuses any payload it cannot read whole: every length is checked against
 //! the bytes left before anything is allocated for it, so a corrupt or
 //! hostile payload costs at most a bounded multiple of its own size.
@@ -20,6 +21,8 @@ mod intset;
 mod listpack;
 mod lzf;
 mod ziplist;
+
+use store::StreamId;
 
 pub use decode::{decode, decode_functions};
 pub use encode::encode;
@@ -54,6 +57,38 @@ pub enum Value {
     Hash(Vec<(Vec<u8>, Vec<u8>)>),
     /// A sorted set's members and scores (distinct members, no NaN).
     ZSet(Vec<(Vec<u8>, f64)>),
+    /// A stream: entries, counters, consumer groups.
+    Stream(Box<StreamValue>),
+}
+
+/// A stream as RDB carries it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StreamValue {
+    /// Live entries in ID order, each with its field/value pairs (flat).
+    pub entries: Vec<(StreamId, Vec<Vec<u8>>)>,
+    /// The last ID generated.
+    pub last_id: StreamId,
+    /// The largest deleted ID.
+    pub max_deleted: StreamId,
+    /// Entries ever added.
+    pub entries_added: u64,
+    /// The consumer groups.
+    pub groups: Vec<StreamGroupValue>,
+}
+
+/// A consumer group as RDB carries it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StreamGroupValue {
+    /// Its name.
+    pub name: Vec<u8>,
+    /// The last ID delivered.
+    pub last_id: StreamId,
+    /// Its read counter (None: unknown).
+    pub entries_read: Option<u64>,
+    /// Pending entries: ID, delivery time (ms), delivery count.
+    pub pending: Vec<(StreamId, u64, u64)>,
+    /// Consumers: name, seen time (ms), the IDs they own.
+    pub consumers: Vec<(Vec<u8>, u64, Vec<StreamId>)>,
 }
 
 /// Why a payload was refused, as RESTORE reports it.
@@ -62,7 +97,7 @@ pub enum PayloadError {
     /// Too short, a version newer than [`RDB_VERSION`], or a CRC mismatch.
     VersionOrChecksum,
     /// The checksum holds but the value cannot be read (malformed, empty,
-    /// or a type shoal does not keep: streams, modules).
+    /// or a type shoal does not keep: modules).
     BadFormat,
 }
 
