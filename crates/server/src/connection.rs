@@ -250,6 +250,9 @@ where
             )
         };
         parser.set_max_bulk_len(max_bulk);
+        parser.set_unauthenticated(
+            session.borrow().authenticated != Some(true) && worker.engine.borrow().auth_required(),
+        );
         // Frames that arrived since the last write go before the replies of
         // the requests read after them.
         push.take_into(&mut out);
