@@ -99,6 +99,9 @@ where
         return None;
     }
     let mut s = Session::new(id, now);
+    // Authenticated from the start when the default user needs no password
+    // (Redis's accept-time rule).
+    s.authenticated = Some(!worker.engine.borrow().auth_required());
     if let Some(m) = &moved {
         apply_moved_state(&mut s, m);
     }
