@@ -733,6 +733,9 @@ impl Engine {
         use crate::acl::{self, Gate};
         let is_default = session.user == b"default";
         if is_default && self.acl.default_open {
+            // Redis decides at accept time: a client that came while no
+            // password was needed stays authenticated when one is set.
+            session.authenticated.get_or_insert(true);
             return Gate::Pass;
         }
         let users = &self.acl.users;

@@ -707,6 +707,9 @@ pub(crate) enum Change {
     Appendfsync(store::log::FsyncPolicy),
     /// A value kept in the shared setting text (`params::Overrides`).
     Text(&'static str, String),
+    /// `requirepass`: the default user's password (any bytes); the text
+    /// keeps it when it has no line break, for CONFIG GET.
+    RequirePass(Vec<u8>),
 }
 
 fn set_failed(name: &str, why: &str) -> CmdError {
@@ -789,6 +792,7 @@ pub(crate) fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError>
                 )
             })? as u64,
         ),
+        "requirepass" => Change::RequirePass(value.to_vec()),
         "appendfsync" => Change::Appendfsync(
             std::str::from_utf8(value)
                 .ok()
@@ -876,10 +880,19 @@ pub(crate) fn apply_changes(
                 })?;
                 store.set_config_word(word::TEXT_SET, 2)?;
             }
+            Change::RequirePass(value) => {
+                crate::acl::write_default_password(store, h, &value)?;
+                let shown = String::from_utf8_lossy(&value).into_owned();
+                h.update_config_text(|old| {
+                    let mut overrides = params::Overrides::parse(old);
+                    if !shown.contains(['\n', '\r', '\0']) {
+                        overrides.set("requirepass", shown);
+                    }
+                    Ok(overrides.to_text())
+                })?;
+                store.set_config_word(word::TEXT_SET, 2)?;
+            }
             Change::Text(name, value) => {
-                if name == "requirepass" {
-                    crate::acl::write_default_password(store, h, &value)?;
-                }
                 h.update_config_text(|old| {
                         let mut overrides = params::Overrides::parse(old);
                         overrides.set(name, value);

@@ -27,6 +27,10 @@ pub enum ProtocolError {
     /// The `$` length is not an integer, is negative, or is above the
     /// configured `proto-max-bulk-len`.
     InvalidBulkLength,
+    /// More than 10 arguments before authentication.
+    UnauthenticatedMultibulkLength,
+    /// An argument longer than 16 KiB before authentication.
+    UnauthenticatedBulkLength,
     /// A line inside a multibulk request starts with this byte instead of `$`.
     ExpectedDollar(u8),
     /// An inline request has no `\n` within
@@ -52,6 +56,12 @@ impl ProtocolError {
             ProtocolError::TooBigBulkCount => "ERR Protocol error: too big bulk count string",
             ProtocolError::InvalidMultibulkLength => "ERR Protocol error: invalid multibulk length",
             ProtocolError::InvalidBulkLength => "ERR Protocol error: invalid bulk length",
+            ProtocolError::UnauthenticatedMultibulkLength => {
+                "ERR Protocol error: unauthenticated multibulk length"
+            }
+            ProtocolError::UnauthenticatedBulkLength => {
+                "ERR Protocol error: unauthenticated bulk length"
+            }
             ProtocolError::TooBigInline => "ERR Protocol error: too big inline request",
             ProtocolError::UnbalancedQuotes => "ERR Protocol error: unbalanced quotes in request",
             ProtocolError::ExpectedDollar(got) => {
@@ -76,6 +86,8 @@ impl ProtocolError {
             ProtocolError::TooBigBulkCount => "too big bulk count string",
             ProtocolError::InvalidMultibulkLength => "invalid mbulk count",
             ProtocolError::InvalidBulkLength => "invalid bulk length",
+            ProtocolError::UnauthenticatedMultibulkLength => "unauthenticated multibulk length",
+            ProtocolError::UnauthenticatedBulkLength => "unauthenticated bulk length",
             ProtocolError::ExpectedDollar(_) => "expected $ but got something else",
             ProtocolError::TooBigInline => "too big inline request",
             ProtocolError::UnbalancedQuotes => "unbalanced quotes in inline request",

@@ -233,14 +233,14 @@ impl Acl {
 }
 
 /// `requirepass`: the default user's only password (empty: `nopass`).
-pub(crate) fn set_default_password(users: &mut Users, password: &str) {
+pub(crate) fn set_default_password(users: &mut Users, password: &[u8]) {
     if let Some(u) = users.map.get_mut(&b"default"[..]) {
         let _ = u.apply(b"resetpass", false);
         if password.is_empty() {
             let _ = u.apply(b"nopass", false);
         } else {
             let mut op = b">".to_vec();
-            op.extend_from_slice(password.as_bytes());
+            op.extend_from_slice(password);
             let _ = u.apply(&op, false);
         }
     }
@@ -262,7 +262,7 @@ pub(crate) fn write_users(
 pub(crate) fn write_default_password(
     store: &store::Store,
     h: &mut store::Handle,
-    password: &str,
+    password: &[u8],
 ) -> Result<(), store::Error> {
     h.update_users_text(|old| {
         let mut users = Users::from_segment_text(old);

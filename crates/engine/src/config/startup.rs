@@ -303,7 +303,7 @@ impl StartupConfig {
         }
         let mut users = crate::acl::Users::with_default();
         if let Some(pass) = self.get("requirepass") {
-            crate::acl::set_default_password(&mut users, pass);
+            crate::acl::set_default_password(&mut users, pass.as_bytes());
         }
         if !aclfile.is_empty() {
             let text = std::fs::read(aclfile)

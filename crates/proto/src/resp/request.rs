@@ -87,6 +87,9 @@ pub type ParseResult<'a> = Result<Option<(Args<'a>, usize)>, ProtocolError>;
 #[derive(Debug, Clone)]
 pub struct RequestParser {
     max_bulk_len: u64,
+    /// The client has not authenticated while a password is required:
+    /// Redis then accepts at most 10 arguments of at most 16 KiB each.
+    unauthenticated: bool,
     /// Progress through a multibulk request that was incomplete at the last
     /// call; `None` between requests.
     partial: Option<Multibulk>,
@@ -132,6 +135,7 @@ impl RequestParser {
     pub const fn with_max_bulk_len(max_bulk_len: u64) -> Self {
         RequestParser {
             max_bulk_len,
+            unauthenticated: false,
             partial: None,
             spans: Vec::new(),
         }
@@ -146,6 +150,13 @@ impl RequestParser {
     /// under way keeps the lengths it has read.
     pub fn set_max_bulk_len(&mut self, max_bulk_len: u64) {
         self.max_bulk_len = max_bulk_len;
+    }
+
+    /// Limits an unauthenticated client as Redis does (at most 10 arguments
+    /// of at most 16 KiB each), so that it cannot make the server buffer
+    /// much before it logs in.
+    pub fn set_unauthenticated(&mut self, unauthenticated: bool) {
+        self.unauthenticated = unauthenticated;
     }
 
     /// Forgets any request in progress, so the next call starts afresh.
@@ -179,6 +190,9 @@ impl RequestParser {
                     Some((count, pos)) if count <= 0 => {
                         // `*0`, `*-1`, …: Redis resets the client and moves on.
                         return Ok(Some((Vec::new(), pos)));
+                    }
+                    Some((count, _)) if self.unauthenticated && count > 10 => {
+                        return Err(ProtocolError::UnauthenticatedMultibulkLength);
                     }
                     Some((count, pos)) => {
                         // At most INT_MAX: a usize on 32- and 64-bit targets.
@@ -257,6 +271,9 @@ impl RequestParser {
                         }
                         _ => return Err(ProtocolError::InvalidBulkLength),
                     };
+                    if self.unauthenticated && len > 16384 {
+                        return Err(ProtocolError::UnauthenticatedBulkLength);
+                    }
                     mb.pos += cr + 2;
                     // A length beyond the address space can never arrive; it
                     // waits until the caller's query-buffer limit ends it.

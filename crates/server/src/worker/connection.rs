@@ -75,6 +75,9 @@ where
         return None;
     }
     let mut s = Session::new(id, now);
+    // Authenticated from the start when the default user needs no password
+    // (Redis's accept-time rule).
+    s.authenticated = Some(!worker.engine.borrow().auth_required());
     if let Some(m) = &moved {
         apply_moved_state(&mut s, m);
     }
@@ -225,6 +228,9 @@ where
             )
         };
         parser.set_max_bulk_len(max_bulk);
+        parser.set_unauthenticated(
+            session.borrow().authenticated != Some(true) && worker.engine.borrow().auth_required(),
+        );
         // Frames that arrived since the last write go before the replies of
         // the requests read after them.
         push.take_into(&mut out);
