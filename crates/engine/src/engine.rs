@@ -797,7 +797,7 @@ impl Engine {
     }
 
     /// The check scripts' `redis.call` makes (Redis logs it in the `lua`
-    /// context): Ok, or the NOPERM error to raise in the script.
+    /// context): Ok, or the error to raise in the script, in Redis's words.
     pub fn acl_check_script(
         &mut self,
         session: &Session,
@@ -824,7 +824,17 @@ impl Engine {
                     d.arg,
                     crate::acl::LogContext::Lua,
                 );
-                Err(crate::acl::noperm_error(d.kind, effective.name))
+                Err(CmdError::msg(match d.kind {
+                    crate::acl::DeniedKind::Command => {
+                        "The user executing the script can't run this command or subcommand"
+                    }
+                    crate::acl::DeniedKind::Key => {
+                        "The user executing the script can't access at least one of the keys mentioned in the command arguments"
+                    }
+                    crate::acl::DeniedKind::Channel => {
+                        "The user executing the script can't publish to the channel mentioned in the command"
+                    }
+                }))
             }
         }
     }

@@ -567,6 +567,9 @@ fn script_command(
     if flags & NOSCRIPT != 0 {
         return Err("This Redis command is not allowed from script".into());
     }
+    if let Err(e) = cx.engine.acl_check_script(cx.session, args) {
+        return Err(e.text().to_string());
+    }
     if flags & WRITE != 0 {
         if ctx.read_only {
             return Err("Write commands are not allowed from read-only scripts.".into());
