@@ -321,6 +321,21 @@ fn zipmap(zm: &[u8]) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
     Some(out)
 }
 
+/// The library codes of a FUNCTION DUMP payload's body (footer already
+/// checked): each is RDB's function opcode and a string. None when the
+/// body is anything else.
+pub fn decode_functions(body: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut r = Reader { buf: body, pos: 0 };
+    let mut codes = Vec::new();
+    while r.left() > 0 {
+        if r.byte()? != super::OPCODE_FUNCTION2 {
+            return None;
+        }
+        codes.push(r.string()?);
+    }
+    Some(codes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::fuzzing::sealed;
@@ -398,19 +413,4 @@ mod tests {
         bad(b"\x01\x80\xff\xff\xff\xff\x01a");
         bad(b"\x01\x81\xff\xff\xff\xff\xff\xff\xff\xff\x01a");
     }
-}
-
-/// The library codes of a FUNCTION DUMP payload's body (footer already
-/// checked): each is RDB's function opcode and a string. None when the
-/// body is anything else.
-pub fn decode_functions(body: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let mut r = Reader { buf: body, pos: 0 };
-    let mut codes = Vec::new();
-    while r.left() > 0 {
-        if r.byte()? != super::OPCODE_FUNCTION2 {
-            return None;
-        }
-        codes.push(r.string()?);
-    }
-    Some(codes)
 }

@@ -176,12 +176,16 @@ pub(crate) fn single_field(lua: &Lua, field: &str, value: Value) -> mlua::Result
 /// `redisProtocolToLuaType`).
 pub(crate) fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
     Ok(match reply {
-        Reply::Status(s) => {
-            Value::Table(single_field(lua, "ok", Value::String(lua.create_string(s)?))?)
-        }
-        Reply::Error(e) => {
-            Value::Table(single_field(lua, "err", Value::String(lua.create_string(e)?))?)
-        }
+        Reply::Status(s) => Value::Table(single_field(
+            lua,
+            "ok",
+            Value::String(lua.create_string(s)?),
+        )?),
+        Reply::Error(e) => Value::Table(single_field(
+            lua,
+            "err",
+            Value::String(lua.create_string(e)?),
+        )?),
         Reply::Integer(n) => Value::Number(*n as f64),
         Reply::Bulk(b) => Value::String(lua.create_string(b)?),
         Reply::Null { resp3: true } => Value::Nil,
@@ -248,7 +252,7 @@ fn write_value(out: &mut ReplyWriter<'_>, value: &Value, script_resp: Protocol, 
                 out.boolean(*b);
             }
         }
-        Value::Integer(n) => out.integer(*n as i64),
+        Value::Integer(n) => out.integer(*n),
         Value::Number(n) => out.integer(number_to_integer(*n)),
         Value::Table(t) => write_table(out, t, script_resp, depth),
         _ => out.null(),
@@ -353,7 +357,10 @@ mod tests {
         let r = parse_replies(b"%1\r\n+a\r\n,1.5\r\n").unwrap();
         assert_eq!(
             r,
-            vec![Reply::Map(vec![(Reply::Status(b"a".to_vec()), Reply::Double(1.5))])]
+            vec![Reply::Map(vec![(
+                Reply::Status(b"a".to_vec()),
+                Reply::Double(1.5)
+            )])]
         );
     }
 

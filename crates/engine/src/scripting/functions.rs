@@ -57,14 +57,12 @@ pub(crate) struct Libraries {
 
 impl Libraries {
     fn find_function(&self, name: &str) -> Option<(&Library, &FunctionInfo)> {
-        self.libs
-            .iter()
-            .find_map(|l| {
-                l.functions
-                    .iter()
-                    .find(|f| f.name.eq_ignore_ascii_case(name))
-                    .map(|f| (l, f))
-            })
+        self.libs.iter().find_map(|l| {
+            l.functions
+                .iter()
+                .find(|f| f.name.eq_ignore_ascii_case(name))
+                .map(|f| (l, f))
+        })
     }
 }
 
@@ -190,7 +188,9 @@ fn load_library(vm: &Vm, code: &[u8]) -> Result<Library, CmdError> {
             CmdError::owned(format!("ERR Error compiling function: {text}"))
         })?;
     let registered = vm.lua.create_table().map_err(lua_error)?;
-    vm.state.raw_set("loading", registered.clone()).map_err(lua_error)?;
+    vm.state
+        .raw_set("loading", registered.clone())
+        .map_err(lua_error)?;
     vm.state.raw_set("pending", Value::Nil).map_err(lua_error)?;
     let started = Instant::now();
     let state = vm.state.clone();
@@ -393,11 +393,9 @@ pub(super) fn function_flush(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 "ERR FUNCTION FLUSH only supports SYNC|ASYNC option",
             ))
         }
-        _ => {
-            return Err(CmdError::msg(
-                "ERR unknown subcommand or wrong number of arguments for 'flush'. Try FUNCTION HELP.",
-            ))
-        }
+        _ => return Err(CmdError::msg(
+            "ERR unknown subcommand or wrong number of arguments for 'flush'. Try FUNCTION HELP.",
+        )),
     }
     Handle::exclusive_in(cx, Cx::h, |cx| {
         with_libraries(cx, |cx, _, libs| {
@@ -502,17 +500,16 @@ pub(super) fn function_restore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         Append,
         Replace,
     }
-    let policy = match args.get(3) {
-        None => Policy::Append,
-        Some(p) if parse::is(p, "flush") => Policy::Flush,
-        Some(p) if parse::is(p, "append") => Policy::Append,
-        Some(p) if parse::is(p, "replace") => Policy::Replace,
-        Some(_) => {
-            return Err(CmdError::msg(
+    let policy =
+        match args.get(3) {
+            None => Policy::Append,
+            Some(p) if parse::is(p, "flush") => Policy::Flush,
+            Some(p) if parse::is(p, "append") => Policy::Append,
+            Some(p) if parse::is(p, "replace") => Policy::Replace,
+            Some(_) => return Err(CmdError::msg(
                 "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
-            ))
-        }
-    };
+            )),
+        };
     refuse_oom(cx)?;
     let body = rdb::verify(&args[2])
         .map_err(|_| CmdError::msg("ERR DUMP payload version or checksum are wrong"))?;
@@ -542,12 +539,11 @@ pub(super) fn function_restore(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                     next.remove(at);
                 }
                 let clash = lib.functions.iter().find(|f| {
-                    next.iter()
-                        .any(|l| {
-                            l.functions
-                                .iter()
-                                .any(|g| g.name.eq_ignore_ascii_case(&f.name))
-                        })
+                    next.iter().any(|l| {
+                        l.functions
+                            .iter()
+                            .any(|g| g.name.eq_ignore_ascii_case(&f.name))
+                    })
                 });
                 if let Some(f) = clash {
                     return Err(CmdError::owned(format!(

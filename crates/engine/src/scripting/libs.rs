@@ -20,7 +20,10 @@ use crate::scripting::lua::{fail, format_g, ok};
 pub(crate) fn install(lua: &Lua, globals: &Table, native: &Table) -> mlua::Result<()> {
     native.raw_set("bit", bit(lua)?)?;
     let cjson = lua.create_table()?;
-    cjson.raw_set("null", Value::LightUserData(LightUserData(std::ptr::null_mut())))?;
+    cjson.raw_set(
+        "null",
+        Value::LightUserData(LightUserData(std::ptr::null_mut())),
+    )?;
     globals.raw_set("cjson", cjson)?;
     native.raw_set("cjson", cjson_natives(lua)?)?;
     native.raw_set("cmsgpack", cmsgpack(lua)?)?;
@@ -68,13 +71,21 @@ fn tobit(n: f64) -> i32 {
 
 fn bit(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
-    fn arg(lua: &Lua, args: &MultiValue, i: usize, name: &str) -> Result<i32, mlua::Result<MultiValue>> {
+    fn arg(
+        lua: &Lua,
+        args: &MultiValue,
+        i: usize,
+        name: &str,
+    ) -> Result<i32, mlua::Result<MultiValue>> {
         match args.get(i).and_then(num) {
             Some(n) => Ok(tobit(n)),
             None => Err(msg(
                 lua,
-                &format!("bad argument #{} to '{name}' (number expected, got {})", i + 1,
-                    args.get(i).map_or("no value", |v| v.type_name())),
+                &format!(
+                    "bad argument #{} to '{name}' (number expected, got {})",
+                    i + 1,
+                    args.get(i).map_or("no value", |v| v.type_name())
+                ),
             )),
         }
     }
@@ -157,7 +168,11 @@ fn bit(lua: &Lua) -> mlua::Result<Table> {
                 n = n.wrapping_neg();
             }
             let n = n.clamp(1, 8) as usize;
-            let full = if upper { format!("{x:08X}") } else { format!("{x:08x}") };
+            let full = if upper {
+                format!("{x:08X}")
+            } else {
+                format!("{x:08x}")
+            };
             ok(vec![Value::String(lua.create_string(&full[8 - n..])?)])
         })?,
     )?;
@@ -212,7 +227,12 @@ fn cjson_natives(lua: &Lua) -> mlua::Result<Table> {
                 return msg(lua, "bad argument #1 to 'decode' (string expected)");
             };
             let bytes = s.as_bytes().to_vec();
-            let mut p = JsonParser { lua, s: &bytes, i: 0, cfg: &c };
+            let mut p = JsonParser {
+                lua,
+                s: &bytes,
+                i: 0,
+                cfg: &c,
+            };
             match p.document() {
                 Ok(v) => ok(vec![v]),
                 Err(JsonError::Lua(e)) => Err(e),
@@ -246,12 +266,35 @@ fn cjson_natives(lua: &Lua) -> mlua::Result<Table> {
         },
         _ => None,
     };
-    setting!("encode_max_depth", encode_max_depth, depth, |d: usize| Value::Number(d as f64));
-    setting!("decode_max_depth", decode_max_depth, depth, |d: usize| Value::Number(d as f64));
-    setting!("encode_invalid_numbers", encode_invalid_numbers, flag, Value::Boolean);
-    setting!("decode_invalid_numbers", decode_invalid_numbers, flag, Value::Boolean);
-    let precision = |v: &Value| num(v).filter(|n| (1.0..=14.0).contains(n)).map(|n| n as usize);
-    setting!("encode_number_precision", encode_precision, precision, |d: usize| Value::Number(d as f64));
+    setting!("encode_max_depth", encode_max_depth, depth, |d: usize| {
+        Value::Number(d as f64)
+    });
+    setting!("decode_max_depth", decode_max_depth, depth, |d: usize| {
+        Value::Number(d as f64)
+    });
+    setting!(
+        "encode_invalid_numbers",
+        encode_invalid_numbers,
+        flag,
+        Value::Boolean
+    );
+    setting!(
+        "decode_invalid_numbers",
+        decode_invalid_numbers,
+        flag,
+        Value::Boolean
+    );
+    let precision = |v: &Value| {
+        num(v)
+            .filter(|n| (1.0..=14.0).contains(n))
+            .map(|n| n as usize)
+    };
+    setting!(
+        "encode_number_precision",
+        encode_precision,
+        precision,
+        |d: usize| Value::Number(d as f64)
+    );
     t.raw_set(
         "encode_keep_buffer",
         lua.create_function(|_, _: MultiValue| ok(vec![Value::Boolean(true)]))?,
@@ -259,7 +302,11 @@ fn cjson_natives(lua: &Lua) -> mlua::Result<Table> {
     t.raw_set(
         "encode_sparse_array",
         lua.create_function(|_, _: MultiValue| {
-            ok(vec![Value::Boolean(false), Value::Number(2.0), Value::Number(10.0)])
+            ok(vec![
+                Value::Boolean(false),
+                Value::Number(2.0),
+                Value::Number(10.0),
+            ])
         })?,
     )?;
     Ok(t)
@@ -289,7 +336,13 @@ fn json_number(n: f64, cfg: &JsonConfig, out: &mut Vec<u8>) -> Result<(), String
         if !cfg.encode_invalid_numbers.get() {
             return Err("Cannot serialise number: must not be NaN or Inf".into());
         }
-        out.extend_from_slice(if n.is_nan() { b"nan" } else if n > 0.0 { b"inf" } else { b"-inf" });
+        out.extend_from_slice(if n.is_nan() {
+            b"nan"
+        } else if n > 0.0 {
+            b"inf"
+        } else {
+            b"-inf"
+        });
         return Ok(());
     }
     if n == 0.0 {
@@ -409,7 +462,10 @@ struct JsonParser<'a> {
 
 impl JsonParser<'_> {
     fn err(&self, what: &str) -> JsonError {
-        JsonError::Text(format!("Expected {what} but found invalid token at character {}", self.i + 1))
+        JsonError::Text(format!(
+            "Expected {what} but found invalid token at character {}",
+            self.i + 1
+        ))
     }
 
     fn ws(&mut self) {
@@ -588,7 +644,10 @@ impl JsonParser<'_> {
     }
 
     fn hex4(&mut self) -> Result<u32, JsonError> {
-        let digits = self.s.get(self.i..self.i + 4).ok_or_else(|| self.err("unicode escape"))?;
+        let digits = self
+            .s
+            .get(self.i..self.i + 4)
+            .ok_or_else(|| self.err("unicode escape"))?;
         let text = std::str::from_utf8(digits).map_err(|_| self.err("unicode escape"))?;
         let v = u32::from_str_radix(text, 16).map_err(|_| self.err("unicode escape"))?;
         self.i += 4;
@@ -643,10 +702,10 @@ fn mp_encode(v: &Value, depth: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
     match v {
         Value::Nil => out.push(0xc0),
         Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),
-        Value::Integer(n) => mp_int(*n as i64, out),
+        Value::Integer(n) => mp_int(*n, out),
         Value::Number(n) => {
             let n = *n;
-            if n.is_finite() && n.fract() == 0.0 && n >= -9.2e18 && n <= 1.8e19 {
+            if n.is_finite() && n.fract() == 0.0 && (-9.2e18..=1.8e19).contains(&n) {
                 if n >= 0.0 && n > i64::MAX as f64 {
                     out.push(0xcf);
                     out.extend_from_slice(&(n as u64).to_be_bytes());
@@ -769,7 +828,11 @@ fn unpack(
     if offset < 0 || offset as usize > bytes.len() {
         return msg(lua, "Start offset greater than input length.");
     }
-    let mut r = MpReader { lua, s: &bytes, i: offset as usize };
+    let mut r = MpReader {
+        lua,
+        s: &bytes,
+        i: offset as usize,
+    };
     let mut values = Vec::new();
     while r.i < bytes.len() && (limit == 0 || values.len() < limit) {
         match r.value(0) {
@@ -815,7 +878,10 @@ impl MpReader<'_> {
     }
 
     fn be(&mut self, n: usize) -> Result<u64, MpError> {
-        Ok(self.take(n)?.iter().fold(0u64, |acc, &b| (acc << 8) | b as u64))
+        Ok(self
+            .take(n)?
+            .iter()
+            .fold(0u64, |acc, &b| (acc << 8) | b as u64))
     }
 
     fn value(&mut self, depth: usize) -> Result<Value, MpError> {
@@ -914,7 +980,10 @@ impl MpReader<'_> {
 /// One item of a struct format.
 #[derive(Clone, Copy, Debug)]
 enum Item {
-    Int { size: usize, signed: bool },
+    Int {
+        size: usize,
+        signed: bool,
+    },
     Float,
     Double,
     /// `s`: zero-terminated string.
@@ -933,7 +1002,12 @@ struct Format<'a> {
 
 impl Format<'_> {
     fn new(f: &[u8]) -> Format<'_> {
-        Format { f, i: 0, little: cfg!(target_endian = "little"), max_align: 1 }
+        Format {
+            f,
+            i: 0,
+            little: cfg!(target_endian = "little"),
+            max_align: 1,
+        }
     }
 
     fn size_arg(&mut self, default: usize) -> usize {
@@ -998,7 +1072,14 @@ impl Format<'_> {
                 _ => 1,
             };
             let align = size.min(self.max_align);
-            return Ok(Some((item, if align > 1 && align.is_power_of_two() { align } else { 1 })));
+            return Ok(Some((
+                item,
+                if align > 1 && align.is_power_of_two() {
+                    align
+                } else {
+                    1
+                },
+            )));
         }
         Ok(None)
     }
@@ -1031,7 +1112,10 @@ fn structlib(lua: &Lua) -> mlua::Result<Table> {
                 match item {
                     Item::Int { size, .. } => {
                         let Some(n) = num(&v) else {
-                            return msg(lua, &format!("bad argument #{} to 'pack' (number expected)", arg + 1));
+                            return msg(
+                                lua,
+                                &format!("bad argument #{} to 'pack' (number expected)", arg + 1),
+                            );
                         };
                         let n = if n < 0.0 { n as i64 as u64 } else { n as u64 };
                         let bytes = n.to_le_bytes();
@@ -1044,11 +1128,18 @@ fn structlib(lua: &Lua) -> mlua::Result<Table> {
                     }
                     Item::Float | Item::Double => {
                         let Some(n) = num(&v) else {
-                            return msg(lua, &format!("bad argument #{} to 'pack' (number expected)", arg + 1));
+                            return msg(
+                                lua,
+                                &format!("bad argument #{} to 'pack' (number expected)", arg + 1),
+                            );
                         };
                         let bytes = if matches!(item, Item::Float) {
                             let x = n as f32;
-                            if f.little { x.to_le_bytes().to_vec() } else { x.to_be_bytes().to_vec() }
+                            if f.little {
+                                x.to_le_bytes().to_vec()
+                            } else {
+                                x.to_be_bytes().to_vec()
+                            }
                         } else if f.little {
                             n.to_le_bytes().to_vec()
                         } else {
@@ -1062,13 +1153,25 @@ fn structlib(lua: &Lua) -> mlua::Result<Table> {
                             Value::String(s) => s.as_bytes().to_vec(),
                             Value::Number(n) => lua_number_text(*n).into_bytes(),
                             _ => {
-                                return msg(lua, &format!("bad argument #{} to 'pack' (string expected)", arg + 1))
+                                return msg(
+                                    lua,
+                                    &format!(
+                                        "bad argument #{} to 'pack' (string expected)",
+                                        arg + 1
+                                    ),
+                                )
                             }
                         };
                         match item {
                             Item::ZString => {
                                 if s.contains(&0) {
-                                    return msg(lua, &format!("bad argument #{} to 'pack' (string contains zeros)", arg + 1));
+                                    return msg(
+                                        lua,
+                                        &format!(
+                                            "bad argument #{} to 'pack' (string contains zeros)",
+                                            arg + 1
+                                        ),
+                                    );
                                 }
                                 out.extend_from_slice(&s);
                                 out.push(0);
@@ -1076,7 +1179,13 @@ fn structlib(lua: &Lua) -> mlua::Result<Table> {
                             Item::Chars(n) => {
                                 let n = if n == 0 { s.len() } else { n };
                                 if s.len() < n {
-                                    return msg(lua, &format!("bad argument #{} to 'pack' (string too short)", arg + 1));
+                                    return msg(
+                                        lua,
+                                        &format!(
+                                            "bad argument #{} to 'pack' (string too short)",
+                                            arg + 1
+                                        ),
+                                    );
                                 }
                                 out.extend_from_slice(&s[..n]);
                             }
@@ -1093,14 +1202,20 @@ fn structlib(lua: &Lua) -> mlua::Result<Table> {
     t.raw_set(
         "unpack",
         lua.create_function(|lua, args: MultiValue| {
-            let (Some(Value::String(fmt)), Some(Value::String(data))) = (args.front(), args.get(1)) else {
+            let (Some(Value::String(fmt)), Some(Value::String(data))) = (args.front(), args.get(1))
+            else {
                 return msg(lua, "bad argument to 'unpack' (string expected)");
             };
             let fmt = fmt.as_bytes().to_vec();
             let data = data.as_bytes().to_vec();
             let mut pos = match args.get(2).and_then(num) {
                 Some(n) if n >= 1.0 => n as usize - 1,
-                Some(_) => return msg(lua, "bad argument #3 to 'unpack' (offset must be 1 or greater)"),
+                Some(_) => {
+                    return msg(
+                        lua,
+                        "bad argument #3 to 'unpack' (offset must be 1 or greater)",
+                    )
+                }
                 None => 0,
             };
             let mut f = Format::new(&fmt);
@@ -1157,8 +1272,12 @@ fn structlib(lua: &Lua) -> mlua::Result<Table> {
                         pos += size;
                     }
                     Item::ZString => {
-                        let Some(end) = data[pos.min(data.len())..].iter().position(|&b| b == 0) else {
-                            return msg(lua, "bad argument #2 to 'unpack' (unfinished string in data)");
+                        let Some(end) = data[pos.min(data.len())..].iter().position(|&b| b == 0)
+                        else {
+                            return msg(
+                                lua,
+                                "bad argument #2 to 'unpack' (unfinished string in data)",
+                            );
                         };
                         results.push(Value::String(lua.create_string(&data[pos..pos + end])?));
                         pos += end + 1;

@@ -98,7 +98,10 @@ pub(crate) fn error_text(buf: &[u8]) -> Vec<u8> {
     };
     let is_break = |b: &u8| matches!(b, b'\r' | b'\n');
     let start = msg.iter().position(|b| !is_break(b)).unwrap_or(msg.len());
-    let end = msg.iter().rposition(|b| !is_break(b)).map_or(start, |i| i + 1);
+    let end = msg
+        .iter()
+        .rposition(|b| !is_break(b))
+        .map_or(start, |i| i + 1);
     let mut out = code.to_vec();
     out.push(b' ');
     out.extend_from_slice(msg.get(start..end).unwrap_or_default());
@@ -135,7 +138,9 @@ impl Vm {
         )?;
         lua.set_memory_limit(MEMORY_LIMIT)?;
         let globals = lua.globals();
-        for name in ["loadfile", "dofile", "print", "require", "module", "newproxy"] {
+        for name in [
+            "loadfile", "dofile", "print", "require", "module", "newproxy",
+        ] {
             globals.raw_set(name, Value::Nil)?;
         }
         let flags = Rc::new(RunFlags {
@@ -255,7 +260,12 @@ fn redis_natives(lua: &Lua, flags: &Rc<RunFlags>) -> mlua::Result<Table> {
         lua.create_function(|lua, args: MultiValue| {
             let text = match (arg_count(&args), &args.front()) {
                 (1, Some(Value::String(s))) => s.as_bytes().to_vec(),
-                _ => return ok(vec![error_table(lua, b"wrong number or type of arguments")?]),
+                _ => {
+                    return ok(vec![error_table(
+                        lua,
+                        b"wrong number or type of arguments",
+                    )?])
+                }
             };
             let text = if text.first() == Some(&b'-') {
                 text
@@ -267,24 +277,32 @@ fn redis_natives(lua: &Lua, flags: &Rc<RunFlags>) -> mlua::Result<Table> {
     )?;
     t.raw_set(
         "status_reply",
-        lua.create_function(|lua, args: MultiValue| match (arg_count(&args), &args.front()) {
-            (1, Some(Value::String(s))) => {
-                let t = lua.create_table()?;
-                t.raw_set("ok", s.clone())?;
-                ok(vec![Value::Table(t)])
-            }
-            _ => ok(vec![error_table(lua, b"wrong number or type of arguments")?]),
-        })?,
+        lua.create_function(
+            |lua, args: MultiValue| match (arg_count(&args), &args.front()) {
+                (1, Some(Value::String(s))) => {
+                    let t = lua.create_table()?;
+                    t.raw_set("ok", s.clone())?;
+                    ok(vec![Value::Table(t)])
+                }
+                _ => ok(vec![error_table(
+                    lua,
+                    b"wrong number or type of arguments",
+                )?]),
+            },
+        )?,
     )?;
     t.raw_set(
         "log",
         lua.create_function(|lua, args: MultiValue| {
             if arg_count(&args) < 2 {
-                return fail(lua, error_table(lua, b"redis.log() requires two arguments or more.")?);
+                return fail(
+                    lua,
+                    error_table(lua, b"redis.log() requires two arguments or more.")?,
+                );
             }
             let level = match &args[0] {
                 Value::Number(n) => *n as i64,
-                Value::Integer(n) => *n as i64,
+                Value::Integer(n) => *n,
                 _ => {
                     return fail(
                         lua,
@@ -322,15 +340,21 @@ fn redis_natives(lua: &Lua, flags: &Rc<RunFlags>) -> mlua::Result<Table> {
             if !f.running.get() {
                 return fail(
                     lua,
-                    error_table(lua, b"redis.setresp can only be called inside a script invocation")?,
+                    error_table(
+                        lua,
+                        b"redis.setresp can only be called inside a script invocation",
+                    )?,
                 );
             }
             if arg_count(&args) != 1 {
-                return fail(lua, error_table(lua, b"redis.setresp() requires one argument.")?);
+                return fail(
+                    lua,
+                    error_table(lua, b"redis.setresp() requires one argument.")?,
+                );
             }
             let v = match &args[0] {
                 Value::Number(n) => *n as i64,
-                Value::Integer(n) => *n as i64,
+                Value::Integer(n) => *n,
                 _ => 0,
             };
             match v {
@@ -356,7 +380,7 @@ fn redis_natives(lua: &Lua, flags: &Rc<RunFlags>) -> mlua::Result<Table> {
             }
             let v = match &args[0] {
                 Value::Number(n) => *n as i64,
-                Value::Integer(n) => *n as i64,
+                Value::Integer(n) => *n,
                 _ => -1,
             };
             if !(0..=3).contains(&v) {
@@ -380,10 +404,7 @@ fn redis_natives(lua: &Lua, flags: &Rc<RunFlags>) -> mlua::Result<Table> {
         "breakpoint",
         lua.create_function(|_, _: MultiValue| ok(vec![Value::Boolean(false)]))?,
     )?;
-    t.raw_set(
-        "debug",
-        lua.create_function(|_, _: MultiValue| ok(vec![]))?,
-    )?;
+    t.raw_set("debug", lua.create_function(|_, _: MultiValue| ok(vec![]))?)?;
     Ok(t)
 }
 

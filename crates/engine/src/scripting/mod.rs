@@ -20,7 +20,6 @@ mod functions;
 mod libs;
 mod lua;
 
-
 use std::rc::Rc;
 
 use mlua::{Function, Value};
@@ -278,10 +277,7 @@ fn script_function(
     sha: &str,
     body: Option<&[u8]>,
 ) -> Result<(Rc<Vm>, Function, u32), CmdError> {
-    let body = match body {
-        Some(b) => Some(b.to_vec()),
-        None => None,
-    };
+    let body = body.map(|b| b.to_vec());
     let from_cache = |cx: &Cx<'_>| cached_body(cx, sha);
     let fetched = match &body {
         Some(_) => None,
@@ -300,9 +296,7 @@ fn script_function(
                 mlua::Error::SyntaxError { message, .. } => message,
                 other => other.to_string(),
             };
-            CmdError::owned(format!(
-                "ERR Error compiling script (new function): {text}"
-            ))
+            CmdError::owned(format!("ERR Error compiling script (new function): {text}"))
         })?;
         compiled.by_sha.insert(sha.to_string(), (f.clone(), flags));
         Ok(Some((vm.clone(), f, flags, true)))
@@ -335,9 +329,7 @@ fn evalsha_ro(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 }
 
 /// The keys and the other arguments after a numkeys argument at 2.
-fn split_numkeys<'a, 'b>(
-    args: &'a [Arg<'b>],
-) -> Result<(&'a [Arg<'b>], &'a [Arg<'b>]), CmdError> {
+fn split_numkeys<'a, 'b>(args: &'a [Arg<'b>]) -> Result<(&'a [Arg<'b>], &'a [Arg<'b>]), CmdError> {
     let n = parse::int(&args[2])?;
     if n < 0 {
         return Err(CmdError::msg("ERR Number of keys can't be negative"));
@@ -398,8 +390,7 @@ fn run(
                 "ERR Can not execute a script with write flag using *_ro command.",
             ));
         }
-        if flags & (ALLOW_OOM | NO_WRITES) == 0
-            && cx.engine.store.over_maxmemory().unwrap_or(false)
+        if flags & (ALLOW_OOM | NO_WRITES) == 0 && cx.engine.store.over_maxmemory().unwrap_or(false)
         {
             return Err(CmdError::msg("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'"));
         }
@@ -420,8 +411,12 @@ fn run(
     let keys_t = table(keys).map_err(lua_error)?;
     let argv_t = table(argv).map_err(lua_error)?;
     if eval_mode {
-        vm.globals.raw_set("KEYS", keys_t.clone()).map_err(lua_error)?;
-        vm.globals.raw_set("ARGV", argv_t.clone()).map_err(lua_error)?;
+        vm.globals
+            .raw_set("KEYS", keys_t.clone())
+            .map_err(lua_error)?;
+        vm.globals
+            .raw_set("ARGV", argv_t.clone())
+            .map_err(lua_error)?;
     }
     vm.flags.resp.set(Protocol::Resp2);
     vm.flags.running.set(true);
@@ -513,7 +508,10 @@ fn redis_call(
         .map(|i| args.raw_get::<Value>(i))
         .collect::<mlua::Result<_>>()?;
     if args.is_empty() {
-        let e = lua::error_table(lua, b"Please specify at least one argument for this redis lib call")?;
+        let e = lua::error_table(
+            lua,
+            b"Please specify at least one argument for this redis lib call",
+        )?;
         return Ok((e, true));
     }
     let mut request: Vec<Arg<'static>> = Vec::with_capacity(args.len());
@@ -539,7 +537,10 @@ fn redis_call(
                 let failed = matches!(replies[0], Reply::Error(_));
                 Ok((convert::reply_to_lua(lua, &replies[0])?, failed))
             }
-            _ => Ok((lua::error_table(lua, b"Unexpected reply from command")?, true)),
+            _ => Ok((
+                lua::error_table(lua, b"Unexpected reply from command")?,
+                true,
+            )),
         },
     }
 }
@@ -734,8 +735,8 @@ pub mod fuzzing {
     #[cfg(test)]
     #[test]
     fn the_fuzz_corpus_keeps_the_invariants() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../fuzz/corpus/script_reply");
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/script_reply");
         for entry in std::fs::read_dir(&dir).expect("corpus dir") {
             let data = std::fs::read(entry.expect("entry").path()).expect("read");
             fuzz_reply(&data);
