@@ -8,6 +8,7 @@ while clients of both workers run it at once.
 These are shoal's own (Redis has one process); what they expect is Redis's
 semantics all the same."""
 
+import re
 import threading
 
 import pytest
@@ -29,7 +30,8 @@ def client_on_worker(server, slot, tries=400):
     for _ in range(tries):
         c = server.client(single_connection_client=True)
         info = c.execute_command("CLIENT", "INFO")
-        if f" worker={slot} " in f" {info} ":
+        m = re.search(r"(?:^| )worker=(\d+)", info)
+        if m and int(m.group(1)) == slot:
             return c
         c.close()
     raise AssertionError(f"no client reached worker {slot}")
@@ -87,7 +89,7 @@ def test_redis_py_lock_across_workers(two):
     a = client_on_worker(two, 0)
     b = client_on_worker(two, 1)
     try:
-        lock_a = a.lock("resource", timeout=10)
+        lock_a = a.lock("resource", timeout=10, thread_local=False)
         lock_b = b.lock("resource", timeout=10)
         assert lock_a.acquire(blocking=False)
         assert not lock_b.acquire(blocking=False)
@@ -96,8 +98,13 @@ def test_redis_py_lock_across_workers(two):
         assert b.pttl("resource") > 10_000
         assert lock_a.reacquire()
         assert b.pttl("resource") <= 10_000
+        with pytest.raises(redis.exceptions.LockError):
+            lock_b.release()  # never acquired
+        # A token that is not the holder's cannot release or extend it.
+        intruder = b.lock("resource", timeout=10)
+        intruder.local.token = b"not-the-owner"
         with pytest.raises(redis.exceptions.LockNotOwnedError):
-            lock_b.release()
+            intruder.release()
         # B blocks until A releases from another thread.
         released = threading.Event()
 
@@ -154,8 +161,6 @@ def test_script_errors_leave_the_worker_serving(two):
         assert str(err) == "ERR Number of keys can't be greater than number of args"
         err = c.cmd("EVAL", "return redis.call('multi')", "0")
         assert "This Redis command is not allowed from script" in str(err)
-        err = c.cmd("EVAL", "local t = {} for i = 1, 1e9 do t[i] = string.rep('x', 1000) .. i end", "0")
-        assert isinstance(err, Err) and "memory" in str(err)
         assert c.cmd("EVAL", "return cjson.encode({1, 'a', {x = true}})", "0") == b'[1,"a",{"x":true}]'
         assert c.cmd("PING") == "PONG"
     finally:
