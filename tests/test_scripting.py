@@ -27,13 +27,20 @@ def two(make_server):
 
 def client_on_worker(server, slot, tries=400):
     """A redis-py client whose one connection SO_REUSEPORT gave to `slot`."""
-    for _ in range(tries):
-        c = server.client(single_connection_client=True)
-        info = c.execute_command("CLIENT", "INFO")
-        m = re.search(r"(?:^| )worker=(\d+)", info)
-        if m and int(m.group(1)) == slot:
-            return c
-        c.close()
+    # The misses stay open until the end (as test_workers' helper does), so
+    # that each try is a new connection the kernel places afresh.
+    spare = []
+    try:
+        for _ in range(tries):
+            c = server.client(single_connection_client=True)
+            info = c.execute_command("CLIENT", "INFO")
+            m = re.search(r"(?:^| )worker=(\d+)", info)
+            if m and int(m.group(1)) == slot:
+                return c
+            spare.append(c)
+    finally:
+        for c in spare:
+            c.close()
     raise AssertionError(f"no client reached worker {slot}")
 
 
