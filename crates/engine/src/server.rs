@@ -850,6 +850,9 @@ pub(crate) fn apply_changes(
     h: &mut store::Handle,
     changes: Vec<Change>,
 ) -> Result<(), CmdError> {
+    let evict = changes
+        .iter()
+        .any(|c| matches!(c, Change::MaxMemory(_) | Change::Policy(_)));
     for change in changes {
         match change {
             Change::Word(w, v) => store.set_config_word(w, v + 1)?,
@@ -911,6 +914,11 @@ pub(crate) fn apply_changes(
     }
     let generation = store.config_word(word::GENERATION)?;
     store.set_config_word(word::GENERATION, generation + 1)?;
+    if evict {
+        // As Redis: a lower maxmemory (or a policy that now allows it)
+        // evicts at once, not at the next write.
+        h.evict_to_maxmemory()?;
+    }
     Ok(())
 }
 

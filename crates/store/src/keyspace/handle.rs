@@ -434,6 +434,32 @@ impl Handle {
         }
     }
 
+    /// Evicts by the configured policy until the arena is within
+    /// `maxmemory` (Redis evicts at once when CONFIG SET lowers it), or
+    /// nothing more can go. Returns how many keys went.
+    pub fn evict_to_maxmemory(&mut self) -> Result<u64> {
+        let mut evicted = 0;
+        let mut busy_rounds = 0u32;
+        loop {
+            let maxmem = self.ctx.region().load64(H_MAXMEMORY)?;
+            if maxmem == 0 || self.ctx.region().load64(A_USED_BYTES)? <= maxmem {
+                return Ok(evicted);
+            }
+            match self.evict_one()? {
+                Evicted::One => {
+                    alloc::stash_flush(&mut self.ctx)?;
+                    evicted += 1;
+                    busy_rounds = 0;
+                }
+                Evicted::Busy if busy_rounds < MAX_BUSY_ROUNDS => {
+                    busy_rounds += 1;
+                    std::thread::yield_now();
+                }
+                Evicted::Busy | Evicted::Nothing => return Ok(evicted),
+            }
+        }
+    }
+
     /// One allocation attempt without eviction, honouring `maxmemory`.
     fn try_alloc_block(&mut self, payload: u64, need: u64, pending: u64) -> Result<Option<u64>> {
         let maxmem = self.ctx.region().load64(H_MAXMEMORY)?;
