@@ -97,9 +97,10 @@ pub(crate) fn flag_names(flags: u16) -> impl Iterator<Item = &'static str> {
 
 /// The keys of a request (argument positions) with their key spec flags,
 /// as Redis finds them: from the specs when every spec can be followed and
-/// none has variable flags; otherwise the command's own key positions, each
-/// with the flags of the spec that names it (or, for a key that only the
-/// command can find, of its last spec that no search can follow).
+/// none has variable flags or is incomplete; otherwise the command's own
+/// key positions, each with the flags of the spec that names it (or, for a
+/// key that only the command can find, of its last spec that no search can
+/// follow completely).
 pub(crate) fn keys_and_flags(cmd: &Command, args: &[Arg<'_>]) -> Vec<(usize, u16)> {
     let specs = specs(cmd);
     if let Some(flags) = variable_flags(cmd, args) {
@@ -120,7 +121,11 @@ pub(crate) fn keys_and_flags(cmd: &Command, args: &[Arg<'_>]) -> Vec<(usize, u16
     let unfollowed = specs
         .iter()
         .rev()
-        .find(|s| matches!(s.begin, Begin::Unknown) || matches!(s.find, Find::Unknown))
+        .find(|s| {
+            s.flags & flag::INCOMPLETE != 0
+                || matches!(s.begin, Begin::Unknown)
+                || matches!(s.find, Find::Unknown)
+        })
         .or(specs.first())
         .map_or(0, |s| s.flags & !flag::INCOMPLETE);
     cmd.keys_of(args)
@@ -178,6 +183,10 @@ fn follow_all(specs: &[KeySpec], args: &[Arg<'_>]) -> Option<Vec<(usize, u16)>> 
     let mut keys = Vec::new();
     for spec in specs.iter().filter(|s| s.flags & flag::NOT_KEY == 0) {
         keys.extend(follow(spec, args)?);
+        // An incomplete spec may miss keys: the command's reading decides.
+        if spec.flags & flag::INCOMPLETE != 0 {
+            return None;
+        }
     }
     Some(keys)
 }

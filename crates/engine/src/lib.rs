@@ -43,6 +43,7 @@ mod keyspace;
 mod keyspec;
 pub mod memcache;
 mod memory;
+mod migrate;
 mod notify;
 mod parse;
 mod pause;
