@@ -179,18 +179,17 @@ fn migrate(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             }
             break;
         };
-        match line.strip_prefix(b"-") {
+        let restored = match line.strip_prefix(b"-") {
             Some(err) => {
                 refused.get_or_insert_with(|| err.to_vec());
+                false
             }
-            // Restored there (and AUTH and SELECT went through): the key
-            // moved, even when another key of the call was refused.
-            None if session_ok && !o.copy => {
-                if cx.h().delete(db, key)? {
-                    cx.notify(class::GENERIC, "del", key);
-                }
-            }
-            None => {}
+            None => true,
+        };
+        // Restored there (and AUTH and SELECT went through): the key moved,
+        // even when another key of the call was refused.
+        if restored && session_ok && !o.copy && cx.h().delete(db, key)? {
+            cx.notify(class::GENERIC, "del", key);
         }
     }
     match refused {
