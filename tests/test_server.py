@@ -175,6 +175,13 @@ def test_config_lists_every_redis_parameter(raw):
         "ERR CONFIG SET failed (possibly related to argument 'activerehashing') - argument must be 'yes' or 'no'")
     assert raw.cmd("CONFIG", "SET", "daemonize", "yes") == Err(
         "ERR CONFIG SET failed (possibly related to argument 'daemonize') - can't set immutable config")
+    # Settings fixed at start take the value they have (Redis's own test
+    # sets every listed setting to its value) and refuse any other.
+    port = raw.cmd("CONFIG", "GET", "port")[1]
+    assert raw.cmd("CONFIG", "SET", "port", port, "appendonly", "no", "workers", "1") == "OK"
+    assert raw.cmd("CONFIG", "SET", "port", str(int(port) + 1)) == Err(
+        "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config")
+    assert raw.cmd("CONFIG", "GET", "port") == [b"port", port]
 
 
 def test_config_redis_py(r):

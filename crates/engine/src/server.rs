@@ -671,6 +671,15 @@ fn acting_value(e: &Engine, name: &str) -> Option<String> {
     })
 }
 
+/// A parameter's value as CONFIG GET shows it.
+fn current_value(engine: &Engine, param: &params::Param) -> Result<String, CmdError> {
+    Ok(acting_value(engine, param.name).unwrap_or_else(|| {
+        params::Overrides::parse(&engine.store.config_text().unwrap_or_default())
+            .get(param.name)
+            .map_or_else(|| param.default.to_string(), str::to_string)
+    }))
+}
+
 fn config_get(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let overrides = params::Overrides::parse(&cx.engine.store.config_text()?);
     let mut found: Vec<(&str, String)> = Vec::new();
@@ -807,13 +816,9 @@ pub(crate) fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError>
                 .and_then(store::log::FsyncPolicy::from_name)
                 .ok_or_else(|| set_failed(name, "argument(s) must be one of the following: always, everysec, no"))?,
         ),
-        "bind" | "port" | "unixsocket" | "memcached-port" | "memcached-udp-port" | "http-port"
-        | "nats-port" | "nats-max-payload" | "item-size-max" | "databases" | "workers" | "appendonly" => {
-            return Err(set_failed(name, "can't set immutable config"))
-        }
         _ if params::find(name.as_bytes()).is_some() => {
             let param = params::find(name.as_bytes()).expect("found");
-            if param.flags & params::pflags::IMMUTABLE != 0 {
+            if param.flags & (params::pflags::IMMUTABLE | params::pflags::START_ONLY) != 0 {
                 return Err(set_failed(name, "can't set immutable config"));
             }
             if param.flags & params::pflags::PROTECTED != 0 {
@@ -841,8 +846,15 @@ fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         if seen.contains(&name) {
             return Err(set_failed(&name, "duplicate parameter"));
         }
+        seen.push(name.clone());
+        if let Some(param) = params::find(name.as_bytes()) {
+            if param.flags & params::pflags::START_ONLY != 0
+                && current_value(cx.engine, param)?.as_bytes() == &pair[1][..]
+            {
+                continue;
+            }
+        }
         changes.push(check_change(&name, &pair[1])?);
-        seen.push(name);
     }
     let store = cx.engine.store.clone();
     apply_changes(&store, &mut cx.engine.h, changes)?;
