@@ -73,6 +73,9 @@ fn key_subject(key: &[u8]) -> &[u8] {
     key.split(|&b| b == b' ').next().unwrap_or(key)
 }
 
+/// A queue group's members over the workers: (slot, members there).
+type Spread = Vec<(u32, u64)>;
+
 /// This worker's members of one queue group.
 #[derive(Debug, Default)]
 pub(crate) struct Group {
@@ -123,7 +126,7 @@ impl PubSub {
             return 0;
         }
         // Each matching group with its members per slot, slots ascending.
-        let mut groups: Vec<(Vec<u8>, Vec<(u32, u64)>)> = Vec::new();
+        let mut groups: Vec<(Vec<u8>, Spread)> = Vec::new();
         for slot in bits(mask) {
             let mut add = |key: &[u8], count: u64| {
                 if count == 0 || !subject_matches(key_subject(key), msg.name) {
@@ -259,15 +262,6 @@ impl Engine {
         } else {
             Some((reply.to_vec(), headers.to_vec()))
         };
-    }
-
-    /// Whether the session's user may subscribe to `channel` (a glob when
-    /// `is_pattern`), by its ACL channel rules.
-    pub fn channel_permitted(&self, session: &Session, channel: &[u8], is_pattern: bool) -> bool {
-        self.acl
-            .users
-            .get(&session.user)
-            .is_some_and(|u| u.channel_allowed(channel, is_pattern))
     }
 
     /// Joins queue group `queue` on `subject` (wildcards allowed).

@@ -156,6 +156,8 @@ pub(crate) async fn run(worker: Rc<Worker>, mut stream: TcpStream, peer: (String
     let auth_required = {
         let mut engine = worker.engine.borrow_mut();
         engine.nats_client(&session.borrow());
+        // A password another worker just set counts.
+        engine.sync_config();
         engine.auth_required()
     };
     let push = worker.clients.push_of(id).unwrap_or_default();
@@ -347,9 +349,13 @@ fn execute(
             } else {
                 let mut own = Vec::new();
                 let envelope = (reply.unwrap_or_default(), headers.unwrap_or_default());
-                let Some(receivers) = publish(engine, session, subject, envelope, payload, &mut own)
+                let Some(receivers) =
+                    publish(engine, session, subject, envelope, payload, &mut own)
                 else {
-                    let text = format!("Permissions Violation for Publish to \"{}\"", String::from_utf8_lossy(subject));
+                    let text = format!(
+                        "Permissions Violation for Publish to \"{}\"",
+                        String::from_utf8_lossy(subject)
+                    );
                     nats::write_err(out, &text);
                     return true;
                 };
@@ -381,12 +387,15 @@ fn execute(
             // The channel rules see a wildcard subject as its glob, as
             // PSUBSCRIBE's.
             let permitted = if nats::valid_literal_subject(subject) {
-                engine.channel_permitted(session, subject, false)
+                engine.acl_channel_allowed(session, subject, false)
             } else {
-                engine.channel_permitted(session, &glob_of(subject), true)
+                engine.acl_channel_allowed(session, &glob_of(subject), true)
             };
             if !permitted {
-                let text = format!("Permissions Violation for Subscription to \"{}\"", String::from_utf8_lossy(subject));
+                let text = format!(
+                    "Permissions Violation for Subscription to \"{}\"",
+                    String::from_utf8_lossy(subject)
+                );
                 nats::write_err(out, &text);
                 return true;
             }
@@ -664,13 +673,27 @@ fn deliver(
                 (Via::Channel, *channel, *channel, 0, *payload, none)
             }
             [Reply::Bulk(b"message"), Reply::Bulk(channel), Reply::Bulk(payload), Reply::Bulk(reply), Reply::Bulk(headers)] => {
-                (Via::Channel, *channel, *channel, 0, *payload, (*reply, *headers))
+                (
+                    Via::Channel,
+                    *channel,
+                    *channel,
+                    0,
+                    *payload,
+                    (*reply, *headers),
+                )
             }
             [Reply::Bulk(b"pmessage"), Reply::Bulk(pattern), Reply::Bulk(channel), Reply::Bulk(payload)] => {
                 (Via::Pattern, *pattern, *channel, 0, *payload, none)
             }
             [Reply::Bulk(b"pmessage"), Reply::Bulk(pattern), Reply::Bulk(channel), Reply::Bulk(payload), Reply::Bulk(reply), Reply::Bulk(headers)] => {
-                (Via::Pattern, *pattern, *channel, 0, *payload, (*reply, *headers))
+                (
+                    Via::Pattern,
+                    *pattern,
+                    *channel,
+                    0,
+                    *payload,
+                    (*reply, *headers),
+                )
             }
             [Reply::Bulk(b"qmessage"), Reply::Bulk(key), Reply::Bulk(channel), Reply::Bulk(payload), Reply::Bulk(reply), Reply::Bulk(headers)] => {
                 (Via::Queue, *key, *channel, 0, *payload, (*reply, *headers))

@@ -538,7 +538,9 @@ mod tests {
         let g0 = s.patterns_generation(1).unwrap();
         assert!(s.set_pattern(1, SubKind::Channel, b"news.*", 2).unwrap());
         assert!(s.set_pattern(1, SubKind::Key(4), b"md:*", 1).unwrap());
-        assert!(s.set_pattern(1, SubKind::Queue, b"job.* workers", 3).unwrap());
+        assert!(s
+            .set_pattern(1, SubKind::Queue, b"job.* workers", 3)
+            .unwrap());
         let mut list = Vec::new();
         let g1 = s.patterns(1, &mut list).unwrap();
         assert_ne!(g0, g1);
@@ -552,7 +554,8 @@ mod tests {
         assert_eq!(s.key_subscriber_slots().unwrap(), 1 << 1);
         s.set_pattern(1, SubKind::Channel, b"news.*", 0).unwrap();
         s.set_pattern(1, SubKind::Key(4), b"md:*", 0).unwrap();
-        s.set_pattern(1, SubKind::Queue, b"job.* workers", 0).unwrap();
+        s.set_pattern(1, SubKind::Queue, b"job.* workers", 0)
+            .unwrap();
         s.patterns(1, &mut list).unwrap();
         assert!(list.is_empty());
         assert_eq!(s.pubsub_slots().unwrap(), 0);
