@@ -107,6 +107,11 @@ RAW_CASES = [
     b"INFO {}\r\nPONG\r\nPING\r\n",
     b'CONNECT {"echo":false}\r\nSUB a 1\r\nPUB a 1\r\nx\r\nPING\r\n',
     b'CONNECT {"echo":false,"verbose":false}\r\nSUB a.> 1\r\nSUB a.b 2\r\nPUB a.b 1\r\nx\r\nPING\r\n',
+    # A publisher without echo is no candidate in its own queue group.
+    b'CONNECT {"echo":false,"verbose":false}\r\nSUB a g 1\r\nPUB a 1\r\nx\r\nPING\r\n',
+    # Reply subjects reach subscribers.
+    b'CONNECT {"verbose":false}\r\nSUB a 1\r\nSUB a g 2\r\nPUB a r.x 1\r\nx\r\nPING\r\n',
+    b'CONNECT {"verbose":false,"headers":true}\r\nSUB a 1\r\nHPUB a r 12 14\r\nNATS/1.0\r\n\r\nhi\r\nPING\r\n',
 ]
 
 
@@ -625,5 +630,27 @@ def test_auth_required_in_info_and_acl_users(secured):
         await nc.publish("md.q", b"y")
         assert (await sub.next_msg(timeout=5)).data == b"y"
         await nc.close()
+
+    run(main())
+
+
+def test_publisher_without_echo_leaves_its_queue_messages_to_the_others(shoal):
+    async def main():
+        r = shoal.client()
+        quiet, other = await on_workers(shoal, r, 1, "noecho", no_echo=True)
+        mine = await quiet.subscribe("ne.x", queue="g")
+        theirs = await other.subscribe("ne.x", queue="g")
+        await quiet.flush()
+        await other.flush()
+        for i in range(10):
+            await quiet.publish("ne.x", str(i).encode())
+        await quiet.flush()
+        got = [int((await theirs.next_msg(timeout=5)).data) for _ in range(10)]
+        assert got == list(range(10))
+        with pytest.raises(nats.errors.TimeoutError):
+            await mine.next_msg(timeout=0.3)
+        await quiet.close()
+        await other.close()
+        r.close()
 
     run(main())

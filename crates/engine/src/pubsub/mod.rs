@@ -257,8 +257,9 @@ pub struct PubSub {
     key_patterns: Vec<(DbKey, Vec<PatternSubscriber>)>,
     monitors: Vec<u64>,
     protocols: IdMap<Protocol>,
-    /// NATS clients: their frames carry reply subjects and headers.
-    nats_clients: IdMap<()>,
+    /// NATS clients (their frames carry reply subjects and headers), with
+    /// whether they get their own messages (CONNECT's `echo`).
+    nats_clients: IdMap<bool>,
     /// This worker's members of NATS queue groups, by record name.
     queues: HashMap<Vec<u8>, nats::Group>,
     /// Messages this worker routed to queue groups: picks the member.

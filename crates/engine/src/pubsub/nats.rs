@@ -87,8 +87,8 @@ pub(crate) struct Group {
 impl PubSub {
     /// Marks a client as a NATS client: its frames carry reply subjects
     /// and headers.
-    pub(crate) fn add_nats_client(&mut self, client: u64) {
-        self.nats_clients.insert(client, ());
+    pub(crate) fn add_nats_client(&mut self, client: u64, echo: bool) {
+        self.nats_clients.insert(client, echo);
     }
 
     /// Adds a member to the queue group `key` on this worker.
@@ -125,6 +125,14 @@ impl PubSub {
         if !valid_literal_subject(msg.name) {
             return 0;
         }
+        // A publisher that asked for no echo is no candidate for its own
+        // message, as in nats-server.
+        let publisher = self.current;
+        let skip = if self.nats_clients.get(&publisher) == Some(&false) {
+            publisher
+        } else {
+            0
+        };
         // Each matching group with its members per slot, slots ascending.
         let mut groups: Vec<(Vec<u8>, Spread)> = Vec::new();
         for slot in bits(mask) {
@@ -139,7 +147,8 @@ impl PubSub {
             };
             if slot == self.slot {
                 for (key, group) in &self.queues {
-                    add(key, group.members.len() as u64);
+                    let others = group.members.iter().filter(|&&c| c != skip).count();
+                    add(key, others as u64);
                 }
             } else {
                 for p in self.patterns_of(slot) {
@@ -176,7 +185,7 @@ impl PubSub {
             };
             served += 1;
             if slot == self.slot {
-                self.deliver_queue_parts(&key, msg.name, env, payload);
+                self.deliver_queue_parts(&key, msg.name, env, payload, skip);
                 continue;
             }
             let mut data = Vec::with_capacity(4 + key.len() + payload.len() + 16);
@@ -207,26 +216,33 @@ impl PubSub {
         let Some((env, payload)) = decode(data) else {
             return 0;
         };
-        self.deliver_queue_parts(key, msg.name, env, payload)
+        self.deliver_queue_parts(key, msg.name, env, payload, 0)
     }
 
-    /// Gives a message to the next member of this worker's group `key`. A
-    /// group whose last member here left since the publisher read the
-    /// tables loses the message.
+    /// Gives a message to the next member of this worker's group `key`
+    /// other than `skip` (0: none). A group whose last member here left
+    /// since the publisher read the tables loses the message.
     fn deliver_queue_parts(
         &mut self,
         key: &[u8],
         channel: &[u8],
         env: Envelope<'_>,
         payload: &[u8],
+        skip: u64,
     ) -> u64 {
         let Some(group) = self.queues.get_mut(key) else {
             return 0;
         };
-        if group.members.is_empty() {
+        let candidates: Vec<u64> = group
+            .members
+            .iter()
+            .copied()
+            .filter(|&c| c != skip)
+            .collect();
+        if candidates.is_empty() {
             return 0;
         }
-        let client = group.members[(group.turn % group.members.len() as u64) as usize];
+        let client = candidates[(group.turn % candidates.len() as u64) as usize];
         group.turn = group.turn.wrapping_add(1);
         let parts = [
             Part::Bulk(b"qmessage"),
@@ -248,10 +264,11 @@ impl PubSub {
 
 impl Engine {
     /// Marks the session as a NATS client (frames with reply subjects and
-    /// headers, queue groups).
-    pub fn nats_client(&mut self, session: &Session) {
+    /// headers, queue groups); `echo` false: it is never chosen in a queue
+    /// group for its own messages.
+    pub fn nats_client(&mut self, session: &Session, echo: bool) {
         self.pubsub.track(session.id, session.protocol);
-        self.pubsub.add_nats_client(session.id);
+        self.pubsub.add_nats_client(session.id, echo);
     }
 
     /// Sets the reply subject and header block the next PUBLISH carries
@@ -320,5 +337,16 @@ mod tests {
         long[0] = 200;
         assert_eq!(decode(&long), None);
         assert_eq!(key_subject(&queue_key(b"job.*", b"workers")), b"job.*");
+    }
+
+    proptest::proptest! {
+        /// Envelopes are read from other processes' ring messages (I1): any
+        /// bytes decode without a panic, into parts that lie within them.
+        #[test]
+        fn any_envelope_bytes_decode_without_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            if let Some((env, payload)) = decode(&bytes) {
+                proptest::prop_assert!(env.reply.len() + env.headers.len() + payload.len() + 8 == bytes.len());
+            }
+        }
     }
 }

@@ -155,7 +155,7 @@ pub(crate) async fn run(worker: Rc<Worker>, mut stream: TcpStream, peer: (String
     let (session, kill) = worker.admit(s);
     let auth_required = {
         let mut engine = worker.engine.borrow_mut();
-        engine.nats_client(&session.borrow());
+        engine.nats_client(&session.borrow(), true);
         // A password another worker just set counts.
         engine.sync_config();
         engine.auth_required()
@@ -491,6 +491,7 @@ fn connect(
         return false;
     }
     conn.parser.set_headers(o.headers);
+    engine.nats_client(session, o.echo);
     let text = |name: &str| {
         opts.get(name).and_then(|v| v.as_str()).map(|s| {
             s.bytes()
