@@ -46,12 +46,16 @@ def nats_server():
     proc.wait()
 
 
-def talk(port, data, settle=0.3):
+def talk(port, data, settle=5):
     """Sends `data` on a fresh connection; returns what came back, with the
-    INFO line's JSON left out, and `<EOF>` when the server closed."""
+    INFO line's JSON left out, and `<EOF>` when the server closed. It reads
+    until the server closes or answered every PING of `data` (the cases end
+    with a PING or with an error that closes), waiting at most `settle`
+    seconds between reads."""
     s = socket.create_connection(("127.0.0.1", port))
     s.settimeout(settle)
     s.sendall(data)
+    pings = data.upper().count(b"PING")
     got = b""
     try:
         while True:
@@ -60,6 +64,8 @@ def talk(port, data, settle=0.3):
                 got += b"<EOF>"
                 break
             got += b
+            if pings and got.count(b"PONG\r\n") >= pings and got.endswith(b"PONG\r\n"):
+                break
     except socket.timeout:
         pass
     s.close()
@@ -596,6 +602,51 @@ def test_auth_as_nats_server(secured, nats_token_server, case):
     """requirepass (the default user's password) is nats-server's --auth
     token."""
     assert talk(secured.nats_port, case) == talk(nats_token_server, case)
+
+
+@pytest.fixture(scope="module")
+def nats_permissions_server(tmp_path_factory):
+    """nats-server with user feed/feedpw allowed md.> only: shoal's user feed
+    (&md.*) on literal subjects."""
+    if shutil.which("nats-server") is None:
+        pytest.skip("nats-server is not installed (scripts/test installs it)")
+    port = free_port()
+    conf = tmp_path_factory.mktemp("nats") / "perm.conf"
+    conf.write_text(f"""listen: 127.0.0.1:{port}
+authorization {{
+  users = [
+    {{user: feed, password: feedpw, permissions: {{publish: "md.>", subscribe: "md.>"}}}}
+  ]
+}}
+""")
+    proc = subprocess.Popen(["nats-server", "-c", str(conf)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def up():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+
+    wait_for(up, timeout=10)
+    yield port
+    proc.terminate()
+    proc.wait()
+
+
+PERMISSION_CASES = [
+    b'CONNECT {"verbose":false,"user":"feed","pass":"feedpw"}\r\nSUB md.x 1\r\nSUB other 2\r\n'
+    b"PUB md.x 1\r\na\r\nPUB other 1\r\nb\r\nSUB other q 3\r\nPING\r\n",
+    b'CONNECT {"verbose":true,"user":"feed","pass":"feedpw"}\r\nSUB other 2\r\nPUB other 1\r\nb\r\n'
+    b"SUB md.y q 1\r\nPUB md.y 1\r\nc\r\nPING\r\n",
+    b'CONNECT {"user":"feed","pass":"bad"}\r\nPING\r\n',
+]
+
+
+@pytest.mark.parametrize("case", PERMISSION_CASES, ids=lambda c: c[:60].decode("latin1"))
+def test_channel_rules_as_nats_permissions(secured, nats_permissions_server, case):
+    assert talk(secured.nats_port, case) == talk(nats_permissions_server, case)
 
 
 def test_auth_required_in_info_and_acl_users(secured):

@@ -392,10 +392,13 @@ fn execute(
                 engine.acl_channel_allowed(session, &glob_of(subject), true)
             };
             if !permitted {
-                let text = format!(
+                let mut text = format!(
                     "Permissions Violation for Subscription to \"{}\"",
                     String::from_utf8_lossy(subject)
                 );
+                if let Some(queue) = queue {
+                    text += &format!(" using queue \"{}\"", String::from_utf8_lossy(queue));
+                }
                 nats::write_err(out, &text);
                 return true;
             }
