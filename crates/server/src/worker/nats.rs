@@ -635,14 +635,18 @@ fn subscribe(
     {
         return replies;
     }
-    let verb: &[u8] = match (route.via, queue) {
-        (Via::Queue, Some(queue)) => {
-            engine.queue_subscribe(session, subject, queue);
+    let verb: &[u8] = match route.via {
+        Via::Channel => b"SUBSCRIBE",
+        Via::Retained => b"LSUBSCRIBE",
+        Via::Pattern => b"PSUBSCRIBE",
+        Via::Queue => {
+            // A queue group is no engine command: the engine records the
+            // member for every publisher to see.
+            if let Some(queue) = queue {
+                engine.queue_subscribe(session, subject, queue);
+            }
             return replies;
         }
-        (Via::Channel | Via::Queue, _) => b"SUBSCRIBE",
-        (Via::Retained, _) => b"LSUBSCRIBE",
-        (Via::Pattern, _) => b"PSUBSCRIBE",
     };
     engine.execute(
         session,
