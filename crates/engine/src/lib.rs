@@ -67,6 +67,6 @@ pub use engine::{
     TimeoutReply,
 };
 pub use pause::PauseMode;
-pub use pubsub::{ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};
+pub use pubsub::{queue_key, ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};
 pub use scripting::fuzzing as script_fuzzing;
 pub use session::{ReplyMode, Session};
