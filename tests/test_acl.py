@@ -98,6 +98,14 @@ def test_read_and_write_key_patterns_follow_each_keys_access(two):
     assert admin.execute_command("ACL", "DRYRUN", "rw", "COPY", "read:k", "write:x") == "OK"
     assert "no permissions to access the 'write:x' key" in admin.execute_command(
         "ACL", "DRYRUN", "rw", "GET", "write:x")
+    # SORT's BY and GET patterns read keys no argument names: refused
+    # unless the user reads every key; a constant BY reads nothing.
+    assert u.sort("read:list", by="nosort", alpha=True) == ["a"]
+    with pytest.raises(redis.ResponseError, match="^BY option of SORT denied due to insufficient ACL"):
+        u.sort("read:list", by="w_*")
+    with pytest.raises(redis.ResponseError, match="^GET option of SORT denied due to insufficient ACL"):
+        u.sort("read:list", get="#", alpha=True)
+    assert admin.sort("read:list", get="#", alpha=True) == ["a"]
 
 
 def test_acl_changes_on_one_worker_apply_on_the_other_at_once(two, conns):

@@ -525,6 +525,16 @@ impl Selector {
                 .any(|(p, have)| have & perm == perm && store::glob::glob_match(p, key, false))
     }
 
+    /// Whether the selector reaches every key with `perm` (Redis's
+    /// ACLSelectorHasUnrestrictedKeyAccess): `allkeys`, or a `*` pattern.
+    fn unrestricted_keys(&self, perm: u8) -> bool {
+        self.all_keys
+            || self
+                .keys
+                .iter()
+                .any(|(p, have)| have & perm == perm && p == b"*")
+    }
+
     fn channel_ok(&self, channel: &[u8], is_pattern: bool) -> bool {
         self.all_channels
             || self.channels.iter().any(|p| {
@@ -869,6 +879,17 @@ impl User {
             }
         }
         Err(worst)
+    }
+
+    /// Whether one selector both allows `args` and reads every key (SORT's
+    /// BY and GET patterns read keys no key spec names).
+    pub(crate) fn reads_every_key(&self, cmd: &Command, args: &[Arg<'_>]) -> bool {
+        let Some(id) = registry().id_of(cmd) else {
+            return true;
+        };
+        self.selectors
+            .iter()
+            .any(|s| s.check(id, cmd, args).is_ok() && s.unrestricted_keys(KEY_READ))
     }
 
     /// Whether any selector grants every channel.
