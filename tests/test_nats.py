@@ -126,15 +126,20 @@ def test_raw_lines_as_nats_server(shoal, nats_server, case):
     assert talk(shoal.nats_port, case) == talk(nats_server, case)
 
 
-def test_info_announces_the_settings(shoal):
-    s = socket.create_connection(("127.0.0.1", shoal.nats_port))
+def server_info(port):
+    """The INFO object a NATS server greets a new connection with."""
+    s = socket.create_connection(("127.0.0.1", port))
     s.settimeout(5)
     line = b""
     while not line.endswith(b"\r\n"):
         line += s.recv(4096)
     s.close()
     assert line.startswith(b"INFO ")
-    info = json.loads(line[5:])
+    return json.loads(line[5:])
+
+
+def test_info_announces_the_settings(shoal):
+    info = server_info(shoal.nats_port)
     assert info["proto"] == 1
     assert info["headers"] is True
     assert info["max_payload"] == 1 << 20
@@ -650,13 +655,7 @@ def test_channel_rules_as_nats_permissions(secured, nats_permissions_server, cas
 
 
 def test_auth_required_in_info_and_acl_users(secured):
-    s = socket.create_connection(("127.0.0.1", secured.nats_port))
-    s.settimeout(5)
-    line = b""
-    while not line.endswith(b"\r\n"):
-        line += s.recv(4096)
-    s.close()
-    assert json.loads(line[5:])["auth_required"] is True
+    assert server_info(secured.nats_port)["auth_required"] is True
     # A wildcard subject is allowed as PSUBSCRIBE's glob is: when a channel
     # rule is that very glob.
     got = talk(secured.nats_port, b'CONNECT {"verbose":false,"user":"feed","pass":"feedpw"}\r\n'

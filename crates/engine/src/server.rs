@@ -1174,71 +1174,60 @@ fn write_key_specs(cx: &mut Cx<'_>, c: &Command) {
         cx.out.bulk(b"flags");
         write_key_flags(cx, spec.flags);
         cx.out.bulk(b"begin_search");
-        cx.out.map_len(2);
-        cx.out.bulk(b"type");
         match spec.begin {
-            Begin::Index(pos) => {
-                cx.out.bulk(b"index");
-                cx.out.bulk(b"spec");
-                cx.out.map_len(1);
-                cx.out.bulk(b"index");
-                cx.out.integer(pos.into());
-            }
+            Begin::Index(pos) => write_spec_part(cx, "index", &[("index", pos)], None),
             Begin::Keyword(keyword, startfrom) => {
-                cx.out.bulk(b"keyword");
-                cx.out.bulk(b"spec");
-                cx.out.map_len(2);
-                cx.out.bulk(b"keyword");
-                cx.out.bulk(keyword.as_bytes());
-                cx.out.bulk(b"startfrom");
-                cx.out.integer(startfrom.into());
+                write_spec_part(cx, "keyword", &[("startfrom", startfrom)], Some(keyword))
             }
-            Begin::Unknown => {
-                cx.out.bulk(b"unknown");
-                cx.out.bulk(b"spec");
-                cx.out.map_len(0);
-            }
+            Begin::Unknown => write_spec_part(cx, "unknown", &[], None),
         }
         cx.out.bulk(b"find_keys");
-        cx.out.map_len(2);
-        cx.out.bulk(b"type");
         match spec.find {
             Find::Range {
                 lastkey,
                 step,
                 limit,
-            } => {
-                cx.out.bulk(b"range");
-                cx.out.bulk(b"spec");
-                cx.out.map_len(3);
-                for (name, v) in [("lastkey", lastkey), ("keystep", step), ("limit", limit)] {
-                    cx.out.bulk(name.as_bytes());
-                    cx.out.integer(v.into());
-                }
-            }
+            } => write_spec_part(
+                cx,
+                "range",
+                &[("lastkey", lastkey), ("keystep", step), ("limit", limit)],
+                None,
+            ),
             Find::Keynum {
                 keynumidx,
                 firstkey,
                 step,
-            } => {
-                cx.out.bulk(b"keynum");
-                cx.out.bulk(b"spec");
-                cx.out.map_len(3);
-                for (name, v) in [
+            } => write_spec_part(
+                cx,
+                "keynum",
+                &[
                     ("keynumidx", keynumidx),
                     ("firstkey", firstkey),
                     ("keystep", step),
-                ] {
-                    cx.out.bulk(name.as_bytes());
-                    cx.out.integer(v.into());
-                }
-            }
-            Find::Unknown => {
-                cx.out.bulk(b"unknown");
-                cx.out.bulk(b"spec");
-                cx.out.map_len(0);
-            }
+                ],
+                None,
+            ),
+            Find::Unknown => write_spec_part(cx, "unknown", &[], None),
         }
+    }
+}
+
+/// One half of a key spec: `{type, spec: {…}}`, the spec's `keyword` (a
+/// keyword search's) first, then its numbers.
+fn write_spec_part(cx: &mut Cx<'_>, kind: &str, numbers: &[(&str, i32)], keyword: Option<&str>) {
+    cx.out.map_len(2);
+    cx.out.bulk(b"type");
+    cx.out.bulk(kind.as_bytes());
+    cx.out.bulk(b"spec");
+    cx.out
+        .map_len(numbers.len() + usize::from(keyword.is_some()));
+    if let Some(keyword) = keyword {
+        cx.out.bulk(b"keyword");
+        cx.out.bulk(keyword.as_bytes());
+    }
+    for (name, v) in numbers {
+        cx.out.bulk(name.as_bytes());
+        cx.out.integer((*v).into());
     }
 }
 

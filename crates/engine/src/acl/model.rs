@@ -45,19 +45,42 @@ fn category_bit(name: &[u8]) -> Option<u32> {
         .map(|i| 1 << i)
 }
 
-/// A command's categories as bits of [`CATEGORIES`]: from its flags
-/// (`@write`, `@read`, `@fast`/`@slow`, `@admin` + `@dangerous`,
-/// `@blocking`), its keys and its group.
+/// A command's categories as bits of [`CATEGORIES`], as Redis 7.0 files
+/// them: those its flags imply (`@write`; `@read` unless it is a scripting
+/// command; `@admin` + `@dangerous`; `@pubsub`; `@fast`, else `@slow`;
+/// `@blocking`) and those Redis names for it (generated into
+/// `key_specs.rs`). A command Redis does not have takes its group's.
 fn categories_of(c: &Command) -> u32 {
     let bit = |name: &str| category_bit(name.as_bytes()).unwrap_or(0);
-    let mut cats = 0;
+    let mut cats = match crate::key_specs::acl_categories(c.name) {
+        Some(named) => named.iter().fold(0, |cats, n| cats | bit(n)),
+        None => group_category(c.group, bit),
+    };
     if c.flags & flags::WRITE != 0 {
         cats |= bit("write");
     }
-    if c.flags & flags::READONLY != 0 {
+    if c.flags & flags::READONLY != 0 && cats & bit("scripting") == 0 {
         cats |= bit("read");
     }
-    cats |= match c.group {
+    if c.flags & flags::ADMIN != 0 {
+        cats |= bit("admin") | bit("dangerous");
+    }
+    if c.flags & flags::PUBSUB != 0 {
+        cats |= bit("pubsub");
+    }
+    if c.flags & flags::BLOCKING != 0 {
+        cats |= bit("blocking");
+    }
+    cats | if c.flags & flags::FAST != 0 {
+        bit("fast")
+    } else {
+        bit("slow")
+    }
+}
+
+/// The category of a command group, for a command Redis does not have.
+fn group_category(group: &str, bit: impl Fn(&str) -> u32) -> u32 {
+    match group {
         "string" => bit("string"),
         "bitmap" => bit("bitmap"),
         "hyperloglog" => bit("hyperloglog"),
@@ -73,28 +96,7 @@ fn categories_of(c: &Command) -> u32 {
         "stream" => bit("stream"),
         "transactions" => bit("transaction"),
         _ => 0,
-    };
-    if c.flags & flags::BLOCKING != 0 {
-        cats |= bit("blocking");
     }
-    if c.flags & flags::ADMIN != 0 {
-        cats |= bit("admin") | bit("dangerous");
-    }
-    // A slow command over the whole keyspace that names no key (KEYS,
-    // FLUSHALL, SWAPDB) is dangerous too, as Redis files it.
-    let bulk = c.flags & (flags::WRITE | flags::READONLY) != 0
-        && c.flags & (flags::FAST | flags::RANDOM) == 0
-        && c.first_key == 0
-        && c.movable_keys.is_none();
-    if bulk {
-        cats |= bit("dangerous");
-    }
-    cats |= if c.flags & flags::FAST != 0 {
-        bit("fast")
-    } else {
-        bit("slow")
-    };
-    cats
 }
 
 /// A command's categories as COMMAND INFO prints them (`@read`…).
