@@ -512,8 +512,13 @@ impl Engine {
         self.drain_key_log();
         self.tracking_flush();
         let off = crate::config::word::ACTIVE_EXPIRE_OFF;
-        // A pause keeps the data set as it is: no key expires meanwhile.
-        if !self.expiry_allowed() || self.store.config_word(off).unwrap_or(0) == 1 {
+        // A pause keeps the data set as it is: no key expires meanwhile. A
+        // script of another worker holds the store: the sweep would wait
+        // for it, and this worker's clients with it.
+        if !self.expiry_allowed()
+            || self.store.config_word(off).unwrap_or(0) == 1
+            || crate::scripting::busy::running_elsewhere(&self.store, self.info.worker)
+        {
             return 0;
         }
         let any = (0..store::NUM_DBS as u8).any(|db| self.h.expires_count(db).unwrap_or(0) > 0);
@@ -618,6 +623,9 @@ impl Engine {
             flow: Flow::Continue,
         };
         let rejected_before = cx.engine.stats.rejected;
+        let busy = cmd
+            .filter(|c| c.arity_ok(args.len()) && !command::allowed_while_busy(c, args))
+            .and_then(|_| cx.engine.script_gate().err());
         let result = match cmd {
             None => Err(cx.reject(unknown_command(args))),
             Some(cmd) if !cmd.arity_ok(args.len()) && transaction::is_exec(cmd) => {
@@ -662,6 +670,15 @@ impl Engine {
                     && cx.engine.refuses_oom() =>
             {
                 Err(cx.reject(CmdError::msg(crate::error::OOM)))
+            }
+            // A script of another worker runs: wait for it, or past
+            // `busy-reply-threshold` refuse (Redis's processCommand).
+            Some(cmd) if busy.is_some() => {
+                let e = cx.reject(busy.clone().expect("checked"));
+                match transaction::is_exec(cmd) {
+                    true => Err(transaction::exec_abort(cx.session, e)),
+                    false => Err(e),
+                }
             }
             Some(cmd) if transaction::queues(cx.session, cmd) => {
                 transaction::queue(&mut cx, cmd, args)
@@ -722,6 +739,16 @@ impl Engine {
 }
 
 impl Engine {
+    /// Waits while a script of another worker runs, up to
+    /// `busy-reply-threshold`; past it, the BUSY error to answer.
+    pub(crate) fn script_gate(&self) -> Result<(), CmdError> {
+        crate::scripting::busy::wait_gate(
+            &self.store,
+            self.info.worker,
+            self.config.busy_reply_threshold,
+        )
+    }
+
     /// The ACL gate a request passes before it runs or is queued (Redis's
     /// processCommand: authentication, then the user's rules).
     pub(crate) fn acl_gate(

@@ -15,6 +15,7 @@
 //! directory and moves a shared epoch word, on which every worker drops
 //! what it compiled.
 
+pub(crate) mod busy;
 mod convert;
 mod functions;
 mod libs;
@@ -366,6 +367,8 @@ struct CallCtx {
     read_only: bool,
     allow_oom: bool,
     wrote: bool,
+    /// The run as other workers see it (SCRIPT KILL, BUSY).
+    running: Option<Rc<busy::Running>>,
 }
 
 /// Runs a compiled script or function (`eval_mode`: KEYS and ARGV are
@@ -399,6 +402,7 @@ fn run(
         read_only: ro || (!compat && flags & NO_WRITES != 0),
         allow_oom: !compat && flags & ALLOW_OOM != 0,
         wrote: false,
+        running: None,
     };
     let lua = &vm.lua;
     let table = |items: &[Arg<'_>]| -> mlua::Result<mlua::Table> {
@@ -423,6 +427,13 @@ fn run(
     let saved_db = cx.session.db;
     let was_executing = cx.session.in_exec();
     let result = Handle::exclusive_in(cx, Cx::h, |cx| -> Result<_, CmdError> {
+        let running = Rc::new(busy::Running::begin(
+            &cx.engine.store,
+            cx.engine.info.worker,
+            !eval_mode,
+        ));
+        ctx.running = Some(running.clone());
+        watch_run(vm, running.clone()).map_err(lua_error)?;
         cx.session.tx.set_executing(true);
         let ignored = cx.engine.h.ignores_maxmemory();
         if ctx.allow_oom {
@@ -441,6 +452,10 @@ fn run(
         });
         cx.session.tx.set_executing(was_executing);
         cx.engine.h.ignore_maxmemory(ignored);
+        vm.lua.remove_hook();
+        // The run ends (for other workers) as it leaves the section.
+        running.end();
+        ctx.running = None;
         Ok(r)
     });
     vm.flags.running.set(false);
@@ -457,6 +472,49 @@ fn run(
             clip_chars(&e.to_string(), 100)
         ))),
     }
+}
+
+/// How many Lua instructions run between two looks at the busy word
+/// (Redis's hook runs every 100000).
+const HOOK_INSTRUCTIONS: u32 = 100_000;
+
+/// Sets the hook that stops a run when SCRIPT KILL / FUNCTION KILL, a
+/// SHUTDOWN NOSAVE or the supervisor's death asks it to. A killed run
+/// cannot be caught: `pcall` raises the kill again (`state.killed`).
+fn watch_run(vm: &Vm, running: Rc<busy::Running>) -> mlua::Result<()> {
+    let state = vm.state.clone();
+    state.raw_set("killed", Value::Nil)?;
+    let parent = std::os::unix::process::parent_id();
+    vm.lua.set_hook(
+        mlua::HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
+        move |lua, _| {
+            // A worker whose supervisor died is reparented: it must not
+            // spin on in a script nobody can kill.
+            let orphaned = std::os::unix::process::parent_id() != parent;
+            let stop = match running.stop_requested() {
+                Some(stop) => Some(stop),
+                None if orphaned => Some(busy::Stop::Shutdown),
+                None => None,
+            };
+            let Some(stop) = stop else {
+                return Ok(mlua::VmState::Continue);
+            };
+            if stop == busy::Stop::Shutdown && running.has_written() {
+                // Its writes cannot be undone and the server goes down
+                // without saving (SHUTDOWN NOSAVE): the worker ends here,
+                // as if killed, and the log drops its unfinished group.
+                eprintln!("shoal: a busy script that wrote is stopped by shutdown; the worker exits");
+                std::process::exit(1);
+            }
+            if stop == busy::Stop::Kill {
+                eprintln!("shoal: Lua script killed by user with SCRIPT KILL.");
+            }
+            let e = lua::error_table(lua, busy::KILLED)?;
+            state.raw_set("killed", e.clone())?;
+            state.raw_set("pending", e)?;
+            Err(mlua::Error::RuntimeError("script killed".into()))
+        },
+    )
 }
 
 fn clip_chars(s: &str, n: usize) -> String {
@@ -578,6 +636,9 @@ fn script_command(
             return Err(format!("-{}", crate::error::OOM));
         }
         ctx.wrote = true;
+        if let Some(running) = &ctx.running {
+            running.wrote();
+        }
     }
     let mut buf = Vec::new();
     let mut inner = Cx {
@@ -608,8 +669,10 @@ fn fcall_ro(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     functions::fcall_command(cx, args, true)
 }
 
-fn function_kill(_cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
-    Err(CmdError::msg("NOTBUSY No scripts in execution right now."))
+fn function_kill(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    busy::kill(&cx.engine.store, false)?;
+    cx.out.simple(b"OK");
+    Ok(())
 }
 
 fn script_load(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
@@ -658,8 +721,10 @@ fn script_flush(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     Ok(())
 }
 
-fn script_kill(_cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
-    Err(CmdError::msg("NOTBUSY No scripts in execution right now."))
+fn script_kill(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    busy::kill(&cx.engine.store, true)?;
+    cx.out.simple(b"OK");
+    Ok(())
 }
 
 fn script_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
