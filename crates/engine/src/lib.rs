@@ -66,4 +66,5 @@ pub use engine::{
 pub use pause::PauseMode;
 pub use pubsub::{ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};
 pub use scripting::fuzzing as script_fuzzing;
+pub use scripting::remove_side_files;
 pub use session::{ReplyMode, Session};

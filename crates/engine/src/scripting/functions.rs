@@ -67,9 +67,7 @@ impl Libraries {
 }
 
 fn file_path(cx: &Cx<'_>) -> std::path::PathBuf {
-    let mut p = cx.engine.store.path().as_os_str().to_owned();
-    p.push(".functions");
-    p.into()
+    super::functions_file_of(cx.engine.store.path())
 }
 
 fn generation(cx: &Cx<'_>) -> u64 {

@@ -150,11 +150,40 @@ fn with_vm<R>(
     r
 }
 
+/// A file beside the segment: its path plus `suffix`.
+fn beside(segment: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let mut p = segment.as_os_str().to_owned();
+    p.push(suffix);
+    p.into()
+}
+
+/// The shared script cache's directory beside `segment`.
+fn cache_dir_of(segment: &std::path::Path) -> std::path::PathBuf {
+    beside(segment, ".scripts")
+}
+
+/// The function libraries' file beside `segment`.
+pub(crate) fn functions_file_of(segment: &std::path::Path) -> std::path::PathBuf {
+    beside(segment, ".functions")
+}
+
+/// Removes what scripting keeps beside a segment (the script cache and
+/// the function libraries): whoever removes the segment calls it, so
+/// that nothing is left behind. Missing files are fine.
+pub fn remove_side_files(segment: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(cache_dir_of(segment)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    match std::fs::remove_file(functions_file_of(segment)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 /// The directory of the shared script cache.
 fn cache_dir(cx: &Cx<'_>) -> std::path::PathBuf {
-    let mut p = cx.engine.store.path().as_os_str().to_owned();
-    p.push(".scripts");
-    p.into()
+    cache_dir_of(cx.engine.store.path())
 }
 
 /// A script's body from the shared cache, if it is there (and really is
