@@ -192,7 +192,15 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd(
         "reset",
         1,
-        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SUBSCRIBED_OK | NOT_QUEUED | ENDS_MULTI | ALLOW_BUSY,
+        NOSCRIPT
+            | LOADING
+            | STALE
+            | FAST
+            | NO_AUTH
+            | SUBSCRIBED_OK
+            | NOT_QUEUED
+            | ENDS_MULTI
+            | ALLOW_BUSY,
         "Reset the connection",
         reset,
     ),

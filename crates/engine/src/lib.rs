@@ -60,7 +60,7 @@ mod wire;
 
 pub use config::{startup, Config};
 pub use engine::{
-    BlockRequest, Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest,
+    BlockRequest, BusyServer, Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest,
     TimeoutReply,
 };
 pub use pause::PauseMode;

@@ -197,6 +197,15 @@ pub(crate) fn gate(store: &Store, slot: u32, threshold_ms: u64) -> Gate {
     })
 }
 
+/// The BUSY error for the script running now (an EVAL script's unless
+/// the busy word says a function).
+pub(crate) fn own_busy_error(store: &Store) -> &'static str {
+    match Word(store.config_word(SCRIPT_BUSY).unwrap_or(0)).has(FUNCTION) {
+        true => BUSY_FUNCTION,
+        false => BUSY_EVAL,
+    }
+}
+
 /// Whether a script of another worker than `slot` runs now (it holds the
 /// store's exclusive section: background work that would wait for it is
 /// put off).
@@ -234,9 +243,9 @@ fn runner_alive(store: &Store, w: Word) -> bool {
     let Ok(workers) = store.workers() else {
         return true;
     };
-    let alive = workers.iter().any(|i| {
-        i.slot == w.slot() && i.started_ms <= w.started_ms().saturating_add(1)
-    });
+    let alive = workers
+        .iter()
+        .any(|i| i.slot == w.slot() && i.started_ms <= w.started_ms().saturating_add(1));
     if !alive {
         let _ = store.swap_config_word(SCRIPT_BUSY, w.0, 0);
     }
@@ -275,8 +284,13 @@ pub(crate) fn shutdown(
     threshold_ms: u64,
     nosave: bool,
 ) -> Result<(), CmdError> {
-    let Gate::Busy(text) = gate(store, slot, threshold_ms) else {
-        return Ok(());
+    let w = Word(store.config_word(SCRIPT_BUSY)?);
+    // This worker's own script is busy only while its hook serves the
+    // other clients: SHUTDOWN comes from one of them.
+    let text = match gate(store, slot, threshold_ms) {
+        Gate::Busy(text) => text,
+        _ if w.0 != 0 && w.slot() == slot => own_busy_error(store),
+        _ => return Ok(()),
     };
     if !nosave {
         return Err(CmdError::msg(text));

@@ -21,7 +21,9 @@ mod functions;
 mod libs;
 mod lua;
 
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use mlua::{Function, Value};
 use proto::resp::{Protocol, ReplyWriter};
@@ -462,23 +464,39 @@ fn run(
             !eval_mode,
         ));
         ctx.running = Some(running.clone());
-        watch_run(vm, running.clone()).map_err(lua_error)?;
+        let threshold = Duration::from_millis(cx.engine.config.busy_reply_threshold);
+        watch_run(vm, running.clone(), threshold).map_err(lua_error)?;
         cx.session.tx.set_executing(true);
         let ignored = cx.engine.h.ignores_maxmemory();
         if ctx.allow_oom {
             cx.engine.h.ignore_maxmemory(true);
         }
+        // `redis.call` and the hook's busy server share the context; they
+        // never run at once (the hook fires only between Lua instructions).
+        let shared = RefCell::new(&mut *cx);
         let r = lua.scope(|scope| {
             let call = scope.create_function_mut(|lua, args: mlua::Table| {
-                redis_call(cx, lua, vm.flags.resp.get(), &mut ctx, args)
+                let mut cx = shared.borrow_mut();
+                redis_call(&mut cx, lua, vm.flags.resp.get(), &mut ctx, args)
+            })?;
+            let serve = scope.create_function(|_, ()| {
+                if let Ok(mut cx) = shared.try_borrow_mut() {
+                    if let Some(server) = cx.engine.busy_server.clone() {
+                        server(cx.engine);
+                    }
+                }
+                Ok(())
             })?;
             vm.state.raw_set("call", call)?;
+            vm.state.raw_set("serve_busy", serve)?;
             vm.state.raw_set("pending", Value::Nil)?;
             let runner: Function = vm.state.raw_get("run")?;
             let r = runner.call::<(bool, Value)>((f.clone(), keys_t, argv_t));
             vm.state.raw_set("call", Value::Nil)?;
+            vm.state.raw_set("serve_busy", Value::Nil)?;
             r
         });
+        drop(shared);
         cx.session.tx.set_executing(was_executing);
         cx.engine.h.ignore_maxmemory(ignored);
         vm.lua.remove_hook();
@@ -507,16 +525,31 @@ fn run(
 /// (Redis's hook runs every 100000).
 const HOOK_INSTRUCTIONS: u32 = 100_000;
 
+/// How often a busy script's worker looks at its other clients.
+const SERVE_EVERY: Duration = Duration::from_millis(1);
+
 /// Sets the hook that stops a run when SCRIPT KILL / FUNCTION KILL, a
 /// SHUTDOWN NOSAVE or the supervisor's death asks it to. A killed run
 /// cannot be caught: `pcall` raises the kill again (`state.killed`).
-fn watch_run(vm: &Vm, running: Rc<busy::Running>) -> mlua::Result<()> {
+///
+/// Past `threshold` the hook also lets the worker answer its other clients
+/// (`state.serve_busy`, the engine's [`crate::BusyServer`]), as Redis
+/// processes events while a script is busy.
+fn watch_run(vm: &Vm, running: Rc<busy::Running>, threshold: Duration) -> mlua::Result<()> {
     let state = vm.state.clone();
     state.raw_set("killed", Value::Nil)?;
     let parent = std::os::unix::process::parent_id();
+    let started = Instant::now();
+    let last_served = Cell::new(started);
     vm.lua.set_hook(
         mlua::HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
         move |lua, _| {
+            if started.elapsed() >= threshold && last_served.get().elapsed() >= SERVE_EVERY {
+                last_served.set(Instant::now());
+                if let Value::Function(serve) = state.raw_get("serve_busy")? {
+                    serve.call::<()>(())?;
+                }
+            }
             // A worker whose supervisor died is reparented: it must not
             // spin on in a script nobody can kill.
             let orphaned = std::os::unix::process::parent_id() != parent;
@@ -532,7 +565,9 @@ fn watch_run(vm: &Vm, running: Rc<busy::Running>) -> mlua::Result<()> {
                 // Its writes cannot be undone and the server goes down
                 // without saving (SHUTDOWN NOSAVE): the worker ends here,
                 // as if killed, and the log drops its unfinished group.
-                eprintln!("shoal: a busy script that wrote is stopped by shutdown; the worker exits");
+                eprintln!(
+                    "shoal: a busy script that wrote is stopped by shutdown; the worker exits"
+                );
                 std::process::exit(1);
             }
             if stop == busy::Stop::Kill {
