@@ -14,7 +14,7 @@ import threading
 import pytest
 import redis
 
-from shoaltest import Err, raw_on_worker
+from shoaltest import Err, encode, raw_on_worker
 from test_workers import worker_of
 
 pytestmark = pytest.mark.shoal_only
@@ -172,3 +172,98 @@ def test_script_errors_leave_the_worker_serving(two):
         assert c.cmd("PING") == "PONG"
     finally:
         c.close()
+
+
+# Busy scripts: past busy-reply-threshold every other client, on either
+# worker, gets -BUSY; SCRIPT KILL / FUNCTION KILL stop a script that has not
+# written, from any worker.
+BUSY_EVAL = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+BUSY_FUNCTION = "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
+UNKILLABLE = ("UNKILLABLE Sorry the script already executed write commands against the dataset. "
+              "You can either wait the script termination or kill the server in a hard way "
+              "using the SHUTDOWN NOSAVE command.")
+
+
+def until_busy(c, expected=BUSY_EVAL, tries=2000):
+    """Sends PING until the running script is past the threshold (before
+    it, the command waits for the script and then runs it, as in Redis)."""
+    for _ in range(tries):
+        r = c.cmd("PING")
+        if isinstance(r, Err):
+            assert str(r) == expected
+            return
+    raise AssertionError("the script never turned busy")
+
+
+def test_busy_script_answers_both_workers_and_is_killed_from_either(two, conns):
+    runner = conns(two, 0)
+    same = conns(two, 0)
+    other = conns(two, 1)
+    assert other.cmd("CONFIG", "SET", "busy-reply-threshold", "50") == "OK"
+    assert str(other.cmd("SCRIPT", "KILL")) == "NOTBUSY No scripts in execution right now."
+    for killer, waiter in ((other, same), (same, other)):
+        runner.send(encode("EVAL", "local i = 0 while true do i = i + 1 end", "0"))
+        until_busy(killer)
+        until_busy(waiter)
+        assert str(waiter.cmd("GET", "k")) == BUSY_EVAL
+        # MULTI is allowed while busy, the commands queued after it are
+        # refused, and EXEC then aborts (Redis's processCommand).
+        assert waiter.cmd("MULTI") == "OK"
+        assert str(waiter.cmd("INCR", "k")) == BUSY_EVAL
+        assert str(killer.cmd("FUNCTION", "KILL")) == BUSY_EVAL
+        assert killer.cmd("SCRIPT", "KILL") == "OK"
+        err = str(runner.reply())
+        assert err.startswith("ERR Script killed by user with SCRIPT KILL...")
+        assert str(waiter.cmd("EXEC")).startswith("EXECABORT")
+        assert waiter.cmd("GET", "k") is None
+        assert killer.cmd("PING") == "PONG"
+
+
+def test_pcall_cannot_catch_script_kill(two, conns):
+    runner = conns(two, 0)
+    other = conns(two, 1)
+    assert other.cmd("CONFIG", "SET", "lua-time-limit", "50") == "OK"
+    runner.send(encode(
+        "EVAL",
+        "local f = function() while 1 do redis.call('ping') end end while 1 do pcall(f) end",
+        "0"))
+    until_busy(other)
+    assert other.cmd("SCRIPT", "KILL") == "OK"
+    assert "killed by user" in str(runner.reply())
+    assert runner.cmd("PING") == "PONG"
+
+
+def test_function_kill_and_script_kill_name_their_kind(two, conns):
+    runner = conns(two, 0)
+    other = conns(two, 1)
+    code = ("#!lua name=spin\n"
+            "redis.register_function{function_name='spin', flags={'no-writes'}, "
+            "callback=function() while true do end end}")
+    assert other.cmd("FUNCTION", "LOAD", code) == b"spin"
+    assert other.cmd("CONFIG", "SET", "busy-reply-threshold", "50") == "OK"
+    runner.send(encode("FCALL", "spin", "0"))
+    until_busy(other, BUSY_FUNCTION)
+    assert str(other.cmd("SCRIPT", "KILL")) == BUSY_FUNCTION
+    assert other.cmd("FUNCTION", "KILL") == "OK"
+    assert "killed by user" in str(runner.reply())
+    assert other.cmd("PING") == "PONG"
+
+
+def test_a_script_that_wrote_is_unkillable_until_shutdown_nosave(make_server):
+    server = make_server(workers=2, memory="128m")
+    runner = raw_on_worker(server, 0)
+    other = raw_on_worker(server, 1)
+    try:
+        assert other.cmd("CONFIG", "SET", "busy-reply-threshold", "50") == "OK"
+        runner.send(encode("EVAL", "redis.call('set', KEYS[1], 'x') while true do end", "1", "w"))
+        until_busy(other)
+        assert str(other.cmd("SCRIPT", "KILL")) == UNKILLABLE
+        assert str(other.cmd("FUNCTION", "KILL")) == UNKILLABLE
+        # SHUTDOWN without NOSAVE is refused while busy; NOSAVE stops it all.
+        assert str(other.cmd("SHUTDOWN")) == BUSY_EVAL
+        other.send(encode("SHUTDOWN", "NOSAVE"))
+        server.proc.wait(30)
+        assert server.proc.returncode is not None
+    finally:
+        runner.close()
+        other.close()

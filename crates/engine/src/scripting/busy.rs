@@ -85,6 +85,7 @@ pub(crate) struct Running {
     run: u64,
     wrote: std::cell::Cell<bool>,
     ended: std::cell::Cell<bool>,
+    described: std::cell::Cell<bool>,
 }
 
 impl Running {
@@ -101,6 +102,7 @@ impl Running {
             run,
             wrote: std::cell::Cell::new(false),
             ended: std::cell::Cell::new(false),
+            described: std::cell::Cell::new(false),
         }
     }
 
@@ -149,11 +151,42 @@ impl Running {
     }
 }
 
+/// Most bytes of a busy function's description (its name and command).
+const DESCRIPTION_MAX: usize = 64 << 10;
+
+/// Where a busy function's name and command are kept for FUNCTION STATS
+/// on every worker: a file beside the segment, written once the run turns
+/// busy and removed when it ends.
+pub(crate) fn description_file(segment: &std::path::Path) -> std::path::PathBuf {
+    super::beside(segment, ".running")
+}
+
 impl Running {
+    /// Publishes the function's name and command (FUNCTION STATS's
+    /// `running_script`), once.
+    pub(crate) fn describe(&self, name: &str, command: &[Vec<u8>]) {
+        if self.described.replace(true) {
+            return;
+        }
+        let mut bytes = self.run.to_le_bytes().to_vec();
+        for item in std::iter::once(name.as_bytes()).chain(command.iter().map(Vec::as_slice)) {
+            if bytes.len() + 4 + item.len() > DESCRIPTION_MAX {
+                break;
+            }
+            bytes.extend_from_slice(&(item.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(item);
+        }
+        let path = description_file(self.store.path());
+        let _ = std::fs::write(path, bytes);
+    }
+
     /// Ends the run for the other workers (the Lua hook may keep its copy
     /// of `self` longer).
     pub(crate) fn end(&self) {
         if !self.ended.replace(true) {
+            if self.described.get() {
+                let _ = std::fs::remove_file(description_file(self.store.path()));
+            }
             self.update(|_| 0);
         }
     }
@@ -250,6 +283,34 @@ fn runner_alive(store: &Store, w: Word) -> bool {
         let _ = store.swap_config_word(SCRIPT_BUSY, w.0, 0);
     }
     alive
+}
+
+/// The function running now, on any worker, if it is past the threshold
+/// on its worker and described itself: its name, command and how long it
+/// has run (ms).
+pub(crate) fn running_function(store: &Store) -> Option<(Vec<u8>, Vec<Vec<u8>>, u64)> {
+    let w = Word(store.config_word(SCRIPT_BUSY).ok()?);
+    if w.0 == 0 || !w.has(FUNCTION) {
+        return None;
+    }
+    let bytes = std::fs::read(description_file(store.path())).ok()?;
+    // The file is outside the engine's control: read within its bounds.
+    let (run, mut rest) = bytes.split_first_chunk::<8>()?;
+    if u64::from_le_bytes(*run) != w.run() {
+        return None;
+    }
+    let mut items = Vec::new();
+    while let Some((len, tail)) = rest.split_first_chunk::<4>() {
+        let len = u32::from_le_bytes(*len) as usize;
+        let item = tail.get(..len)?;
+        items.push(item.to_vec());
+        rest = &tail[len..];
+    }
+    if items.is_empty() {
+        return None;
+    }
+    let name = items.remove(0);
+    Some((name, items, now_ms().saturating_sub(w.started_ms())))
 }
 
 /// SCRIPT KILL (`eval`) or FUNCTION KILL: asks the running script to stop,

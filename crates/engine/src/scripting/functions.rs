@@ -565,7 +565,21 @@ pub(super) fn function_stats(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
         let functions: usize = libs.libs.iter().map(|l| l.functions.len()).sum();
         cx.out.map_len(2);
         cx.out.bulk(b"running_script");
-        cx.out.null();
+        match super::busy::running_function(&cx.engine.store) {
+            Some((name, command, duration_ms)) => {
+                cx.out.map_len(3);
+                cx.out.bulk(b"name");
+                cx.out.bulk(&name);
+                cx.out.bulk(b"command");
+                cx.out.array_len(command.len());
+                for a in &command {
+                    cx.out.bulk(a);
+                }
+                cx.out.bulk(b"duration_ms");
+                cx.out.integer(duration_ms as i64);
+            }
+            None => cx.out.null(),
+        }
         cx.out.bulk(b"engines");
         cx.out.map_len(1);
         cx.out.bulk(b"LUA");

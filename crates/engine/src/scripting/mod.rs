@@ -153,7 +153,7 @@ fn with_vm<R>(
 }
 
 /// A file beside the segment: its path plus `suffix`.
-fn beside(segment: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+pub(crate) fn beside(segment: &std::path::Path, suffix: &str) -> std::path::PathBuf {
     let mut p = segment.as_os_str().to_owned();
     p.push(suffix);
     p.into()
@@ -177,10 +177,13 @@ pub fn remove_side_files(segment: &std::path::Path) -> std::io::Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
-    match std::fs::remove_file(functions_file_of(segment)) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
+    for file in [functions_file_of(segment), busy::description_file(segment)] {
+        match std::fs::remove_file(file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
     }
+    Ok(())
 }
 
 /// The directory of the shared script cache.
@@ -465,7 +468,15 @@ fn run(
         ));
         ctx.running = Some(running.clone());
         let threshold = Duration::from_millis(cx.engine.config.busy_reply_threshold);
-        watch_run(vm, running.clone(), threshold).map_err(lua_error)?;
+        // A function names itself to FUNCTION STATS once it turns busy.
+        let description = (!eval_mode).then(|| {
+            let verb: &[u8] = if ro { b"fcall_ro" } else { b"fcall" };
+            let mut command = vec![verb.to_vec(), name.as_bytes().to_vec()];
+            command.push(keys.len().to_string().into_bytes());
+            command.extend(keys.iter().chain(argv).map(|a| a.to_vec()));
+            (name.to_string(), command)
+        });
+        watch_run(vm, running.clone(), threshold, description).map_err(lua_error)?;
         cx.session.tx.set_executing(true);
         let ignored = cx.engine.h.ignores_maxmemory();
         if ctx.allow_oom {
@@ -535,7 +546,12 @@ const SERVE_EVERY: Duration = Duration::from_millis(1);
 /// Past `threshold` the hook also lets the worker answer its other clients
 /// (`state.serve_busy`, the engine's [`crate::BusyServer`]), as Redis
 /// processes events while a script is busy.
-fn watch_run(vm: &Vm, running: Rc<busy::Running>, threshold: Duration) -> mlua::Result<()> {
+fn watch_run(
+    vm: &Vm,
+    running: Rc<busy::Running>,
+    threshold: Duration,
+    description: Option<(String, Vec<Vec<u8>>)>,
+) -> mlua::Result<()> {
     let state = vm.state.clone();
     state.raw_set("killed", Value::Nil)?;
     let parent = std::os::unix::process::parent_id();
@@ -546,6 +562,9 @@ fn watch_run(vm: &Vm, running: Rc<busy::Running>, threshold: Duration) -> mlua::
         move |lua, _| {
             if started.elapsed() >= threshold && last_served.get().elapsed() >= SERVE_EVERY {
                 last_served.set(Instant::now());
+                if let Some((name, command)) = &description {
+                    running.describe(name, command);
+                }
                 if let Value::Function(serve) = state.raw_get("serve_busy")? {
                     serve.call::<()>(())?;
                 }
