@@ -507,7 +507,6 @@ fn run(
             vm.state.raw_set("serve_busy", Value::Nil)?;
             r
         });
-        drop(shared);
         cx.session.tx.set_executing(was_executing);
         cx.engine.h.ignore_maxmemory(ignored);
         vm.lua.remove_hook();
