@@ -8,13 +8,15 @@ while clients of both workers run it at once.
 These are shoal's own (Redis has one process); what they expect is Redis's
 semantics all the same."""
 
+import os
 import re
+import subprocess
 import threading
 
 import pytest
 import redis
 
-from shoaltest import Err, encode, raw_on_worker
+from shoaltest import SHOAL_BIN, Err, encode, raw_on_worker
 from test_workers import worker_of
 
 pytestmark = pytest.mark.shoal_only
@@ -267,3 +269,46 @@ def test_a_script_that_wrote_is_unkillable_until_shutdown_nosave(make_server):
     finally:
         runner.close()
         other.close()
+
+
+def test_function_stats_shows_a_busy_function_on_every_worker(two, conns):
+    runner = conns(two, 0)
+    same = conns(two, 0)
+    other = conns(two, 1)
+    code = ("#!lua name=spin\n"
+            "redis.register_function{function_name='spin', flags={'no-writes'}, "
+            "callback=function() while true do end end}")
+    assert other.cmd("FUNCTION", "LOAD", code) == b"spin"
+    assert other.cmd("CONFIG", "SET", "busy-reply-threshold", "50") == "OK"
+    runner.send(encode("FCALL", "spin", "0", "arg"))
+    until_busy(other, BUSY_FUNCTION)
+    until_busy(same, BUSY_FUNCTION)
+    for c in (other, same):
+        stats = c.cmd("FUNCTION", "STATS")
+        assert stats[0] == b"running_script"
+        running = stats[1]
+        assert running[0:4] == [b"name", b"spin", b"command", [b"fcall", b"spin", b"0", b"arg"]]
+        assert running[4] == b"duration_ms" and running[5] >= 0
+    assert other.cmd("FUNCTION", "KILL") == "OK"
+    assert "killed by user" in str(runner.reply())
+    assert other.cmd("FUNCTION", "STATS")[1] is None
+
+
+def test_store_remove_takes_the_scripting_files(make_server):
+    server = make_server(workers=1)
+    c = server.raw()
+    try:
+        assert len(c.cmd("SCRIPT", "LOAD", "return 1")) == 40
+        code = "#!lua name=lib\nredis.register_function('one', function() return 1 end)"
+        assert c.cmd("FUNCTION", "LOAD", code) == b"lib"
+    finally:
+        c.close()
+    segment = f"/dev/shm/{server.name}"
+    assert os.path.isdir(segment + ".scripts") and os.path.exists(segment + ".functions")
+    server.proc.terminate()
+    server.proc.wait(30)
+    out = subprocess.run([SHOAL_BIN, "store", "remove", "--name", server.name],
+                         capture_output=True, text=True, check=True)
+    assert "removed" in out.stdout
+    for path in (segment, segment + ".scripts", segment + ".functions"):
+        assert not os.path.exists(path)
