@@ -10,13 +10,14 @@ semantics all the same."""
 
 import os
 import re
+import signal
 import subprocess
 import threading
 
 import pytest
 import redis
 
-from shoaltest import SHOAL_BIN, Err, encode, raw_on_worker
+from shoaltest import SHOAL_BIN, Err, encode, raw_on_worker, wait_for
 from test_workers import worker_of
 
 pytestmark = pytest.mark.shoal_only
@@ -312,3 +313,25 @@ def test_store_remove_takes_the_scripting_files(make_server):
     assert "removed" in out.stdout
     for path in (segment, segment + ".scripts", segment + ".functions"):
         assert not os.path.exists(path)
+
+
+def test_an_orphaned_worker_ends_its_busy_script(make_server):
+    """A worker whose supervisor died does not spin on in a script nobody
+    can kill: its hook ends the script, and the worker exits."""
+    server = make_server(workers=2, memory="128m")
+    runner = raw_on_worker(server, 0)
+    other = raw_on_worker(server, 1)
+    try:
+        workers = server.worker_pids()
+        assert len(workers) == 2
+        assert other.cmd("CONFIG", "SET", "busy-reply-threshold", "50") == "OK"
+        runner.send(encode("EVAL", "while true do end", "0"))
+        until_busy(other)
+        os.kill(server.proc.pid, signal.SIGKILL)
+        server.proc.wait(10)
+        assert "killed" in str(runner.reply())
+        wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in workers),
+                 timeout=30, what="the orphaned workers to exit")
+    finally:
+        runner.close()
+        other.close()
