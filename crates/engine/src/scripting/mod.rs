@@ -535,6 +535,10 @@ fn run(
 /// (Redis's hook runs every 100000).
 const HOOK_INSTRUCTIONS: u32 = 100_000;
 
+/// How long a worker whose busy script wrote waits, on SHUTDOWN NOSAVE,
+/// for the supervisor to start stopping before it exits.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
 /// How often a busy script's worker looks at its other clients.
 const SERVE_EVERY: Duration = Duration::from_millis(1);
 
@@ -586,6 +590,16 @@ fn watch_run(
                 eprintln!(
                     "shoal: a busy script that wrote is stopped by shutdown; the worker exits"
                 );
+                // The SHUTDOWN's SIGTERM reaches the supervisor within
+                // moments; exiting before it does would look like a crash
+                // to restart. (Exits at once when orphaned.)
+                let deadline = Instant::now() + SHUTDOWN_GRACE;
+                while !orphaned
+                    && std::os::unix::process::parent_id() == parent
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
                 std::process::exit(1);
             }
             if stop == busy::Stop::Kill {
