@@ -9,6 +9,7 @@ themselves hold Redis's replies; only then are shoal-only tests left out.
 
 import atexit
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -45,6 +46,19 @@ def wait_for(pred, timeout=10.0, step=0.02, what="condition"):
         time.sleep(step)
     raise AssertionError(f"timed out waiting for {what}")
 
+
+
+def remove_segment_files(path):
+    """Removes a segment file and the files shoal keeps beside it:
+    `<segment>.ctl`, the script cache `<segment>.scripts/`, the function
+    libraries `<segment>.functions` and a busy function's description
+    `<segment>.running`. Missing ones are fine."""
+    for p in (path, f"{path}.ctl", f"{path}.functions", f"{path}.running"):
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+    shutil.rmtree(f"{path}.scripts", ignore_errors=True)
 
 class Server:
     """One `shoal serve` (or, with SHOAL_TEST_TARGET=redis, one redis-server)
@@ -125,14 +139,11 @@ class Server:
         self.remove_segment()
 
     def remove_segment(self):
-        """The segment and the supervisor's control socket beside it (left
-        behind when a test kills the supervisor)."""
+        """The segment and what lives beside it: the supervisor's control
+        socket (left behind when a test kills the supervisor), the script
+        cache directory and the function libraries."""
         if self.kind == "shoal" and self.name:
-            for path in (f"/dev/shm/{self.name}", f"/dev/shm/{self.name}.ctl"):
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
+            remove_segment_files(f"/dev/shm/{self.name}")
 
     def restart(self):
         self.stop()

@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 
-from shoaltest import SHOAL_BIN, TARGET, Err, free_port, wait_for
+from shoaltest import SHOAL_BIN, TARGET, Err, free_port, remove_segment_files, wait_for
 
 
 def server_argv(*args):
@@ -52,9 +52,7 @@ class Started:
             self.proc.terminate()
             self.proc.wait(15)
         if segment:
-            for path in (segment, segment + ".ctl"):
-                if os.path.exists(path):
-                    os.remove(path)
+            remove_segment_files(segment)
 
 
 def command(port, *args):

@@ -8,13 +8,16 @@ while clients of both workers run it at once.
 These are shoal's own (Redis has one process); what they expect is Redis's
 semantics all the same."""
 
+import os
 import re
+import signal
+import subprocess
 import threading
 
 import pytest
 import redis
 
-from shoaltest import Err, raw_on_worker
+from shoaltest import SHOAL_BIN, Err, encode, raw_on_worker, wait_for
 from test_workers import worker_of
 
 pytestmark = pytest.mark.shoal_only
@@ -172,3 +175,163 @@ def test_script_errors_leave_the_worker_serving(two):
         assert c.cmd("PING") == "PONG"
     finally:
         c.close()
+
+
+# Busy scripts: past busy-reply-threshold every other client, on either
+# worker, gets -BUSY; SCRIPT KILL / FUNCTION KILL stop a script that has not
+# written, from any worker.
+BUSY_EVAL = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+BUSY_FUNCTION = "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
+UNKILLABLE = ("UNKILLABLE Sorry the script already executed write commands against the dataset. "
+              "You can either wait the script termination or kill the server in a hard way "
+              "using the SHUTDOWN NOSAVE command.")
+
+
+def until_busy(c, expected=BUSY_EVAL, tries=2000):
+    """Sends PING until the running script is past the threshold (before
+    it, the command waits for the script and then runs it, as in Redis)."""
+    for _ in range(tries):
+        r = c.cmd("PING")
+        if isinstance(r, Err):
+            assert str(r) == expected
+            return
+    raise AssertionError("the script never turned busy")
+
+
+def test_busy_script_answers_both_workers_and_is_killed_from_either(two, conns):
+    runner = conns(two, 0)
+    same = conns(two, 0)
+    other = conns(two, 1)
+    assert other.cmd("CONFIG", "SET", "busy-reply-threshold", "50") == "OK"
+    assert str(other.cmd("SCRIPT", "KILL")) == "NOTBUSY No scripts in execution right now."
+    for killer, waiter in ((other, same), (same, other)):
+        runner.send(encode("EVAL", "local i = 0 while true do i = i + 1 end", "0"))
+        until_busy(killer)
+        until_busy(waiter)
+        assert str(waiter.cmd("GET", "k")) == BUSY_EVAL
+        # MULTI is allowed while busy, the commands queued after it are
+        # refused, and EXEC then aborts (Redis's processCommand).
+        assert waiter.cmd("MULTI") == "OK"
+        assert str(waiter.cmd("INCR", "k")) == BUSY_EVAL
+        assert str(killer.cmd("FUNCTION", "KILL")) == BUSY_EVAL
+        assert killer.cmd("SCRIPT", "KILL") == "OK"
+        err = str(runner.reply())
+        assert err.startswith("ERR Script killed by user with SCRIPT KILL...")
+        assert str(waiter.cmd("EXEC")).startswith("EXECABORT")
+        assert waiter.cmd("GET", "k") is None
+        assert killer.cmd("PING") == "PONG"
+
+
+def test_pcall_cannot_catch_script_kill(two, conns):
+    runner = conns(two, 0)
+    other = conns(two, 1)
+    assert other.cmd("CONFIG", "SET", "lua-time-limit", "50") == "OK"
+    runner.send(encode(
+        "EVAL",
+        "local f = function() while 1 do redis.call('ping') end end while 1 do pcall(f) end",
+        "0"))
+    until_busy(other)
+    assert other.cmd("SCRIPT", "KILL") == "OK"
+    assert "killed by user" in str(runner.reply())
+    assert runner.cmd("PING") == "PONG"
+
+
+def test_function_kill_and_script_kill_name_their_kind(two, conns):
+    runner = conns(two, 0)
+    other = conns(two, 1)
+    code = ("#!lua name=spin\n"
+            "redis.register_function{function_name='spin', flags={'no-writes'}, "
+            "callback=function() while true do end end}")
+    assert other.cmd("FUNCTION", "LOAD", code) == b"spin"
+    assert other.cmd("CONFIG", "SET", "busy-reply-threshold", "50") == "OK"
+    runner.send(encode("FCALL", "spin", "0"))
+    until_busy(other, BUSY_FUNCTION)
+    assert str(other.cmd("SCRIPT", "KILL")) == BUSY_FUNCTION
+    assert other.cmd("FUNCTION", "KILL") == "OK"
+    assert "killed by user" in str(runner.reply())
+    assert other.cmd("PING") == "PONG"
+
+
+def test_a_script_that_wrote_is_unkillable_until_shutdown_nosave(make_server):
+    server = make_server(workers=2, memory="128m")
+    runner = raw_on_worker(server, 0)
+    other = raw_on_worker(server, 1)
+    try:
+        assert other.cmd("CONFIG", "SET", "busy-reply-threshold", "50") == "OK"
+        runner.send(encode("EVAL", "redis.call('set', KEYS[1], 'x') while true do end", "1", "w"))
+        until_busy(other)
+        assert str(other.cmd("SCRIPT", "KILL")) == UNKILLABLE
+        assert str(other.cmd("FUNCTION", "KILL")) == UNKILLABLE
+        # SHUTDOWN without NOSAVE is refused while busy; NOSAVE stops it all.
+        assert str(other.cmd("SHUTDOWN")) == BUSY_EVAL
+        other.send(encode("SHUTDOWN", "NOSAVE"))
+        server.proc.wait(30)
+        assert server.proc.returncode is not None
+    finally:
+        runner.close()
+        other.close()
+
+
+def test_function_stats_shows_a_busy_function_on_every_worker(two, conns):
+    runner = conns(two, 0)
+    same = conns(two, 0)
+    other = conns(two, 1)
+    code = ("#!lua name=spin\n"
+            "redis.register_function{function_name='spin', flags={'no-writes'}, "
+            "callback=function() while true do end end}")
+    assert other.cmd("FUNCTION", "LOAD", code) == b"spin"
+    assert other.cmd("CONFIG", "SET", "busy-reply-threshold", "50") == "OK"
+    runner.send(encode("FCALL", "spin", "0", "arg"))
+    until_busy(other, BUSY_FUNCTION)
+    until_busy(same, BUSY_FUNCTION)
+    for c in (other, same):
+        stats = c.cmd("FUNCTION", "STATS")
+        assert stats[0] == b"running_script"
+        running = stats[1]
+        assert running[0:4] == [b"name", b"spin", b"command", [b"fcall", b"spin", b"0", b"arg"]]
+        assert running[4] == b"duration_ms" and running[5] >= 0
+    assert other.cmd("FUNCTION", "KILL") == "OK"
+    assert "killed by user" in str(runner.reply())
+    assert other.cmd("FUNCTION", "STATS")[1] is None
+
+
+def test_store_remove_takes_the_scripting_files(make_server):
+    server = make_server(workers=1)
+    c = server.raw()
+    try:
+        assert len(c.cmd("SCRIPT", "LOAD", "return 1")) == 40
+        code = "#!lua name=lib\nredis.register_function('one', function() return 1 end)"
+        assert c.cmd("FUNCTION", "LOAD", code) == b"lib"
+    finally:
+        c.close()
+    segment = f"/dev/shm/{server.name}"
+    assert os.path.isdir(segment + ".scripts") and os.path.exists(segment + ".functions")
+    server.proc.terminate()
+    server.proc.wait(30)
+    out = subprocess.run([SHOAL_BIN, "store", "remove", "--name", server.name],
+                         capture_output=True, text=True, check=True)
+    assert "removed" in out.stdout
+    for path in (segment, segment + ".scripts", segment + ".functions"):
+        assert not os.path.exists(path)
+
+
+def test_an_orphaned_worker_ends_its_busy_script(make_server):
+    """A worker whose supervisor died does not spin on in a script nobody
+    can kill: its hook ends the script, and the worker exits."""
+    server = make_server(workers=2, memory="128m")
+    runner = raw_on_worker(server, 0)
+    other = raw_on_worker(server, 1)
+    try:
+        workers = server.worker_pids()
+        assert len(workers) == 2
+        assert other.cmd("CONFIG", "SET", "busy-reply-threshold", "50") == "OK"
+        runner.send(encode("EVAL", "while true do end", "0"))
+        until_busy(other)
+        os.kill(server.proc.pid, signal.SIGKILL)
+        server.proc.wait(10)
+        assert "killed" in str(runner.reply())
+        wait_for(lambda: not any(os.path.exists(f"/proc/{p}") for p in workers),
+                 timeout=30, what="the orphaned workers to exit")
+    finally:
+        runner.close()
+        other.close()

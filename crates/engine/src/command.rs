@@ -435,6 +435,17 @@ pub fn dispatch_sub(cx: &mut Cx<'_>, parent: &Command, args: &[Arg<'_>]) -> CmdR
 
 /// The subcommand named by `args[1]` of a container command, checked for
 /// existence and arity (MULTI checks before queuing, as Redis does).
+/// Whether a request may run while a script is busy (`ALLOW_BUSY` on the
+/// command or on the subcommand it names).
+pub(crate) fn allowed_while_busy(cmd: &Command, args: &[Arg<'_>]) -> bool {
+    if cmd.flags & flags::ALLOW_BUSY != 0 {
+        return true;
+    }
+    !cmd.subcommands.is_empty()
+        && args.len() >= 2
+        && find_sub(cmd, args).is_ok_and(|sub| sub.flags & flags::ALLOW_BUSY != 0)
+}
+
 pub(crate) fn find_sub(parent: &Command, args: &[Arg<'_>]) -> Result<&'static Command, CmdError> {
     let sub = &args[1];
     let found = parent.subcommands.iter().find(|c| {

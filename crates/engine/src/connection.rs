@@ -185,14 +185,22 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd(
         "hello",
         -1,
-        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | ALLOW_BUSY,
         "Handshake with Redis",
         hello,
     ),
     cmd(
         "reset",
         1,
-        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SUBSCRIBED_OK | NOT_QUEUED | ENDS_MULTI,
+        NOSCRIPT
+            | LOADING
+            | STALE
+            | FAST
+            | NO_AUTH
+            | SUBSCRIBED_OK
+            | NOT_QUEUED
+            | ENDS_MULTI
+            | ALLOW_BUSY,
         "Reset the connection",
         reset,
     ),

@@ -2,6 +2,7 @@
 //! runs it against the store and writes the reply. One `Engine` per worker
 //! thread (it owns that thread's store handle).
 
+use std::rc::Rc;
 use std::time::Instant;
 
 use proto::resp::ReplyWriter;
@@ -215,7 +216,14 @@ pub struct Engine {
     pub(crate) tracking: crate::tracking::Tracking,
     /// The ACL users (from the segment) and this worker's ACL LOG.
     pub(crate) acl: crate::acl::Acl,
+    /// Serves this worker's other clients while one of its scripts is busy
+    /// (set by the server: it knows the connections).
+    pub(crate) busy_server: Option<BusyServer>,
 }
+
+/// What a worker runs, from a busy script's hook, to answer its other
+/// clients (`-BUSY`, or the commands allowed while busy).
+pub type BusyServer = Rc<dyn Fn(&mut Engine)>;
 
 /// What a handler works with: the engine, the client's session and the reply
 /// sink, plus what the connection should do next.
@@ -348,6 +356,7 @@ impl Engine {
             pause_changed: false,
             tracking: Default::default(),
             acl: Default::default(),
+            busy_server: None,
         };
         engine.acl.sync(&engine.store);
         // A worker that died may have left its tracking bit set.
@@ -512,8 +521,13 @@ impl Engine {
         self.drain_key_log();
         self.tracking_flush();
         let off = crate::config::word::ACTIVE_EXPIRE_OFF;
-        // A pause keeps the data set as it is: no key expires meanwhile.
-        if !self.expiry_allowed() || self.store.config_word(off).unwrap_or(0) == 1 {
+        // A pause keeps the data set as it is: no key expires meanwhile. A
+        // script of another worker holds the store: the sweep would wait
+        // for it, and this worker's clients with it.
+        if !self.expiry_allowed()
+            || self.store.config_word(off).unwrap_or(0) == 1
+            || crate::scripting::busy::running_elsewhere(&self.store, self.info.worker)
+        {
             return 0;
         }
         let any = (0..store::NUM_DBS as u8).any(|db| self.h.expires_count(db).unwrap_or(0) > 0);
@@ -618,6 +632,9 @@ impl Engine {
             flow: Flow::Continue,
         };
         let rejected_before = cx.engine.stats.rejected;
+        let busy = cmd
+            .filter(|c| c.arity_ok(args.len()) && !command::allowed_while_busy(c, args))
+            .and_then(|_| cx.engine.script_gate().err());
         let result = match cmd {
             None => Err(cx.reject(unknown_command(args))),
             Some(cmd) if !cmd.arity_ok(args.len()) && transaction::is_exec(cmd) => {
@@ -662,6 +679,15 @@ impl Engine {
                     && cx.engine.refuses_oom() =>
             {
                 Err(cx.reject(CmdError::msg(crate::error::OOM)))
+            }
+            // A script of another worker runs: wait for it, or past
+            // `busy-reply-threshold` refuse (Redis's processCommand).
+            Some(cmd) if busy.is_some() => {
+                let e = cx.reject(busy.clone().expect("checked"));
+                match transaction::is_exec(cmd) {
+                    true => Err(transaction::exec_abort(cx.session, e)),
+                    false => Err(e),
+                }
             }
             Some(cmd) if transaction::queues(cx.session, cmd) => {
                 transaction::queue(&mut cx, cmd, args)
@@ -722,6 +748,56 @@ impl Engine {
 }
 
 impl Engine {
+    /// Sets what answers this worker's other clients while one of its
+    /// scripts is busy (see [`BusyServer`]).
+    pub fn set_busy_server(&mut self, server: BusyServer) {
+        self.busy_server = Some(server);
+    }
+
+    /// Answers one request of another client while a script of this
+    /// worker is busy: the commands flagged `allow-busy` run (SCRIPT KILL,
+    /// MULTI, SHUTDOWN NOSAVE…), unknown commands and wrong arities get
+    /// their usual errors, and every other command `-BUSY` (flagging the
+    /// client's MULTI, or aborting its EXEC), as Redis's processCommand.
+    pub fn execute_while_busy(
+        &mut self,
+        session: &mut Session,
+        args: &[Arg<'_>],
+        out: &mut Vec<u8>,
+    ) -> Flow {
+        let cmd = self.resolve(session, args, false);
+        match cmd {
+            Some(c) if c.arity_ok(args.len()) && !command::allowed_while_busy(c, args) => {
+                let text = crate::scripting::busy::own_busy_error(&self.store);
+                self.stats.rejected += 1;
+                self.stats.failed += 1;
+                self.cmdstats.error(text);
+                self.cmdstats.rejected(c.name);
+                session.tx.flag_error();
+                let e = CmdError::msg(text);
+                let e = match transaction::is_exec(c) {
+                    true => transaction::exec_abort(session, e),
+                    false => e,
+                };
+                if session.reply == ReplyMode::On {
+                    ReplyWriter::new(out, session.protocol).error(e.text().as_bytes());
+                }
+                Flow::Continue
+            }
+            _ => self.execute_resolved(session, cmd, args, out),
+        }
+    }
+
+    /// Waits while a script of another worker runs, up to
+    /// `busy-reply-threshold`; past it, the BUSY error to answer.
+    pub(crate) fn script_gate(&self) -> Result<(), CmdError> {
+        crate::scripting::busy::wait_gate(
+            &self.store,
+            self.info.worker,
+            self.config.busy_reply_threshold,
+        )
+    }
+
     /// The ACL gate a request passes before it runs or is queued (Redis's
     /// processCommand: authentication, then the user's rules).
     pub(crate) fn acl_gate(

@@ -63,10 +63,11 @@ mod wire;
 
 pub use config::{startup, Config};
 pub use engine::{
-    BlockRequest, Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest,
+    BlockRequest, BusyServer, Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest,
     TimeoutReply,
 };
 pub use pause::PauseMode;
 pub use pubsub::{queue_key, ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};
 pub use scripting::fuzzing as script_fuzzing;
+pub use scripting::remove_side_files;
 pub use session::{ReplyMode, Session};

@@ -295,6 +295,15 @@ fn shutdown(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             return Err(CmdError::syntax());
         }
     }
+    // A busy script of another worker: only SHUTDOWN NOSAVE goes on, and
+    // it stops the script.
+    let nosave = args[1..].iter().any(|a| parse::is(a, "nosave"));
+    crate::scripting::busy::shutdown(
+        &cx.engine.store,
+        cx.engine.info.worker,
+        cx.engine.config.busy_reply_threshold,
+        nosave,
+    )?;
     cx.flow = Flow::Server(ServerRequest::Shutdown);
     Ok(())
 }

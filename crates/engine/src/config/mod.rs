@@ -72,6 +72,9 @@ pub struct Config {
     /// `stream-node-max-entries`: entries of a stream node before a new
     /// one starts (0 = no limit).
     pub stream_node_max_entries: u64,
+    /// `busy-reply-threshold` (alias `lua-time-limit`): milliseconds a
+    /// script runs before other clients get `-BUSY`.
+    pub busy_reply_threshold: u64,
 }
 
 impl Default for Config {
@@ -104,6 +107,7 @@ impl Default for Config {
             tracking_table_max_keys: 1_000_000,
             stream_node_max_bytes: 4096,
             stream_node_max_entries: 100,
+            busy_reply_threshold: 5000,
         }
     }
 }
@@ -166,6 +170,9 @@ pub(crate) mod word {
     /// DELETE, FLUSH, RESTORE): a worker that sees it move loads them
     /// again from the shared file.
     pub const FUNCTION_GENERATION: u64 = 50;
+    /// The script running now, if any: its worker, start and requests
+    /// (`scripting::busy`); 0 = none.
+    pub const SCRIPT_BUSY: u64 = 51;
     /// Bumped after every change of the ACL user table (acl.rs): each
     /// engine re-reads the users when it sees it move.
     pub const ACL_GENERATION: u64 = 57;
@@ -245,6 +252,9 @@ impl Config {
                 }
                 if let Some(v) = int("stream-node-max-entries") {
                     self.stream_node_max_entries = v.max(0) as u64;
+                }
+                if let Some(v) = int("busy-reply-threshold") {
+                    self.busy_reply_threshold = v.max(0) as u64;
                 }
             }
         }

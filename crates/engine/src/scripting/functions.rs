@@ -67,9 +67,7 @@ impl Libraries {
 }
 
 fn file_path(cx: &Cx<'_>) -> std::path::PathBuf {
-    let mut p = cx.engine.store.path().as_os_str().to_owned();
-    p.push(".functions");
-    p.into()
+    super::functions_file_of(cx.engine.store.path())
 }
 
 fn generation(cx: &Cx<'_>) -> u64 {
@@ -567,7 +565,21 @@ pub(super) fn function_stats(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
         let functions: usize = libs.libs.iter().map(|l| l.functions.len()).sum();
         cx.out.map_len(2);
         cx.out.bulk(b"running_script");
-        cx.out.null();
+        match super::busy::running_function(&cx.engine.store) {
+            Some((name, command, duration_ms)) => {
+                cx.out.map_len(3);
+                cx.out.bulk(b"name");
+                cx.out.bulk(&name);
+                cx.out.bulk(b"command");
+                cx.out.array_len(command.len());
+                for a in &command {
+                    cx.out.bulk(a);
+                }
+                cx.out.bulk(b"duration_ms");
+                cx.out.integer(duration_ms as i64);
+            }
+            None => cx.out.null(),
+        }
         cx.out.bulk(b"engines");
         cx.out.map_len(1);
         cx.out.bulk(b"LUA");

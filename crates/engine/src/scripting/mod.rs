@@ -15,12 +15,15 @@
 //! directory and moves a shared epoch word, on which every worker drops
 //! what it compiled.
 
+pub(crate) mod busy;
 mod convert;
 mod functions;
 mod libs;
 mod lua;
 
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use mlua::{Function, Value};
 use proto::resp::{Protocol, ReplyWriter};
@@ -149,11 +152,43 @@ fn with_vm<R>(
     r
 }
 
+/// A file beside the segment: its path plus `suffix`.
+pub(crate) fn beside(segment: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let mut p = segment.as_os_str().to_owned();
+    p.push(suffix);
+    p.into()
+}
+
+/// The shared script cache's directory beside `segment`.
+fn cache_dir_of(segment: &std::path::Path) -> std::path::PathBuf {
+    beside(segment, ".scripts")
+}
+
+/// The function libraries' file beside `segment`.
+pub(crate) fn functions_file_of(segment: &std::path::Path) -> std::path::PathBuf {
+    beside(segment, ".functions")
+}
+
+/// Removes what scripting keeps beside a segment (the script cache and
+/// the function libraries): whoever removes the segment calls it, so
+/// that nothing is left behind. Missing files are fine.
+pub fn remove_side_files(segment: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(cache_dir_of(segment)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    for file in [functions_file_of(segment), busy::description_file(segment)] {
+        match std::fs::remove_file(file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// The directory of the shared script cache.
 fn cache_dir(cx: &Cx<'_>) -> std::path::PathBuf {
-    let mut p = cx.engine.store.path().as_os_str().to_owned();
-    p.push(".scripts");
-    p.into()
+    cache_dir_of(cx.engine.store.path())
 }
 
 /// A script's body from the shared cache, if it is there (and really is
@@ -366,6 +401,8 @@ struct CallCtx {
     read_only: bool,
     allow_oom: bool,
     wrote: bool,
+    /// The run as other workers see it (SCRIPT KILL, BUSY).
+    running: Option<Rc<busy::Running>>,
 }
 
 /// Runs a compiled script or function (`eval_mode`: KEYS and ARGV are
@@ -399,6 +436,7 @@ fn run(
         read_only: ro || (!compat && flags & NO_WRITES != 0),
         allow_oom: !compat && flags & ALLOW_OOM != 0,
         wrote: false,
+        running: None,
     };
     let lua = &vm.lua;
     let table = |items: &[Arg<'_>]| -> mlua::Result<mlua::Table> {
@@ -423,24 +461,58 @@ fn run(
     let saved_db = cx.session.db;
     let was_executing = cx.session.in_exec();
     let result = Handle::exclusive_in(cx, Cx::h, |cx| -> Result<_, CmdError> {
+        let running = Rc::new(busy::Running::begin(
+            &cx.engine.store,
+            cx.engine.info.worker,
+            !eval_mode,
+        ));
+        ctx.running = Some(running.clone());
+        let threshold = Duration::from_millis(cx.engine.config.busy_reply_threshold);
+        // A function names itself to FUNCTION STATS once it turns busy.
+        let description = (!eval_mode).then(|| {
+            let verb: &[u8] = if ro { b"fcall_ro" } else { b"fcall" };
+            let mut command = vec![verb.to_vec(), name.as_bytes().to_vec()];
+            command.push(keys.len().to_string().into_bytes());
+            command.extend(keys.iter().chain(argv).map(|a| a.to_vec()));
+            (name.to_string(), command)
+        });
+        watch_run(vm, running.clone(), threshold, description).map_err(lua_error)?;
         cx.session.tx.set_executing(true);
         let ignored = cx.engine.h.ignores_maxmemory();
         if ctx.allow_oom {
             cx.engine.h.ignore_maxmemory(true);
         }
+        // `redis.call` and the hook's busy server share the context; they
+        // never run at once (the hook fires only between Lua instructions).
+        let shared = RefCell::new(&mut *cx);
         let r = lua.scope(|scope| {
             let call = scope.create_function_mut(|lua, args: mlua::Table| {
-                redis_call(cx, lua, vm.flags.resp.get(), &mut ctx, args)
+                let mut cx = shared.borrow_mut();
+                redis_call(&mut cx, lua, vm.flags.resp.get(), &mut ctx, args)
+            })?;
+            let serve = scope.create_function(|_, ()| {
+                if let Ok(mut cx) = shared.try_borrow_mut() {
+                    if let Some(server) = cx.engine.busy_server.clone() {
+                        server(cx.engine);
+                    }
+                }
+                Ok(())
             })?;
             vm.state.raw_set("call", call)?;
+            vm.state.raw_set("serve_busy", serve)?;
             vm.state.raw_set("pending", Value::Nil)?;
             let runner: Function = vm.state.raw_get("run")?;
             let r = runner.call::<(bool, Value)>((f.clone(), keys_t, argv_t));
             vm.state.raw_set("call", Value::Nil)?;
+            vm.state.raw_set("serve_busy", Value::Nil)?;
             r
         });
         cx.session.tx.set_executing(was_executing);
         cx.engine.h.ignore_maxmemory(ignored);
+        vm.lua.remove_hook();
+        // The run ends (for other workers) as it leaves the section.
+        running.end();
+        ctx.running = None;
         Ok(r)
     });
     vm.flags.running.set(false);
@@ -457,6 +529,88 @@ fn run(
             clip_chars(&e.to_string(), 100)
         ))),
     }
+}
+
+/// How many Lua instructions run between two looks at the busy word
+/// (Redis's hook runs every 100000).
+const HOOK_INSTRUCTIONS: u32 = 100_000;
+
+/// How long a worker whose busy script wrote waits, on SHUTDOWN NOSAVE,
+/// for the supervisor to start stopping before it exits.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
+/// How often a busy script's worker looks at its other clients.
+const SERVE_EVERY: Duration = Duration::from_millis(1);
+
+/// Sets the hook that stops a run when SCRIPT KILL / FUNCTION KILL, a
+/// SHUTDOWN NOSAVE or the supervisor's death asks it to. A killed run
+/// cannot be caught: `pcall` raises the kill again (`state.killed`).
+///
+/// Past `threshold` the hook also lets the worker answer its other clients
+/// (`state.serve_busy`, the engine's [`crate::BusyServer`]), as Redis
+/// processes events while a script is busy.
+fn watch_run(
+    vm: &Vm,
+    running: Rc<busy::Running>,
+    threshold: Duration,
+    description: Option<(String, Vec<Vec<u8>>)>,
+) -> mlua::Result<()> {
+    let state = vm.state.clone();
+    state.raw_set("killed", Value::Nil)?;
+    let parent = std::os::unix::process::parent_id();
+    let started = Instant::now();
+    let last_served = Cell::new(started);
+    vm.lua.set_hook(
+        mlua::HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
+        move |lua, _| {
+            if started.elapsed() >= threshold && last_served.get().elapsed() >= SERVE_EVERY {
+                last_served.set(Instant::now());
+                if let Some((name, command)) = &description {
+                    running.describe(name, command);
+                }
+                if let Value::Function(serve) = state.raw_get("serve_busy")? {
+                    serve.call::<()>(())?;
+                }
+            }
+            // A worker whose supervisor died is reparented: it must not
+            // spin on in a script nobody can kill.
+            let orphaned = std::os::unix::process::parent_id() != parent;
+            let stop = match running.stop_requested() {
+                Some(stop) => Some(stop),
+                None if orphaned => Some(busy::Stop::Shutdown),
+                None => None,
+            };
+            let Some(stop) = stop else {
+                return Ok(mlua::VmState::Continue);
+            };
+            if stop == busy::Stop::Shutdown && running.has_written() {
+                // Its writes cannot be undone and the server goes down
+                // without saving (SHUTDOWN NOSAVE): the worker ends here,
+                // as if killed, and the log drops its unfinished group.
+                eprintln!(
+                    "shoal: a busy script that wrote is stopped by shutdown; the worker exits"
+                );
+                // The SHUTDOWN's SIGTERM reaches the supervisor within
+                // moments; exiting before it does would look like a crash
+                // to restart. (Exits at once when orphaned.)
+                let deadline = Instant::now() + SHUTDOWN_GRACE;
+                while !orphaned
+                    && std::os::unix::process::parent_id() == parent
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                std::process::exit(1);
+            }
+            if stop == busy::Stop::Kill {
+                eprintln!("shoal: Lua script killed by user with SCRIPT KILL.");
+            }
+            let e = lua::error_table(lua, busy::KILLED)?;
+            state.raw_set("killed", e.clone())?;
+            state.raw_set("pending", e)?;
+            Err(mlua::Error::RuntimeError("script killed".into()))
+        },
+    )
 }
 
 fn clip_chars(s: &str, n: usize) -> String {
@@ -578,6 +732,9 @@ fn script_command(
             return Err(format!("-{}", crate::error::OOM));
         }
         ctx.wrote = true;
+        if let Some(running) = &ctx.running {
+            running.wrote();
+        }
     }
     let mut buf = Vec::new();
     let mut inner = Cx {
@@ -608,8 +765,10 @@ fn fcall_ro(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     functions::fcall_command(cx, args, true)
 }
 
-fn function_kill(_cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
-    Err(CmdError::msg("NOTBUSY No scripts in execution right now."))
+fn function_kill(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    busy::kill(&cx.engine.store, false)?;
+    cx.out.simple(b"OK");
+    Ok(())
 }
 
 fn script_load(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
@@ -658,8 +817,10 @@ fn script_flush(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     Ok(())
 }
 
-fn script_kill(_cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
-    Err(CmdError::msg("NOTBUSY No scripts in execution right now."))
+fn script_kill(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    busy::kill(&cx.engine.store, true)?;
+    cx.out.simple(b"OK");
+    Ok(())
 }
 
 fn script_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {

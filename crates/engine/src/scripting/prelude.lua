@@ -87,8 +87,16 @@ end
 
 -- Redis's pcall hands back an error table's text rather than the table.
 local function pack(...) return {n = select('#', ...), ...} end
+-- A run stopped by SCRIPT KILL (or a shutdown) cannot be caught: the
+-- hook leaves its error in state.killed and every pcall raises it again.
+local function raise_if_killed()
+  local killed = rawget(state, 'killed')
+  if killed ~= nil then error(killed, 0) end
+end
+
 G.pcall = function(f, ...)
   local r = pack(raw_pcall(f, ...))
+  if not r[1] then raise_if_killed() end
   if not r[1] then r[2] = take_pending(r[2]) end
   if not r[1] and type(r[2]) == 'table' and type(rawget(r[2], 'err')) == 'string' then
     return false, rawget(r[2], 'err')
@@ -97,7 +105,9 @@ G.pcall = function(f, ...)
 end
 
 G.xpcall = function(f, h)
-  return xpcall(f, function(e) return h(take_pending(e)) end)
+  local r = pack(xpcall(f, function(e) return h(take_pending(e)) end))
+  if not r[1] then raise_if_killed() end
+  return unpack(r, 1, r.n)
 end
 
 -- loadstring compiles text only (a binary chunk could break the VM), and

@@ -322,6 +322,11 @@ async fn supervise(
     // can report damage it sees mid-write while the workers of a
     // re-executed supervisor run on, which must not stop the supervisor.
     let bytes = std::fs::metadata(store.path()).map_or(0, |m| m.len());
+    if store.created() && resumed.is_none() {
+        // A new segment starts with none of the scripts and functions an
+        // earlier one of the same name left beside it.
+        let _ = engine::remove_side_files(store.path());
+    }
     println!(
         "shoal {} supervisor pid {}: segment {} ({} MiB{}), balance {}",
         env!("CARGO_PKG_VERSION"),

@@ -115,6 +115,27 @@ impl Clients {
         })
     }
 
+    /// Every client's id and session.
+    pub fn sessions(&self) -> Vec<(u64, Rc<RefCell<Session>>)> {
+        let map = self.map.borrow();
+        map.iter().map(|(id, c)| (*id, c.session.clone())).collect()
+    }
+
+    /// Queues reply bytes for client `id`'s connection to write next
+    /// (before anything it reads later).
+    pub fn queue_output(&self, id: u64, bytes: &[u8]) {
+        if let Some(c) = self.map.borrow().get(&id) {
+            c.push.append(bytes);
+        }
+    }
+
+    /// Closes client `id`.
+    pub fn close(&self, id: u64) {
+        if let Some(c) = self.map.borrow().get(&id) {
+            c.kill.notify_one();
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.map.borrow().len()
     }

@@ -6,6 +6,7 @@
 mod batch;
 mod blocking;
 mod bus;
+mod busy;
 mod clients;
 mod connection;
 mod durable;
@@ -172,6 +173,9 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
         .borrow_mut()
         .pubsub()
         .set_on_output(Box::new(move || output.notify_one()));
+    // A busy script's hook answers this worker's other clients.
+    let busy_server = busy::server(Rc::downgrade(&worker));
+    worker.engine.borrow_mut().set_busy_server(busy_server);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -377,8 +381,10 @@ fn serve_stream(
                 .map(|a| a.to_string())
                 .unwrap_or_default();
             let fd = stream.as_raw_fd();
+            let registered = busy::register(fd as i64, stream.as_fd());
             spawn_connection(worker, |worker| async move {
                 let peer = (peer.to_string(), local, fd);
+                let _registered = registered;
                 if let Some((stream, state)) =
                     connection::run(worker.clone(), stream, peer, moved).await
                 {
@@ -413,8 +419,10 @@ fn serve_unix(
     moved: Option<serde_json::Value>,
 ) {
     let fd = stream.as_raw_fd();
+    let registered = busy::register(fd as i64, stream.as_fd());
     spawn_connection(worker, |worker| async move {
         let peer = (format!("{path}:0"), path, fd);
+        let _registered = registered;
         if let Some((stream, state)) = connection::run(worker.clone(), stream, peer, moved).await {
             if let Ok(stream) = stream.into_std() {
                 hand_over(&worker, Kind::Unix, OwnedFd::from(stream), state).await;

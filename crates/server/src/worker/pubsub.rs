@@ -54,6 +54,13 @@ impl Push {
         }
     }
 
+    /// Queues bytes that must reach the client whatever the limits (the
+    /// rest of a reply a busy script's worker could not write at once).
+    pub fn append(&self, bytes: &[u8]) {
+        self.buf.borrow_mut().extend_from_slice(bytes);
+        self.ready.notify_one();
+    }
+
     /// Whether frames wait.
     pub fn is_empty(&self) -> bool {
         self.buf.borrow().is_empty()

@@ -128,6 +128,7 @@ struct RemoveOnDrop(PathBuf);
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        let _ = engine::remove_side_files(&self.0);
     }
 }
 

@@ -23,7 +23,8 @@ enum Action {
     Info,
     /// Recover dead contexts, then verify every invariant (run with no writers).
     Check,
-    /// Delete the segment file.
+    /// Delete the segment file (and the script cache and function
+    /// libraries kept beside it).
     Remove,
 }
 
@@ -35,6 +36,9 @@ pub fn run(args: StoreArgs) -> Result<()> {
     if let Action::Remove = args.action {
         let path = opts.location.file_path();
         std::fs::remove_file(&path).with_context(|| format!("remove {}", path.display()))?;
+        // The script cache and function libraries kept beside it go too.
+        engine::remove_side_files(&path)
+            .with_context(|| format!("remove the scripting files beside {}", path.display()))?;
         println!("removed {}", path.display());
         return Ok(());
     }
