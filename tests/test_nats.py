@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from shoaltest import Server, free_port, wait_for
+from shoaltest import SHOAL_BIN, Server, free_port, wait_for
 
 nats = pytest.importorskip("nats")
 
@@ -704,3 +704,39 @@ def test_publisher_without_echo_leaves_its_queue_messages_to_the_others(shoal):
         r.close()
 
     run(main())
+
+
+def test_clients_reconnect_across_a_rolling_upgrade(make_server):
+    """`shoal ctl upgrade` replaces every worker: a NATS connection is not
+    handed over, so the client reconnects (as to a restarted nats-server),
+    subscribes again, and messages flow both ways, Redis included."""
+    s = make_server(workers=2)
+
+    async def main():
+        reconnected = asyncio.Event()
+
+        async def on_reconnect():
+            reconnected.set()
+
+        nc = await nats.connect(f"nats://127.0.0.1:{s.nats_port}", reconnect_time_wait=0.2,
+                                max_reconnect_attempts=-1, reconnected_cb=on_reconnect)
+        sub = await nc.subscribe("up.>")
+        await nc.flush()
+        await nc.publish("up.before", b"1")
+        assert (await sub.next_msg(timeout=5)).data == b"1"
+        upgrade = await asyncio.create_subprocess_exec(
+            SHOAL_BIN, "ctl", "--name", s.name, "upgrade",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        _, err = await upgrade.communicate()
+        assert upgrade.returncode == 0, err
+        await asyncio.wait_for(reconnected.wait(), 20)
+        await nc.flush()
+        await nc.publish("up.after", b"2")
+        assert (await sub.next_msg(timeout=5)).data == b"2"
+        # A Redis publisher reaches the resubscribed client on any worker.
+        r = s.client()
+        await asyncio.get_running_loop().run_in_executor(None, r.publish, "up.redis", "3")
+        assert (await sub.next_msg(timeout=5)).data == b"3"
+        await nc.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
