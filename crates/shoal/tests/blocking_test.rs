@@ -7,53 +7,21 @@
 //! waits for a state (INFO's `blocked_clients`) by polling it.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::net::TcpStream;
 use std::time::Duration;
 
-/// A running `shoal serve`; dropping it sends SIGTERM, waits, and removes
-/// the segment.
-struct Server {
-    child: Child,
-    port: u16,
-    name: String,
+mod common;
+
+use common::Server;
+
+/// Raw connections to the server under test, and its blocked clients.
+trait Blocking {
+    fn connect(&self) -> Conn;
+    fn connect_to(&self, worker: u32) -> Conn;
+    fn wait_blocked(&self, n: u64);
 }
 
-impl Server {
-    fn start(workers: u32) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("free port");
-        let name = format!("shoal-block-test-{}-{port}", std::process::id());
-        let mut child = Command::new(env!("CARGO_BIN_EXE_shoal"))
-            .args(["serve", "--workers", &workers.to_string(), "--port"])
-            .arg(port.to_string())
-            .args(["--name", &name, "--memory", "32m"])
-            // Only RESP: other protocols' default ports would be shared.
-            .args(["--memcached-port", "0", "--memcached-udp-port", "0"])
-            .args(["--http-port", "0", "--nats-port", "0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start shoal serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let server = Server { child, port, name };
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.starts_with("shoal ready") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        rx.recv_timeout(Duration::from_secs(30))
-            .expect("shoal serve printed no ready line");
-        server
-    }
-
+impl Blocking for Server {
     fn connect(&self) -> Conn {
         let s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
         // A bug shows as a failed read, not as a test that hangs.
@@ -90,24 +58,6 @@ impl Server {
             "blocked_clients never became {n} (is {})",
             c.blocked_clients()
         );
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        for _ in 0..150 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        let _ = std::fs::remove_file(format!("/dev/shm/{}", self.name));
     }
 }
 

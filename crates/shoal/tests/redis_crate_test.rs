@@ -4,92 +4,26 @@
 //! and stops the server with SIGTERM (removing the segment) even when a check
 //! fails.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
-
 use redis::{Commands, Value};
 
-/// A running `shoal serve`; dropping it sends SIGTERM, waits, and removes
-/// the segment.
-struct Server {
-    child: Child,
-    port: u16,
-    name: String,
-}
+mod common;
 
-impl Server {
-    fn start(workers: u32) -> Server {
-        let port = free_port();
-        let name = format!("shoal-rs-test-{}-{port}", std::process::id());
-        let mut child = Command::new(env!("CARGO_BIN_EXE_shoal"))
-            .args(["serve", "--workers", &workers.to_string(), "--port"])
-            .arg(port.to_string())
-            .args(["--name", &name, "--memory", "32m"])
-            // Only RESP: other protocols' default ports would be shared.
-            .args(["--memcached-port", "0", "--memcached-udp-port", "0"])
-            .args(["--http-port", "0", "--nats-port", "0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start shoal serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let server = Server { child, port, name };
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.starts_with("shoal ready") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        rx.recv_timeout(Duration::from_secs(30))
-            .expect("shoal serve printed no ready line");
-        server
-    }
+use common::Server;
 
-    fn client(&self, resp3: bool) -> redis::Connection {
-        let proto = if resp3 { "?protocol=resp3" } else { "" };
-        let url = format!("redis://127.0.0.1:{}/{proto}", self.port);
-        redis::Client::open(url)
-            .expect("client")
-            .get_connection()
-            .expect("connect")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let pid = self.child.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        for _ in 0..150 {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        let _ = std::fs::remove_file(format!("/dev/shm/{}", self.name));
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+/// A connection through the crate, RESP3 when asked.
+fn client(server: &Server, resp3: bool) -> redis::Connection {
+    let proto = if resp3 { "?protocol=resp3" } else { "" };
+    let url = format!("redis://127.0.0.1:{}/{proto}", server.port);
+    redis::Client::open(url)
+        .expect("client")
+        .get_connection()
+        .expect("connect")
 }
 
 #[test]
 fn set_get_del_across_connections() {
     let server = Server::start(2);
-    let mut con = server.client(false);
+    let mut con = client(&server, false);
     let () = con.set("greeting", "hello").unwrap();
     let v: String = con.get("greeting").unwrap();
     assert_eq!(v, "hello");
@@ -101,14 +35,14 @@ fn set_get_del_across_connections() {
 
     // other connections (spread over both workers) see the writes at once
     for _ in 0..8 {
-        let mut other = server.client(false);
+        let mut other = client(&server, false);
         let v: String = other.get("greeting").unwrap();
         assert_eq!(v, "hello");
     }
 
     let n: i64 = con.del(&["greeting", "bin", "nokey"]).unwrap();
     assert_eq!(n, 2);
-    let mut other = server.client(false);
+    let mut other = client(&server, false);
     let exists: bool = other.exists("greeting").unwrap();
     assert!(!exists);
 }
@@ -116,7 +50,7 @@ fn set_get_del_across_connections() {
 #[test]
 fn mget() {
     let server = Server::start(2);
-    let mut con = server.client(false);
+    let mut con = client(&server, false);
     let () = con.set("a", "1").unwrap();
     let () = con.set("c", b"\x00\xff".as_slice()).unwrap();
     let many: Vec<Option<Vec<u8>>> = con.mget(&["a", "nokey", "c"]).unwrap();
@@ -129,7 +63,7 @@ fn mget() {
 #[test]
 fn incr() {
     let server = Server::start(2);
-    let mut con = server.client(false);
+    let mut con = client(&server, false);
     let n: i64 = con.incr("counter", 1).unwrap();
     assert_eq!(n, 1);
     let n: i64 = con.incr("counter", 41).unwrap();
@@ -146,7 +80,7 @@ fn incr() {
 #[test]
 fn expire_and_ttl() {
     let server = Server::start(2);
-    let mut con = server.client(false);
+    let mut con = client(&server, false);
     let () = con.set("k", "v").unwrap();
     let ttl: i64 = con.ttl("k").unwrap();
     assert_eq!(ttl, -1);
@@ -163,7 +97,7 @@ fn expire_and_ttl() {
 #[test]
 fn pipelines() {
     let server = Server::start(2);
-    let mut con = server.client(false);
+    let mut con = client(&server, false);
     let mut pipe = redis::pipe();
     for i in 0..1000 {
         pipe.set(format!("k{i}"), format!("v{i}")).ignore();
@@ -187,7 +121,7 @@ fn pipelines() {
 #[test]
 fn hello_3_and_resp3_connections() {
     let server = Server::start(2);
-    let mut con = server.client(false);
+    let mut con = client(&server, false);
     let hello: Value = redis::cmd("HELLO").arg(3).query(&mut con).unwrap();
     let Value::Map(fields) = hello else {
         panic!("HELLO 3 did not answer a map: {hello:?}")
@@ -201,7 +135,7 @@ fn hello_3_and_resp3_connections() {
     assert_eq!(field(b"proto"), Some(Value::Int(3)));
     assert_eq!(field(b"server"), Some(Value::BulkString(b"redis".to_vec())));
 
-    let mut con3 = server.client(true);
+    let mut con3 = client(&server, true);
     let () = con3.set("k", "v").unwrap();
     let v: String = con3.get("k").unwrap();
     assert_eq!(v, "v");
