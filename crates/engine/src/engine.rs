@@ -121,6 +121,25 @@ pub enum ServerRequest {
     /// the server runs [`Engine::answer_gather`] on each worker and gives
     /// the answers to [`Engine::finish_gather`] for the reply.
     Gather(Vec<u8>),
+    /// WAIT: reply with how many replicas acknowledged `offset`, once
+    /// `numreplicas` have or `timeout_ms` passed (0 = no limit).
+    Wait {
+        /// Replicas to wait for.
+        numreplicas: u64,
+        /// Milliseconds; 0 waits as long as it takes.
+        timeout_ms: u64,
+        /// The log position the replicas must have applied.
+        offset: u64,
+    },
+    /// SHOAL.SYNC: the connection is a replica's link; the supervisor takes it.
+    Replicate {
+        /// The replication id the replica last followed (`?`: none).
+        replid: String,
+        /// Where it wants the log from.
+        offset: u64,
+        /// The port it serves clients on (INFO's `slaveN:port`).
+        port: u16,
+    },
 }
 
 /// CLIENT KILL's filters; every given one must match.
@@ -662,6 +681,14 @@ impl Engine {
                     && cx.engine.refuses_oom() =>
             {
                 Err(cx.reject(CmdError::msg(crate::error::OOM)))
+            }
+            // A read-only replica refuses writes, queued or not (Redis's
+            // processCommand).
+            Some(cmd)
+                if cmd.flags & command::flags::WRITE != 0
+                    && crate::replication::refuses_writes(cx.engine) =>
+            {
+                Err(cx.reject(CmdError::msg(crate::replication::READONLY)))
             }
             Some(cmd) if transaction::queues(cx.session, cmd) => {
                 transaction::queue(&mut cx, cmd, args)

@@ -48,6 +48,7 @@ mod persistence;
 mod pubsub;
 mod random;
 pub mod rdb;
+pub mod replication;
 mod scan;
 mod scripting;
 mod server;

@@ -169,6 +169,12 @@ pub(crate) mod word {
     /// Bumped after every change of the ACL user table (acl.rs): each
     /// engine re-reads the users when it sees it move.
     pub const ACL_GENERATION: u64 = 57;
+    /// Bumped by every REPLICAOF: the supervisor looks at the target again.
+    pub const REPL_GENERATION: u64 = 58;
+    /// 1 while this server is a replica (REPLICAOF host port), else 0.
+    pub const REPL_ROLE: u64 = 59;
+    /// A replica's applied position in its primary's log (replication.rs).
+    pub const REPL_APPLIED: u64 = 60;
 }
 
 impl Config {

@@ -383,7 +383,11 @@ fn serve_stream(
                     connection::run(worker.clone(), stream, peer, moved).await
                 {
                     if let Ok(stream) = stream.into_std() {
-                        hand_over(&worker, kind, OwnedFd::from(stream), state).await;
+                        if state.get("replica").is_some() {
+                            hand_to_replication(&worker, OwnedFd::from(stream), state).await;
+                        } else {
+                            hand_over(&worker, kind, OwnedFd::from(stream), state).await;
+                        }
                     }
                 }
             });
@@ -429,6 +433,16 @@ async fn hand_over(worker: &Worker, kind: Kind, fd: OwnedFd, state: serde_json::
     let channel = worker.control.borrow().clone();
     if let Some(channel) = channel {
         let msg = json!({"op": "handover", "kind": kind.name(), "state": state});
+        let _ = channel.send(&msg, &[fd.as_fd()]).await;
+    }
+}
+
+/// Gives a replica's link (SHOAL.SYNC) to the supervisor, whose sender
+/// streams the log to it.
+async fn hand_to_replication(worker: &Worker, fd: OwnedFd, state: serde_json::Value) {
+    let channel = worker.control.borrow().clone();
+    if let Some(channel) = channel {
+        let msg = json!({"op": "replica", "link": state["replica"]});
         let _ = channel.send(&msg, &[fd.as_fd()]).await;
     }
 }
