@@ -128,7 +128,8 @@ class Server:
         """The segment and the supervisor's control socket beside it (left
         behind when a test kills the supervisor)."""
         if self.kind == "shoal" and self.name:
-            for path in (f"/dev/shm/{self.name}", f"/dev/shm/{self.name}.ctl"):
+            for path in (f"/dev/shm/{self.name}", f"/dev/shm/{self.name}.ctl",
+                         f"/dev/shm/{self.name}.repl", f"/dev/shm/{self.name}.repl.tmp"):
                 try:
                     os.unlink(path)
                 except FileNotFoundError:

@@ -135,7 +135,7 @@ fn replicaof(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 }
 
 /// WAIT numreplicas timeout: the server polls the replicas' acknowledged
-/// offsets until enough have this worker's last write or the time is up.
+/// offsets until enough have the log up to its head or the time is up.
 fn wait(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     if is_replica(&cx.engine.store) {
         return Err(CmdError::msg("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
@@ -146,7 +146,9 @@ fn wait(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     if timeout < 0 {
         return Err(CmdError::msg("ERR timeout is negative"));
     }
-    let offset = cx.h().log_last_end();
+    // Every write acknowledged before WAIT (this client's among them) is
+    // below the log's head.
+    let offset = cx.engine.store.log_status().head;
     if cx.session.in_multi() {
         // Inside EXEC nothing may wait: the replicas that have it now.
         let n = acked_replicas(&read_status(cx.engine.store.path()), offset);

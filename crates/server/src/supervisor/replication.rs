@@ -228,7 +228,9 @@ fn status_loop(shared: &Shared) {
             last = Instant::now();
         }
     }
-    let _ = std::fs::remove_file(repl::status_path(shared.store.path()));
+    // The file stays with the segment: a replica restarted on it resumes
+    // its link from the history it names.
+    write_status(shared);
 }
 
 fn write_status(shared: &Shared) {

@@ -1,0 +1,273 @@
+"""Replication between real processes (docs/replication.md): replicas follow
+a primary's transaction log, equal it key by key after a quiet moment,
+refuse writes, resume partially after a SIGKILL, and say clearly when they
+point at something they cannot follow."""
+
+import threading
+
+import pytest
+import redis
+
+from shoaltest import DurableServer, Raw, Server, info_section, wait_for
+
+pytestmark = pytest.mark.shoal_only
+
+
+def everything(r):
+    """Every key of every db with its type, value and whether it expires."""
+    out = {}
+    for db in range(16):
+        r.execute_command("SELECT", db)
+        for key in r.scan_iter(count=1000):
+            t = r.type(key)
+            if t == b"string":
+                v = r.get(key)
+            elif t == b"list":
+                v = tuple(r.lrange(key, 0, -1))
+            elif t == b"hash":
+                v = tuple(sorted(r.hgetall(key).items()))
+            elif t == b"set":
+                v = tuple(sorted(r.smembers(key)))
+            elif t == b"zset":
+                v = tuple(r.zrange(key, 0, -1, withscores=True))
+            elif t == b"stream":
+                v = tuple((i, tuple(sorted(f.items()))) for i, f in r.xrange(key))
+            else:
+                v = None
+            out[(db, key)] = (t, v, r.pttl(key) > 0)
+    r.execute_command("SELECT", 0)
+    return out
+
+
+def link(server):
+    with Raw(server.port) as c:
+        return info_section(c, "replication")
+
+
+def primary_and_replicas(tmp_path, n, snapshot_first=False):
+    primary = DurableServer(tmp_path / "primary").start()
+    replicas = [
+        DurableServer(tmp_path / f"replica{i}",
+                      extra_args=["--replicaof", f"127.0.0.1:{primary.port}"])
+        for i in range(n)
+    ]
+    return primary, replicas
+
+
+def wait_caught_up(primary, replicas):
+    """WAIT for every replica, then until each has applied the primary's
+    whole log."""
+    p = primary.client(decode_responses=False)
+    assert p.execute_command("WAIT", len(replicas), 20000) == len(replicas)
+    head = int(link(primary)["master_repl_offset"])
+    for rep in replicas:
+        wait_for(lambda: int(link(rep)["slave_repl_offset"]) >= head, timeout=20,
+                 what="the replica to apply the log")
+
+
+def write_every_type(r, i):
+    k = f"k{i % 50}"
+    pipe = r.pipeline(transaction=i % 7 == 0)
+    pipe.set(f"s:{k}", f"v{i}")
+    pipe.incr(f"n:{k}")
+    pipe.append(f"a:{k}", "x")
+    pipe.hset(f"h:{k}", mapping={f"f{i % 9}": i, "last": i})
+    pipe.rpush(f"l:{k}", *[f"e{i}-{j}" for j in range(3)])
+    if i % 3 == 0:
+        pipe.lpop(f"l:{k}")
+    pipe.sadd(f"set:{k}", f"m{i % 13}")
+    if i % 4 == 0:
+        pipe.srem(f"set:{k}", f"m{(i + 5) % 13}")
+    pipe.zadd(f"z:{k}", {f"m{i % 11}": i * 0.5})
+    pipe.xadd(f"x:{k}", {"i": i})
+    pipe.setex(f"ttl:{k}", 1000, i)
+    pipe.set(f"short:{k}", i, px=1)
+    if i % 10 == 0:
+        pipe.delete(f"s:k{(i + 1) % 50}")
+    pipe.execute()
+    # A paged list (over 128 items) logs its changes, not its whole value.
+    r.rpush("biglist", *range(i * 5, i * 5 + 5))
+    if i % 11 == 0:
+        r.rpop("biglist", 2)
+
+
+def test_replicas_equal_the_primary_under_writes_of_every_type(tmp_path):
+    primary, replicas = primary_and_replicas(tmp_path, 2)
+    try:
+        r = primary.client(decode_responses=False)
+        for i in range(100):
+            write_every_type(r, i)
+        # The first replica attaches to a primary with data and only logs;
+        # the second after a snapshot (full resync from it).
+        replicas[0].start()
+        stop = threading.Event()
+        errors = []
+        # FLUSHALL runs between the writer's writes: one that races it on
+        # another connection can keep a value the flush's record removes
+        # (a known store issue, docs/replication.md), on a replica as in a
+        # recovery from the log.
+        between = threading.Lock()
+
+        def writer():
+            w = primary.client(decode_responses=False)
+            i = 100
+            try:
+                while not stop.is_set():
+                    with between:
+                        write_every_type(w, i)
+                    i += 1
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        t = threading.Thread(target=writer)
+        t.start()
+        assert r.execute_command("SAVE")
+        replicas[1].start()
+        r.execute_command("SELECT", 3)
+        r.set("in-db3", "x")
+        r.execute_command("SELECT", 0)
+        wait_for(lambda: all(link(x).get("master_link_status") == "up" for x in replicas),
+                 timeout=30, what="both links up")
+        # FLUSHALL in the middle of the stream of writes.
+        with between:
+            r.flushall()
+        for i in range(200, 260):
+            write_every_type(r, i)
+        r.swapdb(0, 5)
+        r.swapdb(0, 5)
+        stop.set()
+        t.join()
+        assert not errors
+        wait_caught_up(primary, replicas)
+        want = everything(r)
+        assert len(want) > 100
+        for n, rep in enumerate(replicas):
+            got = everything(rep.client(decode_responses=False))
+            diff = {k: (got.get(k), want.get(k)) for k in set(got) | set(want) if got.get(k) != want.get(k)}
+            assert not diff, (n, len(diff), sorted(diff.items())[:5])
+        info = link(primary)
+        assert info["role"] == "master"
+        assert info["connected_slaves"] == "2"
+        for i, rep in enumerate(replicas):
+            fields = dict(kv.split("=") for kv in info[f"slave{i}"].split(","))
+            assert fields["ip"] == "127.0.0.1"
+            assert fields["state"] == "online"
+            assert int(fields["port"]) in {x.port for x in replicas}
+            assert int(fields["offset"]) > 0
+        role = r.execute_command("ROLE")
+        assert role[0] == b"master" and len(role[2]) == 2
+    finally:
+        for s in replicas + [primary]:
+            s.stop()
+
+
+def test_wait_readonly_role_and_info(tmp_path):
+    primary, (rep,) = primary_and_replicas(tmp_path, 1)
+    try:
+        rep.start()
+        p = primary.client()
+        p.set("a", "1")
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        # WAIT for more replicas than there are times out with the count.
+        assert p.execute_command("WAIT", 2, 200) == 1
+        c = rep.client()
+        wait_for(lambda: c.get("a") == "1", what="the key on the replica")
+        with pytest.raises(redis.ResponseError, match="^You can't write against a read only replica"):
+            c.set("b", "2")
+        with Raw(rep.port) as raw:
+            assert raw.cmd("MULTI") == "OK"
+            assert raw.cmd("INCR", "a").startswith("READONLY")
+            assert raw.cmd("EXEC").startswith("EXECABORT")
+            assert raw.cmd("WAIT", "1", "10").startswith("ERR WAIT cannot be used with replica")
+        info = link(rep)
+        assert info["role"] == "slave"
+        assert info["master_host"] == "127.0.0.1"
+        assert info["master_port"] == str(primary.port)
+        assert info["master_link_status"] == "up"
+        assert info["slave_read_only"] == "1"
+        assert info["slave_priority"] == "100"
+        assert info["replica_announced"] == "1"
+        assert info["master_replid"] == link(primary)["master_replid"]
+        role = c.execute_command("ROLE")
+        assert role[:4] == ["slave", "127.0.0.1", primary.port, "connected"]
+        # CONFIG SET replica-read-only no lets the replica take writes.
+        c.config_set("replica-read-only", "no")
+        assert c.set("local", "1")
+        c.config_set("replica-read-only", "yes")
+        # Promotion: a new history, writes accepted.
+        old = link(rep)["master_replid"]
+        assert c.execute_command("REPLICAOF", "NO", "ONE") == "OK"
+        assert c.set("b", "2")
+        wait_for(lambda: link(rep)["master_replid"] != old, what="a new replication id")
+        assert link(rep)["role"] == "master"
+        assert c.execute_command("ROLE")[0] == "master"
+        assert c.get("a") == "1"
+    finally:
+        rep.stop()
+        primary.stop()
+
+
+def test_sigkilled_replica_resumes_partially_with_no_gap_and_no_duplicate(tmp_path):
+    primary, (rep,) = primary_and_replicas(tmp_path, 1)
+    try:
+        rep.start()
+        p = primary.client()
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        stop = threading.Event()
+        counts = {}
+
+        def counter():
+            w = primary.client()
+            i = 0
+            while not stop.is_set():
+                key = f"ctr{i % 20}"
+                counts[key] = w.incr(key)
+                i += 1
+
+        t = threading.Thread(target=counter)
+        t.start()
+        wait_for(lambda: len(counts) == 20, what="counters")
+        rep.kill_all()
+        wait_for(lambda: sum(counts.values()) > 2000, timeout=30, what="writes while it is down")
+        rep.start()
+        wait_for(lambda: link(rep).get("master_link_status") == "up", what="the link")
+        stop.set()
+        t.join()
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        c = rep.client()
+        for key, n in counts.items():
+            assert int(c.get(key)) == n == int(p.get(key))
+        assert "partial resync" in rep.text()
+        assert "full resync" not in rep.text()
+    finally:
+        rep.stop()
+        primary.stop()
+
+
+def test_clear_errors_for_targets_it_cannot_follow(tmp_path):
+    plain = Server(workers=1).start()
+    redis_server = Server(kind="redis").start()
+    try:
+        c = plain.client()
+        assert c.execute_command("REPLICAOF", "127.0.0.1", plain.port) == "OK"
+        wait_for(lambda: "cannot replicate from itself" in link(plain).get("shoal_master_link_error", ""),
+                 what="the error for itself")
+        assert link(plain)["master_link_status"] == "down"
+        assert c.execute_command("REPLICAOF", "127.0.0.1", redis_server.port) == "OK"
+        wait_for(lambda: "is not a shoal server" in link(plain).get("shoal_master_link_error", ""),
+                 what="the error for redis-server")
+        # A shoal primary without a log cannot be followed.
+        other = Server(workers=1).start()
+        try:
+            assert c.execute_command("REPLICAOF", "127.0.0.1", other.port) == "OK"
+            wait_for(lambda: "keeps no transaction log" in link(plain).get("shoal_master_link_error", ""),
+                     what="the error for a primary without --dir")
+        finally:
+            other.stop()
+        assert c.execute_command("REPLICAOF", "NO", "ONE") == "OK"
+        assert c.set("x", "1")
+        with pytest.raises(redis.ResponseError, match="Invalid master port"):
+            c.execute_command("REPLICAOF", "127.0.0.1", "99999")
+    finally:
+        redis_server.stop()
+        plain.stop()
