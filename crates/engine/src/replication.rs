@@ -184,6 +184,11 @@ fn shoal_sync(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         .ok()
         .filter(|p| (0..=65535).contains(p))
         .ok_or_else(|| CmdError::msg("ERR Invalid listening port"))?;
+    if is_replica(&cx.engine.store) {
+        return Err(CmdError::msg(
+            "ERR this shoal server is a replica: chained replication is not supported, follow its primary",
+        ));
+    }
     let status = read_status(cx.engine.store.path());
     if status["node"].as_str() == Some(text(&args[4]).as_str()) {
         return Err(CmdError::msg(
