@@ -202,8 +202,25 @@ def test_wait_readonly_role_and_info(tmp_path):
         assert link(rep)["role"] == "master"
         assert c.execute_command("ROLE")[0] == "master"
         assert c.get("a") == "1"
+        # Its own log does not hold what it replicated: nobody may follow it.
+        assert p.execute_command("REPLICAOF", "127.0.0.1", rep.port) == "OK"
+        wait_for(lambda: "holds data it replicated" in link(primary).get("shoal_master_link_error", ""),
+                 what="the refusal of a promoted replica")
+        assert p.execute_command("REPLICAOF", "NO", "ONE") == "OK"
     finally:
         rep.stop()
+        primary.stop()
+
+
+def test_one_run_id_for_every_worker(tmp_path):
+    primary = DurableServer(tmp_path / "p", workers=2).start()
+    try:
+        ids = set()
+        for _ in range(12):
+            with Raw(primary.port) as c:
+                ids.add(info_section(c, "server")["run_id"])
+        assert len(ids) == 1 and len(ids.pop()) == 40
+    finally:
         primary.stop()
 
 

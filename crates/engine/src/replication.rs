@@ -184,20 +184,25 @@ fn shoal_sync(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         .ok()
         .filter(|p| (0..=65535).contains(p))
         .ok_or_else(|| CmdError::msg("ERR Invalid listening port"))?;
-    if is_replica(&cx.engine.store) {
-        return Err(CmdError::msg(
-            "ERR this shoal server is a replica: chained replication is not supported, follow its primary",
-        ));
-    }
     let status = read_status(cx.engine.store.path());
     if status["node"].as_str() == Some(text(&args[4]).as_str()) {
         return Err(CmdError::msg(
             "ERR this shoal server cannot replicate from itself",
         ));
     }
+    if is_replica(&cx.engine.store) {
+        return Err(CmdError::msg(
+            "ERR this shoal server is a replica: chained replication is not supported, follow its primary",
+        ));
+    }
     if !cx.engine.store.log_status().enabled || status["dir"].as_str().is_none() {
         return Err(CmdError::msg(
             "ERR this shoal server keeps no transaction log: start the primary with --dir to replicate from it",
+        ));
+    }
+    if status["holds_replicated_data"] == true {
+        return Err(CmdError::msg(
+            "ERR this shoal server holds data it replicated from another primary, which its own log does not hold: replicas cannot follow it",
         ));
     }
     cx.flow = Flow::Server(ServerRequest::Replicate {

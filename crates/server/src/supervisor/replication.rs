@@ -209,6 +209,15 @@ fn new_replid(dir: Option<&Path>) -> String {
     id
 }
 
+/// The marker a server's log directory gets once it has followed a
+/// primary: its store then holds keys whose versions are the primary's
+/// LSNs, which its own log does not hold, so nobody may replicate from it.
+const REPLICATED_MARKER: &str = "replicated-data";
+
+fn holds_replicated_data(dir: Option<&Path>) -> bool {
+    dir.is_some_and(|d| d.join(REPLICATED_MARKER).exists())
+}
+
 fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Inner> {
     shared.inner.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -251,6 +260,7 @@ fn write_status(shared: &Shared) {
             "own_replid": inner.replid,
             "master_replid": inner.master_replid,
             "first_lsn": first_lsn,
+            "holds_replicated_data": holds_replicated_data(shared.dir.as_deref()),
             "link": inner.link,
             "down_since_ms": inner.down_since_ms,
             "last_io_ms": inner.last_io_ms,
@@ -510,6 +520,14 @@ fn link_loop(shared: &Arc<Shared>) {
             continue;
         }
         was_replica = true;
+        if let Some(dir) = &shared.dir {
+            if !holds_replicated_data(Some(dir)) {
+                let _ = std::fs::write(
+                    dir.join(REPLICATED_MARKER),
+                    "this server followed a primary: see docs/replication.md\n",
+                );
+            }
+        }
         let Some((host, port)) = repl::target(&shared.store) else {
             std::thread::sleep(Duration::from_millis(20));
             continue;

@@ -140,7 +140,10 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
         config_file: opts.config.config_file.clone(),
-        run_id: run_id(),
+        run_id: engine::replication::read_status(store.path())["node"]
+            .as_str()
+            .filter(|id| id.len() == 40)
+            .map_or_else(run_id, str::to_string),
     };
     let engine = Engine::new(store.clone(), opts.config.clone(), info)?;
     let bus_handle = store.handle()?;
@@ -179,7 +182,9 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
     LocalSet::new().block_on(&rt, serve(worker, opts))
 }
 
-/// 40 hex digits for INFO's `run_id`.
+/// 40 hex digits for INFO's `run_id` when the supervisor published none:
+/// it names the supervisor's run (one for every worker, as Sentinel
+/// expects of one server), kept in the replication status file.
 fn run_id() -> String {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
