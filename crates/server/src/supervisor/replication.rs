@@ -388,7 +388,7 @@ fn send(
         }
     }
     let mut out = Vec::new();
-    let mut tail = match tail {
+    let tail = match tail {
         Some(t) => {
             stream.write_all(format!("+CONTINUE {own} {offset}\r\n").as_bytes())?;
             println!("shoal: replica {id}: partial resync from LSN {offset}");
@@ -437,11 +437,32 @@ fn send(
     };
     set_replica(shared, id, |r| r.state = "online");
     let mut chunk = first;
+    let mut pos = tail.position();
+    let mut tail = Some(tail);
     let mut last_sent = Instant::now();
     while !closed.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
         let upto = written();
-        if tail.position() < upto && chunk.len() < CHUNK {
-            tail.read(upto, &mut chunk, CHUNK)?;
+        if pos < upto && chunk.len() < CHUNK {
+            // In the files: read them.
+            if tail.as_ref().is_none_or(|t| t.position() != pos) {
+                tail = LogTail::open(&dir, pos)?;
+            }
+            let t = tail
+                .as_mut()
+                .ok_or_else(|| io_err(format!("the log files no longer hold LSN {pos}")))?;
+            pos = t.read(upto, &mut chunk, CHUNK)?;
+        } else if chunk.is_empty() {
+            // Not in the files yet: complete frames are still in the ring,
+            // so the replica need not wait for the log writer. A frame the
+            // writer released (and zeroed) meanwhile fails its check and is
+            // read from the files instead.
+            if let Ok(end) = ring.read_frames(pos, &mut chunk, CHUNK) {
+                if end > pos && frames_check(&chunk, pos) {
+                    pos = end;
+                } else {
+                    chunk.clear();
+                }
+            }
         }
         if !chunk.is_empty() {
             out.clear();
@@ -461,6 +482,21 @@ fn send(
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
     Ok(())
+}
+
+/// Whether `bytes` are whole, valid frames, the first at `lsn`.
+fn frames_check(bytes: &[u8], mut lsn: u64) -> bool {
+    let mut at = 0;
+    while at < bytes.len() {
+        match parse_frame(&bytes[at..], lsn) {
+            Ok((_, _, size)) => {
+                at += size as usize;
+                lsn += size;
+            }
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 /// The base of a full resync: the newest snapshot whose start the log

@@ -391,7 +391,7 @@ async fn wait_replicas(worker: &Worker, numreplicas: u64, timeout_ms: u64, offse
         if *worker.shutdown.borrow() {
             return n;
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 
