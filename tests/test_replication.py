@@ -190,6 +190,15 @@ def test_wait_readonly_role_and_info(tmp_path):
         assert info["master_replid"] == link(primary)["master_replid"]
         role = c.execute_command("ROLE")
         assert role[:4] == ["slave", "127.0.0.1", primary.port, "connected"]
+        # min-replicas-to-write: more good replicas than there are refuses
+        # writes on the primary.
+        p.config_set("min-replicas-to-write", 2)
+        with pytest.raises(redis.ResponseError, match="NOREPLICAS Not enough good replicas to write"):
+            p.set("a", "2")
+        assert link(primary)["min_slaves_good_slaves"] == "1"
+        p.config_set("min-replicas-to-write", 1)
+        assert p.set("a", "1")
+        p.config_set("min-replicas-to-write", 0)
         # CONFIG SET replica-read-only no lets the replica take writes.
         c.config_set("replica-read-only", "no")
         assert c.set("local", "1")

@@ -234,6 +234,8 @@ pub struct Engine {
     pub(crate) tracking: crate::tracking::Tracking,
     /// The ACL users (from the segment) and this worker's ACL LOG.
     pub(crate) acl: crate::acl::Acl,
+    /// Replicas good for `min-replicas-to-write`, and when that was read.
+    pub(crate) good_replicas: Option<(Instant, u64)>,
 }
 
 /// What a handler works with: the engine, the client's session and the reply
@@ -367,6 +369,7 @@ impl Engine {
             pause_changed: false,
             tracking: Default::default(),
             acl: Default::default(),
+            good_replicas: None,
         };
         engine.acl.sync(&engine.store);
         // A worker that died may have left its tracking bit set.
@@ -689,6 +692,14 @@ impl Engine {
                     && crate::replication::refuses_writes(cx.engine) =>
             {
                 Err(cx.reject(CmdError::msg(crate::replication::READONLY)))
+            }
+            // min-replicas-to-write: a primary with too few good replicas
+            // refuses writes.
+            Some(cmd)
+                if cmd.flags & command::flags::WRITE != 0
+                    && crate::replication::too_few_replicas(cx.engine) =>
+            {
+                Err(cx.reject(CmdError::msg(crate::replication::NOREPLICAS)))
             }
             Some(cmd) if transaction::queues(cx.session, cmd) => {
                 transaction::queue(&mut cx, cmd, args)

@@ -7,6 +7,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use store::{Handle, Store};
@@ -29,6 +30,48 @@ pub(crate) const COMMANDS: &[Command] = &[
 
 /// Redis's refusal of a write on a read-only replica.
 pub(crate) const READONLY: &str = "READONLY You can't write against a read only replica.";
+
+/// Redis's refusal of a write when `min-replicas-to-write` is not met.
+pub(crate) const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+
+/// How long a worker trusts its count of good replicas.
+const GOOD_REPLICAS_TTL: Duration = Duration::from_millis(100);
+
+/// Whether `min-replicas-to-write` refuses writes now: a primary with
+/// fewer online replicas whose last acknowledgement is at most
+/// `min-replicas-max-lag` seconds old (Redis's checkGoodReplicasStatus).
+pub(crate) fn too_few_replicas(e: &mut Engine) -> bool {
+    let (want, max_lag) = (
+        e.config.min_replicas_to_write,
+        e.config.min_replicas_max_lag,
+    );
+    if want == 0 || max_lag == 0 || is_replica(&e.store) {
+        return false;
+    }
+    good_replicas(e) < want
+}
+
+/// Replicas good for `min-replicas-to-write`, read at most every 100 ms.
+fn good_replicas(e: &mut Engine) -> u64 {
+    if let Some((at, n)) = e.good_replicas {
+        if at.elapsed() < GOOD_REPLICAS_TTL {
+            return n;
+        }
+    }
+    let now_ms = e.now_ms();
+    let max_lag_ms = e.config.min_replicas_max_lag.saturating_mul(1000);
+    let status = read_status(e.store.path());
+    let n = status["replicas"].as_array().map_or(0, |r| {
+        r.iter()
+            .filter(|r| {
+                r["state"] == "online"
+                    && now_ms.saturating_sub(r["last_ack_ms"].as_u64().unwrap_or(0)) <= max_lag_ms
+            })
+            .count() as u64
+    });
+    e.good_replicas = Some((Instant::now(), n));
+    n
+}
 
 /// The status file the supervisor keeps beside the segment.
 pub fn status_path(segment: &Path) -> PathBuf {
@@ -258,7 +301,7 @@ fn online_replicas(status: &Value) -> Vec<&Value> {
 }
 
 /// INFO's replication section, with the fields redis-sentinel reads.
-pub(crate) fn info_section(e: &Engine, s: &mut String) {
+pub(crate) fn info_section(e: &mut Engine, s: &mut String) {
     let status = read_status(e.store.path());
     let now_ms = e.now_ms();
     let replid = status["replid"]
@@ -305,6 +348,9 @@ pub(crate) fn info_section(e: &Engine, s: &mut String) {
     }
     let replicas = online_replicas(&status);
     let _ = write!(s, "connected_slaves:{}\r\n", replicas.len());
+    if e.config.min_replicas_to_write > 0 && e.config.min_replicas_max_lag > 0 {
+        let _ = write!(s, "min_slaves_good_slaves:{}\r\n", good_replicas(e));
+    }
     for (i, r) in replicas.iter().enumerate() {
         let lag = r["last_ack_ms"]
             .as_u64()

@@ -72,6 +72,10 @@ pub struct Config {
     /// `stream-node-max-entries`: entries of a stream node before a new
     /// one starts (0 = no limit).
     pub stream_node_max_entries: u64,
+    /// `min-replicas-to-write` (0 = off).
+    pub min_replicas_to_write: u64,
+    /// `min-replicas-max-lag`, seconds.
+    pub min_replicas_max_lag: u64,
 }
 
 impl Default for Config {
@@ -104,6 +108,8 @@ impl Default for Config {
             tracking_table_max_keys: 1_000_000,
             stream_node_max_bytes: 4096,
             stream_node_max_entries: 100,
+            min_replicas_to_write: 0,
+            min_replicas_max_lag: 10,
         }
     }
 }
@@ -251,6 +257,12 @@ impl Config {
                 }
                 if let Some(v) = int("stream-node-max-entries") {
                     self.stream_node_max_entries = v.max(0) as u64;
+                }
+                if let Some(v) = int("min-replicas-to-write") {
+                    self.min_replicas_to_write = v.max(0) as u64;
+                }
+                if let Some(v) = int("min-replicas-max-lag") {
+                    self.min_replicas_max_lag = v.max(0) as u64;
                 }
             }
         }
