@@ -3,6 +3,7 @@ a primary's transaction log, equal it key by key after a quiet moment,
 refuse writes, resume partially after a SIGKILL, and say clearly when they
 point at something they cannot follow."""
 
+import socket
 import threading
 
 import pytest
@@ -297,3 +298,120 @@ def test_clear_errors_for_targets_it_cannot_follow(tmp_path):
     finally:
         redis_server.stop()
         plain.stop()
+
+
+class FaultyLink:
+    """A TCP proxy between a replica and its primary that damages the
+    primary's stream: on the first connection it flips one bit inside the
+    first log frame message (`L`) after `skip` bytes of them, on the second
+    it cuts the link in the middle of such a message; later connections
+    pass untouched."""
+
+    def __init__(self, upstream_port, skip=4000):
+        self.upstream = upstream_port
+        self.skip = skip
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.connections = 0
+        self.faults = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                down, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            up = socket.create_connection(("127.0.0.1", self.upstream))
+            threading.Thread(target=self._pipe, args=(down, up), daemon=True).start()
+            threading.Thread(target=self._stream, args=(up, down, self.connections),
+                             daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _stream(self, up, down, n):
+        """Forwards the primary's answer line, then message by message."""
+        def read_exact(k):
+            buf = b""
+            while len(buf) < k:
+                chunk = up.recv(k - len(buf))
+                if not chunk:
+                    raise OSError("closed")
+                buf += chunk
+            return buf
+
+        try:
+            line = b""
+            while not line.endswith(b"\n"):
+                line += read_exact(1)
+            down.sendall(line)
+            seen = 0
+            damaged = n > 2
+            while True:
+                head = read_exact(5)
+                body = read_exact(int.from_bytes(head[1:], "little"))
+                if head[:1] == b"L" and not damaged and seen + len(body) > self.skip:
+                    damaged = True
+                    at = max(0, self.skip - seen)
+                    if n == 1:
+                        body = body[:at] + bytes([body[at] ^ 0x10]) + body[at + 1:]
+                        self.faults.append("flipped")
+                    else:
+                        down.sendall(head + body[:at])
+                        self.faults.append("cut")
+                        raise OSError("cut")
+                seen += len(body) if head[:1] == b"L" else 0
+                down.sendall(head + body)
+        except OSError:
+            pass
+        for s in (up, down):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self.listener.close()
+
+
+def test_damaged_frame_and_cut_link_resync_with_no_gap(tmp_path):
+    primary = DurableServer(tmp_path / "primary").start()
+    proxy = FaultyLink(primary.port)
+    rep = DurableServer(tmp_path / "replica",
+                        extra_args=["--replicaof", f"127.0.0.1:{proxy.port}"])
+    try:
+        rep.start()
+        p = primary.client()
+        n = 0
+        while proxy.connections < 3 or p.execute_command("WAIT", 1, 100) < 1:
+            for i in range(50):
+                p.incr(f"ctr{i}")
+                p.set(f"s{i}", "v" * (n % 300))
+            n += 1
+            assert n < 2000, f"the replica did not resync: {proxy.faults} {rep.text()}"
+        assert proxy.faults == ["flipped", "cut"]
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        c = rep.client()
+        for i in range(50):
+            assert c.get(f"ctr{i}") == p.get(f"ctr{i}") == str(n)
+            assert c.get(f"s{i}") == p.get(f"s{i}")
+        text = rep.text()
+        assert "damaged log frame" in text or "malformed message" in text
+        assert "mid-message" in text
+        assert text.count("partial resync") >= 2
+    finally:
+        rep.stop()
+        proxy.close()
+        primary.stop()

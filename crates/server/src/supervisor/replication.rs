@@ -68,6 +68,9 @@ struct Shared {
     stop: AtomicBool,
     inner: Mutex<Inner>,
     dirty: AtomicBool,
+    /// Wakes the status writer when something changed.
+    wake: std::sync::Condvar,
+    wake_lock: Mutex<()>,
 }
 
 #[derive(Default)]
@@ -123,6 +126,7 @@ impl Replication {
     /// Stops the link and the status writer.
     pub fn stop(self) {
         self.shared.stop.store(true, Ordering::Release);
+        changed(&self.shared);
         for t in self.threads {
             let _ = t.join();
         }
@@ -175,6 +179,8 @@ pub fn start(
             ..Inner::default()
         }),
         dirty: AtomicBool::new(true),
+        wake: std::sync::Condvar::new(),
+        wake_lock: Mutex::new(()),
     });
     let _ = SHARED.set(shared.clone());
     write_status(&shared);
@@ -224,6 +230,8 @@ fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Inner> {
 
 fn changed(shared: &Shared) {
     shared.dirty.store(true, Ordering::Release);
+    let _guard = shared.wake_lock.lock();
+    shared.wake.notify_one();
 }
 
 /// Rewrites the status file when something changed (and every second, so
@@ -231,10 +239,22 @@ fn changed(shared: &Shared) {
 fn status_loop(shared: &Shared) {
     let mut last = Instant::now();
     while !shared.stop.load(Ordering::Acquire) {
-        std::thread::sleep(Duration::from_millis(2));
-        if shared.dirty.swap(false, Ordering::AcqRel) || last.elapsed() >= Duration::from_secs(1) {
+        {
+            let guard = shared.wake_lock.lock().unwrap_or_else(|e| e.into_inner());
+            if !shared.dirty.load(Ordering::Acquire) {
+                let _ = shared.wake.wait_timeout(guard, Duration::from_millis(200));
+            }
+        }
+        // While replicas are attached, `lag` moves every second.
+        let busy = !lock(shared).replicas.is_empty() || repl::is_replica(&shared.store);
+        if shared.dirty.swap(false, Ordering::AcqRel)
+            || (busy && last.elapsed() >= Duration::from_secs(1))
+        {
             write_status(shared);
             last = Instant::now();
+            // At most about a thousand rewrites a second under a stream
+            // of acknowledgements.
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
     // The file stays with the segment: a replica restarted on it resumes
@@ -552,7 +572,7 @@ fn link_loop(shared: &Arc<Shared>) {
                 changed(shared);
                 was_replica = false;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(100));
             continue;
         }
         was_replica = true;
