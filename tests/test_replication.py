@@ -266,6 +266,18 @@ def test_sigkilled_replica_resumes_partially_with_no_gap_and_no_duplicate(tmp_pa
             assert int(c.get(key)) == n == int(p.get(key))
         assert "partial resync" in rep.text()
         assert "full resync" not in rep.text()
+        # A primary restarted on its directory (after losing its segment,
+        # as a reboot does) keeps its history: the replica resumes partially.
+        primary.reboot()
+        p = primary.client()
+        assert c.execute_command("REPLICAOF", "127.0.0.1", primary.port) == "OK"
+        for i in range(100):
+            counts[f"ctr{i % 20}"] = p.incr(f"ctr{i % 20}")
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        for key, n in counts.items():
+            assert int(c.get(key)) == n == int(p.get(key))
+        assert rep.text().count("partial resync") >= 2
+        assert "full resync" not in rep.text()
     finally:
         rep.stop()
         primary.stop()
