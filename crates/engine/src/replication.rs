@@ -280,7 +280,7 @@ pub(crate) fn role(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
     let replicas = online_replicas(&status);
     cx.out.array_len(3);
     cx.out.bulk(b"master");
-    cx.out.integer(store.log_status().head as i64);
+    cx.out.integer(primary_offset(&store) as i64);
     cx.out.array_len(replicas.len());
     for r in replicas {
         cx.out.array_len(3);
@@ -291,6 +291,17 @@ pub(crate) fn role(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
             .bulk(r["ack"].as_u64().unwrap_or(0).to_string().as_bytes());
     }
     Ok(())
+}
+
+/// A primary's replication offset: its log's head, 0 without a log (no
+/// replica can follow it then).
+fn primary_offset(store: &Store) -> u64 {
+    let log = store.log_status();
+    if log.enabled {
+        log.head
+    } else {
+        0
+    }
 }
 
 fn online_replicas(status: &Value) -> Vec<&Value> {
@@ -344,7 +355,7 @@ pub(crate) fn info_section(e: &mut Engine, s: &mut String) {
         );
     } else {
         s.push_str("role:master\r\n");
-        offset = e.store.log_status().head;
+        offset = primary_offset(&e.store);
     }
     let replicas = online_replicas(&status);
     let _ = write!(s, "connected_slaves:{}\r\n", replicas.len());
