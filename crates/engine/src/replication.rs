@@ -384,3 +384,145 @@ pub(crate) fn info_section(e: &mut Engine, s: &mut String) {
         offset.saturating_sub(status["first_lsn"].as_u64().unwrap_or(offset)),
     );
 }
+
+/// The replication link's messages after the answer line
+/// (docs/replication.md): a kind byte, a little-endian u32 length, the
+/// body. Shared by the replica's reader and the fuzzing harness.
+pub mod link {
+    use store::log::frame::{parse_frame, MAX_RECORD};
+
+    /// Bytes of a message header.
+    pub const HEADER: usize = 5;
+    /// The largest body: a chunk of frames holds at least one whole frame,
+    /// which is at most `MAX_RECORD` plus its header.
+    pub const MAX_BODY: usize = MAX_RECORD + (1 << 20);
+
+    /// Checks a message header: its kind (`S`, `E`, `L`, `H`) and its
+    /// body's length.
+    pub fn parse_header(head: &[u8; HEADER]) -> Result<(u8, usize), String> {
+        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        if len > MAX_BODY || !matches!(head[0], b'S' | b'E' | b'L' | b'H') {
+            return Err(format!(
+                "the primary sent a malformed message (kind {}, {len} bytes)",
+                head[0]
+            ));
+        }
+        Ok((head[0], len))
+    }
+
+    /// The u64 an `E` or `H` body carries.
+    pub fn parse_position(body: &[u8]) -> Result<u64, String> {
+        let b: [u8; 8] = body
+            .try_into()
+            .map_err(|_| format!("a position message of {} bytes", body.len()))?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// One checked frame of a body.
+    #[derive(Debug, PartialEq, Eq)]
+    pub struct Frame<'a> {
+        /// Its LSN (a snapshot frame's: the key's version).
+        pub lsn: u64,
+        /// Its record.
+        pub payload: &'a [u8],
+        /// Its size in the log (the next frame's LSN in a log body).
+        pub size: u64,
+    }
+
+    /// Splits a body of whole frames, each checked (length, padding,
+    /// CRC). `expect`: a log body's frames are contiguous from there; a
+    /// snapshot body's (None) carry any LSN.
+    pub fn frames(body: &[u8], expect: Option<u64>) -> Result<Vec<Frame<'_>>, String> {
+        let mut out = Vec::new();
+        let mut at = 0usize;
+        let mut next = expect;
+        while at < body.len() {
+            let rest = &body[at..];
+            let lsn = match next {
+                Some(lsn) => lsn,
+                None => rest
+                    .get(..8)
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                    .ok_or("a truncated frame")?,
+            };
+            let (_, payload, size) =
+                parse_frame(rest, lsn).map_err(|e| format!("a damaged frame at LSN {lsn}: {e}"))?;
+            out.push(Frame { lsn, payload, size });
+            at += size as usize;
+            next = expect.map(|_| lsn + size);
+        }
+        Ok(out)
+    }
+
+    /// A fuzzing harness: arbitrary bytes as a stream of messages.
+    pub mod fuzzing {
+        use super::*;
+        use store::log::{encode_frame, Record};
+
+        /// Reads `data` as messages and splits their bodies into frames
+        /// (as a log body from the LSN of its first eight bytes, and as a
+        /// snapshot body), decoding every record. Panics if an invariant
+        /// breaks: accepted frames cover the body exactly and encode back
+        /// to its bytes.
+        pub fn fuzz_link(data: &[u8]) {
+            let mut rest = data;
+            while let Some(head) = rest.first_chunk::<HEADER>() {
+                let Ok((kind, len)) = parse_header(head) else {
+                    return;
+                };
+                let Some(body) = rest.get(HEADER..HEADER + len) else {
+                    return;
+                };
+                rest = &rest[HEADER + len..];
+                if matches!(kind, b'E' | b'H') {
+                    let _ = parse_position(body);
+                    continue;
+                }
+                let first = body
+                    .get(..8)
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
+                for expect in [first, None] {
+                    if let Ok(split) = frames(body, expect) {
+                        let mut again = Vec::new();
+                        for f in &split {
+                            let _ = Record::decode(f.payload);
+                            encode_frame(f.lsn, f.payload, &mut again);
+                        }
+                        assert_eq!(again, body, "frames cover the body");
+                    }
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use store::log::encode_frame;
+
+        #[test]
+        fn frames_are_checked_and_contiguous() {
+            let mut body = Vec::new();
+            encode_frame(64, b"\x0fab", &mut body);
+            let second = 64 + body.len() as u64;
+            encode_frame(second, b"\x0fcdef", &mut body);
+            let split = frames(&body, Some(64)).unwrap();
+            assert_eq!(split.len(), 2);
+            assert_eq!(split[1].lsn, second);
+            assert!(frames(&body, Some(72)).is_err());
+            for i in 0..body.len() {
+                let mut bad = body.clone();
+                bad[i] ^= 0x10;
+                assert!(frames(&bad, Some(64)).is_err(), "a flipped bit at byte {i}");
+            }
+            let mut stream = vec![b'L'];
+            stream.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            stream.extend_from_slice(&body);
+            stream.extend_from_slice(b"H\x08\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00");
+            fuzzing::fuzz_link(&stream);
+            fuzzing::fuzz_link(b"Z\xff\xff\xff\xff");
+            fuzzing::fuzz_link(b"L\x08\x00\x00\x00\x01");
+            assert!(parse_header(b"L\xff\xff\xff\xff").is_err());
+        }
+    }
+}

@@ -39,9 +39,6 @@ use store::{Handle, Store};
 
 use crate::error::Error;
 
-/// The largest message on the link: a chunk of frames holds at least one
-/// whole frame, which is at most `MAX_RECORD` plus its header.
-const MAX_MESSAGE: usize = store::log::frame::MAX_RECORD + (1 << 20);
 /// Bytes of frames a sender puts in one message.
 const CHUNK: usize = 1 << 20;
 /// How often an idle sender says it is alive.
@@ -639,16 +636,10 @@ fn read_message(r: &mut impl Read, body: &mut Vec<u8>) -> Result<Option<u8>, Str
         Err(e) => return Err(format!("reading from the primary: {e}")),
     }
     read_fully(r, &mut head[1..])?;
-    let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
-    if len > MAX_MESSAGE || !matches!(head[0], b'S' | b'E' | b'L' | b'H') {
-        return Err(format!(
-            "the primary sent a malformed message (kind {}, {len} bytes)",
-            head[0]
-        ));
-    }
+    let (kind, len) = repl::link::parse_header(&head)?;
     body.resize(len, 0);
     read_fully(r, body)?;
-    Ok(Some(head[0]))
+    Ok(Some(kind))
 }
 
 /// `read_exact` that waits through read timeouts (the link's timeout is
@@ -821,17 +812,13 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
         lock(shared).last_io_ms = now_ms();
         match kind {
             b'L' => {
-                let mut at = 0;
                 let mut closed = expect;
-                while at < body.len() {
-                    let (header, payload, size) =
-                        parse_frame(&body[at..], expect).map_err(|e| {
-                            format!("a damaged log frame at LSN {expect}: {e}; resyncing")
-                        })?;
-                    let continues = payload.first().is_some_and(|k| k & GROUP_CONTINUES != 0);
-                    group.push((header.lsn, payload.to_vec()));
-                    expect += size;
-                    at += size as usize;
+                let frames = repl::link::frames(&body, Some(expect))
+                    .map_err(|e| format!("{e}; resyncing"))?;
+                for f in frames {
+                    let continues = f.payload.first().is_some_and(|k| k & GROUP_CONTINUES != 0);
+                    group.push((f.lsn, f.payload.to_vec()));
+                    expect += f.size;
                     if !continues {
                         for (lsn, payload) in group.drain(..) {
                             h.apply_record(lsn, &payload)
@@ -880,25 +867,17 @@ fn receive_snapshot(reader: &mut impl Read, h: &mut Handle, start: u64) -> Resul
         quiet = Instant::now();
         match kind {
             b'S' => {
-                let mut at = 0;
-                while at < body.len() {
-                    let lsn = body
-                        .get(at..at + 8)
-                        .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
-                        .ok_or("a truncated snapshot frame")?;
-                    let (_, payload, size) = parse_frame(&body[at..], lsn)
-                        .map_err(|e| format!("a damaged snapshot frame: {e}; resyncing"))?;
-                    h.apply_record(lsn, payload)
-                        .map_err(|e| format!("loading the snapshot record at LSN {lsn}: {e}"))?;
-                    at += size as usize;
+                let frames = repl::link::frames(&body, None)
+                    .map_err(|e| format!("{e} in the snapshot; resyncing"))?;
+                for f in frames {
+                    h.apply_record(f.lsn, f.payload).map_err(|e| {
+                        format!("loading the snapshot record at LSN {}: {e}", f.lsn)
+                    })?;
                     n += 1;
                 }
             }
             b'E' => {
-                let end = body
-                    .get(..8)
-                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
-                if end != Some(start) {
+                if repl::link::parse_position(&body)? != start {
                     return Err("the snapshot ended at another LSN than announced".into());
                 }
                 return Ok(n);
