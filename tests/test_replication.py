@@ -4,12 +4,13 @@ refuse writes, resume partially after a SIGKILL, and say clearly when they
 point at something they cannot follow."""
 
 import socket
+import subprocess
 import threading
 
 import pytest
 import redis
 
-from shoaltest import DurableServer, Raw, Server, info_section, wait_for
+from shoaltest import SHOAL_BIN, DurableServer, Raw, Server, info_section, wait_for
 
 pytestmark = pytest.mark.shoal_only
 
@@ -157,6 +158,14 @@ def test_replicas_equal_the_primary_under_writes_of_every_type(tmp_path):
             assert int(fields["offset"]) > 0
         role = r.execute_command("ROLE")
         assert role[0] == b"master" and len(role[2]) == 2
+        # shoal ctl status shows each link, its acknowledged LSN and lag.
+        status = subprocess.run([SHOAL_BIN, "ctl", "--name", primary.name, "status"],
+                                capture_output=True, text=True, check=True).stdout
+        assert "replication primary, 2 replicas" in status
+        assert status.count("online, acked LSN") == 2
+        status = subprocess.run([SHOAL_BIN, "ctl", "--name", replicas[0].name, "status"],
+                                capture_output=True, text=True, check=True).stdout
+        assert f"replication replica of 127.0.0.1:{primary.port}, link up" in status
     finally:
         for s in replicas + [primary]:
             s.stop()

@@ -401,6 +401,7 @@ fn status(sup: &Supervisor) -> Value {
         "workers": workers,
         "memory": memory,
         "log": log,
+        "replication": crate::supervisor::replication::ctl_status(),
     })
 }
 

@@ -295,6 +295,42 @@ fn write_status(shared: &Shared) {
     }
 }
 
+/// `ctl status`'s replication part: the role, the link of a replica, and
+/// each replica of a primary with its acknowledged LSN and its lag in log
+/// bytes and in milliseconds since its last acknowledgement.
+pub fn ctl_status() -> Value {
+    let Some(shared) = SHARED.get() else {
+        return json!({});
+    };
+    let store = &shared.store;
+    let now = now_ms();
+    let head = store.log_status().head;
+    let inner = lock(shared);
+    if repl::is_replica(store) {
+        let (host, port) = repl::target(store).unwrap_or_default();
+        return json!({
+            "role": "replica",
+            "primary": format!("{host}:{port}"),
+            "link": inner.link,
+            "applied_lsn": repl::applied_lsn(store),
+            "last_error": inner.last_error,
+        });
+    }
+    let mut replicas: Vec<(&u64, &ReplicaEntry)> = inner.replicas.iter().collect();
+    replicas.sort_by_key(|(id, _)| **id);
+    json!({
+        "role": "primary",
+        "replid": inner.replid,
+        "replicas": replicas.iter().map(|(_, r)| json!({
+            "addr": format!("{}:{}", r.ip, r.port),
+            "state": r.state,
+            "acked_lsn": r.ack,
+            "lag_bytes": head.saturating_sub(r.ack),
+            "lag_ms": now.saturating_sub(r.last_ack_ms),
+        })).collect::<Vec<_>>(),
+    })
+}
+
 // ---- the primary's side ----
 
 /// Takes a replica's link (SHOAL.SYNC) from a worker: a sender thread
