@@ -133,7 +133,8 @@ pub enum ServerRequest {
     },
     /// SHOAL.SYNC: the connection is a replica's link; the supervisor takes it.
     Replicate {
-        /// The replication id the replica last followed (`?`: none).
+        /// The tag of the history the replica applied, 16 hex digits
+        /// (`replication::replid_tag`; `?`: none).
         replid: String,
         /// Where it wants the log from.
         offset: u64,

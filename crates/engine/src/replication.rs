@@ -110,6 +110,28 @@ pub fn set_applied_lsn(store: &Store, lsn: u64) -> Result<(), store::Error> {
     store.set_config_word(word::REPL_APPLIED, lsn)
 }
 
+/// A replication id's tag: 64 bits of FNV-1a, never 0. A replica keeps
+/// the tag of the history it applied in its segment and sends it in
+/// SHOAL.SYNC (16 hex digits); the primary compares it with its own.
+pub fn replid_tag(replid: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in replid.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h.max(1)
+}
+
+/// The tag of the history a replica applied (0: none).
+pub fn followed_tag(store: &Store) -> u64 {
+    store.config_word(word::REPL_FOLLOWED).unwrap_or(0)
+}
+
+/// Records the history a replica applies from.
+pub fn set_followed_tag(store: &Store, tag: u64) -> Result<(), store::Error> {
+    store.set_config_word(word::REPL_FOLLOWED, tag)
+}
+
 /// The primary a replica follows, from the shared settings (`replicaof`).
 pub fn target(store: &Store) -> Option<(String, u16)> {
     let text = store.config_text().ok()?;
@@ -215,7 +237,7 @@ pub fn acked_replicas(status: &Value, offset: u64) -> u64 {
     })
 }
 
-/// SHOAL.SYNC replid offset listening-port node: a shoal replica asks to
+/// SHOAL.SYNC tag offset listening-port node: a shoal replica asks to
 /// follow this server; the connection goes to the supervisor, which answers.
 fn shoal_sync(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let text = |a: &Arg<'_>| String::from_utf8_lossy(a).into_owned();

@@ -181,6 +181,9 @@ pub(crate) mod word {
     pub const REPL_ROLE: u64 = 59;
     /// A replica's applied position in its primary's log (replication.rs).
     pub const REPL_APPLIED: u64 = 60;
+    /// A replica's tag of the replication id it applied from
+    /// (`replication::replid_tag`; 0 = none).
+    pub const REPL_FOLLOWED: u64 = 61;
 }
 
 impl Config {

@@ -147,20 +147,15 @@ pub fn start(
         }
     }
     drop(h);
-    let old = repl::read_status(store.path());
     let replid = dir
         .as_ref()
         .and_then(|d| std::fs::read_to_string(d.join("replication-id")).ok())
         .map(|s| s.trim().to_string())
         .filter(|s| s.len() == 40)
         .unwrap_or_else(|| new_replid(dir.as_deref()));
-    let master_replid = if store.created() {
-        String::new()
-    } else {
-        old["master_replid"].as_str().unwrap_or("").to_string()
-    };
     if store.created() {
         let _ = repl::set_applied_lsn(store, 0);
+        let _ = repl::set_followed_tag(store, 0);
     }
     let shared = Arc::new(Shared {
         store: store.clone(),
@@ -170,7 +165,6 @@ pub fn start(
         stop: AtomicBool::new(false),
         inner: Mutex::new(Inner {
             replid,
-            master_replid,
             link: "none",
             down_since_ms: now_ms(),
             ..Inner::default()
@@ -254,9 +248,8 @@ fn status_loop(shared: &Shared) {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
-    // The file stays with the segment: a replica restarted on it resumes
-    // its link from the history it names.
-    write_status(shared);
+    // What a restart needs is in the segment; the file goes with the server.
+    let _ = std::fs::remove_file(repl::status_path(shared.store.path()));
 }
 
 fn write_status(shared: &Shared) {
@@ -432,7 +425,7 @@ fn send(
     // still hold its position (and it is a frame's start).
     let mut first = Vec::new();
     let mut tail = None;
-    if replid == own {
+    if replid == format!("{:016x}", repl::replid_tag(&own)) {
         if let Some(mut t) = LogTail::open(&dir, offset)? {
             let upto = written();
             if offset <= upto && t.read(upto, &mut first, 1).is_ok() {
@@ -591,7 +584,10 @@ fn link_loop(shared: &Arc<Shared>) {
         let generation = repl::generation(&shared.store);
         if !repl::is_replica(&shared.store) {
             if was_replica {
-                // REPLICAOF NO ONE: a new history starts here.
+                // REPLICAOF NO ONE: a new history starts here, and what it
+                // applied no longer describes the store (writes come now).
+                let _ = repl::set_applied_lsn(&shared.store, 0);
+                let _ = repl::set_followed_tag(&shared.store, 0);
                 let dir = shared.dir.clone();
                 let mut inner = lock(shared);
                 inner.replid = new_replid(dir.as_deref());
@@ -725,9 +721,9 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
     let mut reader = BufReader::with_capacity(1 << 20, stream);
     let store = shared.store.clone();
     let applied = repl::applied_lsn(&store);
-    let followed = lock(shared).master_replid.clone();
-    let replid = if applied > 0 && !followed.is_empty() {
-        followed
+    let tag = repl::followed_tag(&store);
+    let replid = if applied > 0 && tag != 0 {
+        format!("{tag:016x}")
     } else {
         "?".to_string()
     };
@@ -786,6 +782,7 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
                 ));
             }
             lock(shared).master_replid = id.to_string();
+            repl::set_followed_tag(&store, repl::replid_tag(id)).map_err(|e| e.to_string())?;
             set_up(shared, "up");
             println!("shoal: replicating from {host}:{port}: partial resync from LSN {applied}");
         }
@@ -802,6 +799,7 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
             let began = Instant::now();
             let n = receive_snapshot(&mut reader, &mut h, start)?;
             lock(shared).master_replid = id.to_string();
+            repl::set_followed_tag(&store, repl::replid_tag(id)).map_err(|e| e.to_string())?;
             repl::set_applied_lsn(&store, start).map_err(|e| e.to_string())?;
             set_up(shared, "up");
             println!(
