@@ -445,3 +445,35 @@ def test_damaged_frame_and_cut_link_resync_with_no_gap(tmp_path):
         rep.stop()
         proxy.close()
         primary.stop()
+
+
+def test_masterauth_and_masteruser(tmp_path):
+    primary = DurableServer(tmp_path / "primary").start()
+    rep = DurableServer(tmp_path / "replica")
+    try:
+        p = primary.client()
+        p.set("k", "v")
+        p.config_set("requirepass", "sekret")
+        p = primary.client(password="sekret")
+        rep.start()
+        c = rep.client()
+        assert c.execute_command("REPLICAOF", "127.0.0.1", primary.port) == "OK"
+        wait_for(lambda: "NOAUTH" in link(rep).get("shoal_master_link_error", ""),
+                 what="the refusal without masterauth")
+        c.config_set("masterauth", "wrong")
+        wait_for(lambda: "refused masteruser/masterauth" in link(rep).get("shoal_master_link_error", ""),
+                 what="the refusal of a wrong password")
+        c.config_set("masterauth", "sekret")
+        wait_for(lambda: link(rep).get("master_link_status") == "up", what="the link")
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert c.get("k") == "v"
+        # An ACL user with its own password.
+        p.execute_command("ACL", "SETUSER", "repl", "on", ">pw", "+@all", "~*")
+        c.config_set("masteruser", "repl")
+        c.config_set("masterauth", "pw")
+        assert c.execute_command("REPLICAOF", "NO", "ONE") == "OK"
+        assert c.execute_command("REPLICAOF", "127.0.0.1", primary.port) == "OK"
+        wait_for(lambda: link(rep).get("master_link_status") == "up", what="the link as repl")
+    finally:
+        rep.stop()
+        primary.stop()

@@ -143,6 +143,22 @@ pub fn target(store: &Store) -> Option<(String, u16)> {
     Some((host, port))
 }
 
+/// `masteruser` and `masterauth`: what a replica authenticates with on its
+/// primary (None: no password set).
+pub fn master_auth(store: &Store) -> Option<(Option<String>, String)> {
+    let text = store.config_text().ok()?;
+    let overrides = params::Overrides::parse(&text);
+    let pass = overrides
+        .get("masterauth")
+        .filter(|p| !p.is_empty())?
+        .to_string();
+    let user = overrides
+        .get("masteruser")
+        .filter(|u| !u.is_empty())
+        .map(str::to_string);
+    Some((user, pass))
+}
+
 /// Makes this server a replica of `to` (None: a primary), as REPLICAOF,
 /// `--replicaof` and the configuration file's `replicaof` do.
 pub fn set_target(

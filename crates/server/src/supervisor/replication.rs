@@ -703,40 +703,8 @@ fn resp_command(args: &[&str]) -> Vec<u8> {
     out
 }
 
-/// Follows the primary at `host:port` until the link fails (the error) or
-/// REPLICAOF changes the generation (Ok).
-fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Result<(), String> {
-    let addr = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("cannot resolve {host}"))?;
-    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
-        .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
-    let _ = stream.set_nodelay(true);
-    stream
-        .set_read_timeout(Some(Duration::from_millis(100)))
-        .map_err(|e| e.to_string())?;
-    let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
-    let mut reader = BufReader::with_capacity(1 << 20, stream);
-    let store = shared.store.clone();
-    let applied = repl::applied_lsn(&store);
-    let tag = repl::followed_tag(&store);
-    let replid = if applied > 0 && tag != 0 {
-        format!("{tag:016x}")
-    } else {
-        "?".to_string()
-    };
-    let request = resp_command(&[
-        "SHOAL.SYNC",
-        &replid,
-        &applied.to_string(),
-        &shared.port.to_string(),
-        &shared.node,
-    ]);
-    writer
-        .write_all(&request)
-        .map_err(|e| format!("writing to {host}:{port}: {e}"))?;
+/// One answer line of the primary (at most 1 KiB), without its CRLF.
+fn read_line(reader: &mut impl BufRead, host: &str, port: u16) -> Result<String, String> {
     let mut line = Vec::new();
     let began = Instant::now();
     loop {
@@ -767,7 +735,60 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
             Err(e) => return Err(format!("reading from {host}:{port}: {e}")),
         }
     }
-    let line = String::from_utf8_lossy(&line).trim_end().to_string();
+    Ok(String::from_utf8_lossy(&line).trim_end().to_string())
+}
+
+/// Follows the primary at `host:port` until the link fails (the error) or
+/// REPLICAOF changes the generation (Ok).
+fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Result<(), String> {
+    let addr = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("cannot resolve {host}"))?;
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| e.to_string())?;
+    let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
+    let mut reader = BufReader::with_capacity(1 << 20, stream);
+    let store = shared.store.clone();
+    let applied = repl::applied_lsn(&store);
+    let tag = repl::followed_tag(&store);
+    let replid = if applied > 0 && tag != 0 {
+        format!("{tag:016x}")
+    } else {
+        "?".to_string()
+    };
+    if let Some((user, pass)) = repl::master_auth(&store) {
+        let auth = match &user {
+            Some(user) => resp_command(&["AUTH", user, &pass]),
+            None => resp_command(&["AUTH", &pass]),
+        };
+        writer
+            .write_all(&auth)
+            .map_err(|e| format!("writing to {host}:{port}: {e}"))?;
+        let answer = read_line(&mut reader, host, port)?;
+        if answer != "+OK" {
+            return Err(format!(
+                "{host}:{port} refused masteruser/masterauth: {}",
+                answer.trim_start_matches('-')
+            ));
+        }
+    }
+    let request = resp_command(&[
+        "SHOAL.SYNC",
+        &replid,
+        &applied.to_string(),
+        &shared.port.to_string(),
+        &shared.node,
+    ]);
+    writer
+        .write_all(&request)
+        .map_err(|e| format!("writing to {host}:{port}: {e}"))?;
+    let line = read_line(&mut reader, host, port)?;
     let words: Vec<&str> = line.split(' ').collect();
     let mut h = store.handle().map_err(|e| e.to_string())?;
     let mut expect;
