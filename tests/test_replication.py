@@ -461,7 +461,7 @@ def test_masterauth_and_masteruser(tmp_path):
         wait_for(lambda: "NOAUTH" in link(rep).get("shoal_master_link_error", ""),
                  what="the refusal without masterauth")
         c.config_set("masterauth", "wrong")
-        wait_for(lambda: "refused masteruser/masterauth" in link(rep).get("shoal_master_link_error", ""),
+        wait_for(lambda: "Unable to AUTH to MASTER" in link(rep).get("shoal_master_link_error", ""),
                  what="the refusal of a wrong password")
         c.config_set("masterauth", "sekret")
         wait_for(lambda: link(rep).get("master_link_status") == "up", what="the link")

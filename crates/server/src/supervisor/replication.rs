@@ -773,7 +773,7 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
         let answer = read_line(&mut reader, host, port)?;
         if answer != "+OK" {
             return Err(format!(
-                "{host}:{port} refused masteruser/masterauth: {}",
+                "Unable to AUTH to MASTER {host}:{port}: {}",
                 answer.trim_start_matches('-')
             ));
         }
