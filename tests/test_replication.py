@@ -3,6 +3,7 @@ a primary's transaction log, equal it key by key after a quiet moment,
 refuse writes, resume partially after a SIGKILL, and say clearly when they
 point at something they cannot follow."""
 
+import shutil
 import socket
 import subprocess
 import threading
@@ -10,7 +11,7 @@ import threading
 import pytest
 import redis
 
-from shoaltest import SHOAL_BIN, DurableServer, Raw, Server, info_section, wait_for
+from shoaltest import SHOAL_BIN, DurableServer, Raw, Server, free_port, info_section, wait_for
 
 pytestmark = pytest.mark.shoal_only
 
@@ -477,3 +478,52 @@ def test_masterauth_and_masteruser(tmp_path):
     finally:
         rep.stop()
         primary.stop()
+
+
+@pytest.mark.skipif(shutil.which("redis-sentinel") is None, reason="redis-sentinel is not installed")
+def test_redis_sentinel_promotes_the_replica_when_the_primary_dies(tmp_path):
+    primary = DurableServer(tmp_path / "primary").start()
+    rep = Server(workers=2, extra_args=["--replicaof", f"127.0.0.1:{primary.port}"]).start()
+    port = free_port()
+    conf = tmp_path / "sentinel.conf"
+    conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {tmp_path}\n"
+                    f"sentinel monitor mymaster 127.0.0.1 {primary.port} 1\n"
+                    "sentinel down-after-milliseconds mymaster 1000\n"
+                    "sentinel failover-timeout mymaster 3000\n")
+    sentinel = subprocess.Popen(["redis-sentinel", str(conf)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    try:
+        p = primary.client()
+        p.set("before", "1")
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        s = redis.Redis(port=port, decode_responses=True)
+        wait_for(lambda: any(r.get("flags") == "slave" and r.get("master-link-status") == "ok"
+                             for r in _sentinel_replicas(s)),
+                 timeout=30, what="the sentinel to find the replica")
+        primary.kill_all()
+        c = rep.client()
+        wait_for(lambda: c.execute_command("ROLE")[0] == "master", timeout=30,
+                 what="the sentinel to promote the replica")
+        wait_for(lambda: s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")
+                 == ["127.0.0.1", str(rep.port)], timeout=30, what="the sentinel's switch")
+        assert c.set("after", "1")
+        assert c.get("before") == "1"
+    finally:
+        sentinel.terminate()
+        sentinel.wait(10)
+        rep.stop()
+        primary.stop()
+
+
+def _sentinel_replicas(s):
+    try:
+        rows = s.execute_command("SENTINEL", "REPLICAS", "mymaster")
+    except redis.RedisError:
+        return []
+    out = []
+    for row in rows:
+        if isinstance(row, dict):
+            out.append(row)
+        else:
+            out.append(dict(zip(row[::2], row[1::2])))
+    return out
