@@ -426,6 +426,15 @@ fn send(
     let mut first = Vec::new();
     let mut tail = None;
     if replid == format!("{:016x}", repl::replid_tag(&own)) {
+        // A replica that had frames from the ring may be past what the log
+        // writer has put in files yet: give the writer a moment.
+        let began = Instant::now();
+        while offset > written()
+            && offset <= ring.head()
+            && began.elapsed() < Duration::from_secs(2)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         if let Some(mut t) = LogTail::open(&dir, offset)? {
             let upto = written();
             if offset <= upto && t.read(upto, &mut first, 1).is_ok() {
