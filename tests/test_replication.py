@@ -190,6 +190,12 @@ def test_wait_readonly_role_and_info(tmp_path):
             assert raw.cmd("INCR", "a").startswith("READONLY")
             assert raw.cmd("EXEC").startswith("EXECABORT")
             assert raw.cmd("WAIT", "1", "10").startswith("ERR WAIT cannot be used with replica")
+            # A script's write and FUNCTION LOAD (a WRITE subcommand) too.
+            assert raw.cmd("EVAL", "return redis.call('set', 'x', '1')", "0").startswith("READONLY")
+            assert raw.cmd("EVAL", "return redis.call('get', 'a')", "0") == b"1"
+            assert raw.cmd("FUNCTION", "LOAD",
+                           "#!lua name=lib\nredis.register_function('f', function() return 1 end)"
+                           ).startswith("READONLY")
         info = link(rep)
         assert info["role"] == "slave"
         assert info["master_host"] == "127.0.0.1"

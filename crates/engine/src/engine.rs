@@ -689,7 +689,7 @@ impl Engine {
             // A read-only replica refuses writes, queued or not (Redis's
             // processCommand).
             Some(cmd)
-                if cmd.flags & command::flags::WRITE != 0
+                if crate::replication::writes(cmd, args)
                     && crate::replication::refuses_writes(cx.engine) =>
             {
                 Err(cx.reject(CmdError::msg(crate::replication::READONLY)))
@@ -697,7 +697,7 @@ impl Engine {
             // min-replicas-to-write: a primary with too few good replicas
             // refuses writes.
             Some(cmd)
-                if cmd.flags & command::flags::WRITE != 0
+                if crate::replication::writes(cmd, args)
                     && crate::replication::too_few_replicas(cx.engine) =>
             {
                 Err(cx.reject(CmdError::msg(crate::replication::NOREPLICAS)))

@@ -178,6 +178,17 @@ pub fn set_target(
     store.set_config_word(word::REPL_GENERATION, g.wrapping_add(1))
 }
 
+/// Whether a request writes: its command's WRITE flag, or its
+/// subcommand's (FUNCTION LOAD), as Redis decides.
+pub(crate) fn writes(cmd: &Command, args: &[Arg<'_>]) -> bool {
+    let sub = if cmd.subcommands.is_empty() || args.len() < 2 {
+        0
+    } else {
+        crate::command::find_sub(cmd, args).map_or(0, |c| c.flags)
+    };
+    (cmd.flags | sub) & WRITE != 0
+}
+
 /// Whether writes are refused here: a replica under `replica-read-only yes`.
 pub(crate) fn refuses_writes(e: &Engine) -> bool {
     if !is_replica(&e.store) {

@@ -574,6 +574,14 @@ fn script_command(
         if ctx.read_only {
             return Err("Write commands are not allowed from read-only scripts.".into());
         }
+        // A read-only replica, or too few replicas: refused before the
+        // script's first write (Redis's scriptVerifyWriteCommandAllow).
+        if !ctx.wrote && crate::replication::refuses_writes(cx.engine) {
+            return Err(format!("-{}", crate::replication::READONLY));
+        }
+        if !ctx.wrote && crate::replication::too_few_replicas(cx.engine) {
+            return Err(format!("-{}", crate::replication::NOREPLICAS));
+        }
         if flags & DENYOOM != 0 && !ctx.allow_oom && !ctx.wrote && cx.engine.refuses_oom() {
             return Err(format!("-{}", crate::error::OOM));
         }
