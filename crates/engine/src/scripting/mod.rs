@@ -385,10 +385,19 @@ fn run(
 ) -> CmdResult {
     let compat = flags & EVAL_COMPAT != 0;
     if !compat {
+        // A script that may write (Redis's scriptPrepareForRun).
+        if flags & NO_WRITES == 0 && crate::replication::refuses_writes(cx.engine) {
+            return Err(CmdError::msg(
+                "READONLY Can not run script with write flag on readonly replica",
+            ));
+        }
         if flags & NO_WRITES == 0 && ro {
             return Err(CmdError::msg(
                 "ERR Can not execute a script with write flag using *_ro command.",
             ));
+        }
+        if flags & NO_WRITES == 0 && crate::replication::too_few_replicas(cx.engine) {
+            return Err(CmdError::msg(crate::replication::NOREPLICAS));
         }
         if flags & (ALLOW_OOM | NO_WRITES) == 0 && cx.engine.store.over_maxmemory().unwrap_or(false)
         {
