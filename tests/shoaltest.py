@@ -51,9 +51,11 @@ def wait_for(pred, timeout=10.0, step=0.02, what="condition"):
 def remove_segment_files(path):
     """Removes a segment file and the files shoal keeps beside it:
     `<segment>.ctl`, the script cache `<segment>.scripts/`, the function
-    libraries `<segment>.functions` and a busy function's description
-    `<segment>.running`. Missing ones are fine."""
-    for p in (path, f"{path}.ctl", f"{path}.functions", f"{path}.running"):
+    libraries `<segment>.functions`, a busy function's description
+    `<segment>.running` and a replica's link target `<segment>.repl`.
+    Missing ones are fine."""
+    for p in (path, f"{path}.ctl", f"{path}.functions", f"{path}.running",
+              f"{path}.repl", f"{path}.repl.tmp"):
         try:
             os.unlink(p)
         except FileNotFoundError:

@@ -374,6 +374,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::diagnostics::COMMANDS,
         crate::debug::COMMANDS,
         crate::persistence::COMMANDS,
+        crate::replication::COMMANDS,
         crate::transaction::COMMANDS,
         crate::pubsub::COMMANDS,
         crate::acl::commands::COMMANDS,

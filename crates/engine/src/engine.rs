@@ -122,6 +122,26 @@ pub enum ServerRequest {
     /// the server runs [`Engine::answer_gather`] on each worker and gives
     /// the answers to [`Engine::finish_gather`] for the reply.
     Gather(Vec<u8>),
+    /// WAIT: reply with how many replicas acknowledged `offset`, once
+    /// `numreplicas` have or `timeout_ms` passed (0 = no limit).
+    Wait {
+        /// Replicas to wait for.
+        numreplicas: u64,
+        /// Milliseconds; 0 waits as long as it takes.
+        timeout_ms: u64,
+        /// The log position the replicas must have applied.
+        offset: u64,
+    },
+    /// SHOAL.SYNC: the connection is a replica's link; the supervisor takes it.
+    Replicate {
+        /// The tag of the history the replica applied, 16 hex digits
+        /// (`replication::replid_tag`; `?`: none).
+        replid: String,
+        /// Where it wants the log from.
+        offset: u64,
+        /// The port it serves clients on (INFO's `slaveN:port`).
+        port: u16,
+    },
 }
 
 /// CLIENT KILL's filters; every given one must match.
@@ -219,6 +239,8 @@ pub struct Engine {
     /// Serves this worker's other clients while one of its scripts is busy
     /// (set by the server: it knows the connections).
     pub(crate) busy_server: Option<BusyServer>,
+    /// Replicas good for `min-replicas-to-write`, and when that was read.
+    pub(crate) good_replicas: Option<(Instant, u64)>,
 }
 
 /// What a worker runs, from a busy script's hook, to answer its other
@@ -357,6 +379,7 @@ impl Engine {
             tracking: Default::default(),
             acl: Default::default(),
             busy_server: None,
+            good_replicas: None,
         };
         engine.acl.sync(&engine.store);
         // A worker that died may have left its tracking bit set.
@@ -688,6 +711,22 @@ impl Engine {
                     true => Err(transaction::exec_abort(cx.session, e)),
                     false => Err(e),
                 }
+            }
+            // A read-only replica refuses writes, queued or not (Redis's
+            // processCommand).
+            Some(cmd)
+                if crate::replication::writes(cmd, args)
+                    && crate::replication::refuses_writes(cx.engine) =>
+            {
+                Err(cx.reject(CmdError::msg(crate::replication::READONLY)))
+            }
+            // min-replicas-to-write: a primary with too few good replicas
+            // refuses writes.
+            Some(cmd)
+                if crate::replication::writes(cmd, args)
+                    && crate::replication::too_few_replicas(cx.engine) =>
+            {
+                Err(cx.reject(CmdError::msg(crate::replication::NOREPLICAS)))
             }
             Some(cmd) if transaction::queues(cx.session, cmd) => {
                 transaction::queue(&mut cx, cmd, args)

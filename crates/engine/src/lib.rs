@@ -51,6 +51,7 @@ mod persistence;
 mod pubsub;
 mod random;
 pub mod rdb;
+pub mod replication;
 mod scan;
 mod scripting;
 mod server;
@@ -69,5 +70,23 @@ pub use engine::{
 pub use pause::PauseMode;
 pub use pubsub::{queue_key, ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};
 pub use scripting::fuzzing as script_fuzzing;
-pub use scripting::remove_side_files;
+
+/// Removes the files shoal keeps beside a segment (the script cache, the
+/// function libraries, a busy function's description, a replica's link
+/// status): whoever removes the segment calls it, so that nothing is left
+/// behind. Missing files are fine.
+pub fn remove_side_files(segment: &std::path::Path) -> std::io::Result<()> {
+    scripting::remove_side_files(segment)?;
+    for file in [replication::status_path(segment), {
+        let mut tmp = replication::status_path(segment).into_os_string();
+        tmp.push(".tmp");
+        tmp.into()
+    }] {
+        match std::fs::remove_file(file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
 pub use session::{ReplyMode, Session};

@@ -155,7 +155,7 @@ pub(crate) const COMMANDS: &[Command] = &[
         1,
         NOSCRIPT | LOADING | STALE | FAST,
         "Return the role of the instance in the context of replication",
-        role,
+        crate::replication::role,
     ),
     Command {
         subcommands: MODULE_SUBCOMMANDS,
@@ -176,16 +176,6 @@ pub(crate) const COMMANDS: &[Command] = &[
         shutdown,
     ),
 ];
-
-/// ROLE: a primary with no replicas (replication is not built yet): its
-/// replication offset and an empty list of replicas.
-fn role(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
-    cx.out.array_len(3);
-    cx.out.bulk(b"master");
-    cx.out.integer(0);
-    cx.out.array_len(0);
-    Ok(())
-}
 
 fn module(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let parent = command::lookup(b"module").expect("MODULE is in the table");
@@ -511,15 +501,7 @@ fn info_section(
             );
         }
         "persistence" => crate::persistence::info_section(e, s),
-        "replication" => {
-            // No replicas yet: a primary with no backlog, as redis-server
-            // reports before its first replica connects.
-            let _ = write!(
-                s,
-                "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
-                e.info.run_id
-            );
-        }
+        "replication" => crate::replication::info_section(e, s),
         "cpu" => {
             let [user, sys, child_user, child_sys] = cpu_seconds();
             let _ = write!(

@@ -44,6 +44,7 @@ pub mod file;
 mod recovery;
 mod snapshot;
 mod stream;
+mod tail;
 mod verify;
 mod writer;
 
@@ -54,5 +55,6 @@ pub use snapshot::{
     prune, read_snapshot, verify_snapshot, write_snapshot, EntryFn, SnapshotInfo, SnapshotReport,
     SnapshotSource, TRAILER,
 };
+pub use tail::LogTail;
 pub use verify::{truncate_log, verify_log, LogReport, Problem, ProblemKind};
 pub use writer::{FsyncPolicy, LogSource, LogWriter, UnknownPolicy, WriterStatus};

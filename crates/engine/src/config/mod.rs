@@ -75,6 +75,10 @@ pub struct Config {
     /// `busy-reply-threshold` (alias `lua-time-limit`): milliseconds a
     /// script runs before other clients get `-BUSY`.
     pub busy_reply_threshold: u64,
+    /// `min-replicas-to-write` (0 = off).
+    pub min_replicas_to_write: u64,
+    /// `min-replicas-max-lag`, seconds.
+    pub min_replicas_max_lag: u64,
 }
 
 impl Default for Config {
@@ -108,6 +112,8 @@ impl Default for Config {
             stream_node_max_bytes: 4096,
             stream_node_max_entries: 100,
             busy_reply_threshold: 5000,
+            min_replicas_to_write: 0,
+            min_replicas_max_lag: 10,
         }
     }
 }
@@ -176,6 +182,15 @@ pub(crate) mod word {
     /// Bumped after every change of the ACL user table (acl.rs): each
     /// engine re-reads the users when it sees it move.
     pub const ACL_GENERATION: u64 = 57;
+    /// Bumped by every REPLICAOF: the supervisor looks at the target again.
+    pub const REPL_GENERATION: u64 = 58;
+    /// 1 while this server is a replica (REPLICAOF host port), else 0.
+    pub const REPL_ROLE: u64 = 59;
+    /// A replica's applied position in its primary's log (replication.rs).
+    pub const REPL_APPLIED: u64 = 60;
+    /// A replica's tag of the replication id it applied from
+    /// (`replication::replid_tag`; 0 = none).
+    pub const REPL_FOLLOWED: u64 = 61;
 }
 
 impl Config {
@@ -255,6 +270,12 @@ impl Config {
                 }
                 if let Some(v) = int("busy-reply-threshold") {
                     self.busy_reply_threshold = v.max(0) as u64;
+                }
+                if let Some(v) = int("min-replicas-to-write") {
+                    self.min_replicas_to_write = v.max(0) as u64;
+                }
+                if let Some(v) = int("min-replicas-max-lag") {
+                    self.min_replicas_max_lag = v.max(0) as u64;
                 }
             }
         }

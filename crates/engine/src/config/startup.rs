@@ -29,6 +29,7 @@ const SERVER_APPLIED: &[&str] = &[
     "appendonly",
     "appendfsync",
     "dir",
+    "replicaof",
 ];
 
 /// Names Redis 7.0 still accepts and ignores (with their argument count).

@@ -169,10 +169,10 @@ pub(crate) fn functions_file_of(segment: &std::path::Path) -> std::path::PathBuf
     beside(segment, ".functions")
 }
 
-/// Removes what scripting keeps beside a segment (the script cache and
-/// the function libraries): whoever removes the segment calls it, so
-/// that nothing is left behind. Missing files are fine.
-pub fn remove_side_files(segment: &std::path::Path) -> std::io::Result<()> {
+/// Removes what scripting keeps beside a segment (the script cache, the
+/// function libraries, a busy function's description); the crate's
+/// `remove_side_files` calls it. Missing files are fine.
+pub(crate) fn remove_side_files(segment: &std::path::Path) -> std::io::Result<()> {
     match std::fs::remove_dir_all(cache_dir_of(segment)) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
@@ -422,10 +422,19 @@ fn run(
 ) -> CmdResult {
     let compat = flags & EVAL_COMPAT != 0;
     if !compat {
+        // A script that may write (Redis's scriptPrepareForRun).
+        if flags & NO_WRITES == 0 && crate::replication::refuses_writes(cx.engine) {
+            return Err(CmdError::msg(
+                "READONLY Can not run script with write flag on readonly replica",
+            ));
+        }
         if flags & NO_WRITES == 0 && ro {
             return Err(CmdError::msg(
                 "ERR Can not execute a script with write flag using *_ro command.",
             ));
+        }
+        if flags & NO_WRITES == 0 && crate::replication::too_few_replicas(cx.engine) {
+            return Err(CmdError::msg(crate::replication::NOREPLICAS));
         }
         if flags & (ALLOW_OOM | NO_WRITES) == 0 && cx.engine.store.over_maxmemory().unwrap_or(false)
         {
@@ -727,6 +736,14 @@ fn script_command(
     if flags & WRITE != 0 {
         if ctx.read_only {
             return Err("Write commands are not allowed from read-only scripts.".into());
+        }
+        // A read-only replica, or too few replicas: refused before the
+        // script's first write (Redis's scriptVerifyWriteCommandAllow).
+        if !ctx.wrote && crate::replication::refuses_writes(cx.engine) {
+            return Err(format!("-{}", crate::replication::READONLY));
+        }
+        if !ctx.wrote && crate::replication::too_few_replicas(cx.engine) {
+            return Err(format!("-{}", crate::replication::NOREPLICAS));
         }
         if flags & DENYOOM != 0 && !ctx.allow_oom && !ctx.wrote && cx.engine.refuses_oom() {
             return Err(format!("-{}", crate::error::OOM));

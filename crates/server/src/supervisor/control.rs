@@ -151,6 +151,12 @@ async fn worker_channel(sup: Rc<Supervisor>, channel: Rc<Channel>) {
 /// A worker's messages: connections it hands over, replies to `exec`.
 async fn serve_worker(sup: &Supervisor, channel: &Channel, listeners: std::rc::Weak<ListenerSet>) {
     while let Ok(Some((msg, mut fds))) = channel.recv().await {
+        if msg["op"] == "replica" {
+            if let Some(fd) = fds.pop() {
+                crate::supervisor::replication::serve_replica(fd, &msg["link"]);
+            }
+            continue;
+        }
         if msg["op"] == "handover" {
             if let Some(fd) = fds.pop() {
                 let kind = msg["kind"].as_str().unwrap_or("redis");
@@ -395,6 +401,7 @@ fn status(sup: &Supervisor) -> Value {
         "workers": workers,
         "memory": memory,
         "log": log,
+        "replication": crate::supervisor::replication::ctl_status(),
     })
 }
 

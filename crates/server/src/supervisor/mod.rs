@@ -12,6 +12,7 @@
 mod control;
 pub(crate) mod listener;
 pub mod persistence;
+pub mod replication;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -52,6 +53,8 @@ pub struct ServeOptions {
     pub startup: Option<engine::startup::StartupConfig>,
     /// Permissions of the Unix socket (Redis's `unixsocketperm`).
     pub unixsocket_perm: Option<u32>,
+    /// `--replicaof HOST:PORT` (or the configuration file's `replicaof`).
+    pub replicaof: Option<(String, u16)>,
 }
 
 /// How connections are spread over the workers.
@@ -230,6 +233,12 @@ fn serve_until_stopped(opts: ServeOptions) -> Result<(), Error> {
             None
         }
     };
+    let replication = crate::supervisor::replication::start(
+        &store,
+        opts.persist.as_ref().map(|p| p.dir.clone()),
+        opts.config.port,
+        opts.replicaof.clone(),
+    )?;
     let sup = Rc::new(Supervisor {
         exe: RefCell::new(std::env::current_exe().map_err(io("find the shoal executable"))?),
         segment: store.path().to_path_buf(),
@@ -265,6 +274,7 @@ fn serve_until_stopped(opts: ServeOptions) -> Result<(), Error> {
     });
     drop(rt);
     let _ = std::fs::remove_file(&control_path);
+    replication.stop();
     if let Some(p) = persistence {
         p.stop();
         println!("shoal: log flushed");

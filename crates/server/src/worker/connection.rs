@@ -31,6 +31,8 @@ enum Ended {
     /// The worker drains; `clean` when no partial request was read, so the
     /// connection could go on in another worker.
     Drained { clean: bool },
+    /// SHOAL.SYNC: the connection is a replica's link, for the supervisor.
+    Replica(serde_json::Value),
 }
 
 /// How long a draining worker keeps reading (and dropping) what a client
@@ -96,7 +98,10 @@ where
         && session.borrow().can_move()
         && !worker.engine.borrow().tracks_client(id)
         && push.is_empty();
-    let state = moving.then(|| moved_state(&session.borrow()));
+    let state = match &ended {
+        Ok(Ended::Replica(link)) => Some(serde_json::json!({ "replica": link })),
+        _ => moving.then(|| moved_state(&session.borrow())),
+    };
     // However the connection ended, it waits on no key any more.
     worker.blocking.unblock(id);
     worker.blocking.take_outcome(id);
@@ -303,6 +308,23 @@ where
                 Some(_) => continue,
             };
         }
+        if let Flow::Server(ServerRequest::Replicate {
+            replid,
+            offset,
+            port,
+        }) = &step
+        {
+            if !out.is_empty() {
+                write_out(stream, &out, kill, push).await?;
+            }
+            let addr = session.borrow().addr.clone();
+            return Ok(Ended::Replica(serde_json::json!({
+                "replid": replid,
+                "offset": offset,
+                "port": port,
+                "addr": addr,
+            })));
+        }
         let close = match step {
             Flow::Block(_) | Flow::Hold | Flow::Continue => false,
             Flow::Close => true,
@@ -356,6 +378,24 @@ where
             // `timeout`: an idle client is closed, as Redis does.
             _ = idle(idle_timeout) => return Ok(Ended::Closed),
         }
+    }
+}
+
+/// WAIT: polls the supervisor's status for replicas that acknowledged
+/// `offset` until `numreplicas` have or the timeout passes.
+async fn wait_replicas(worker: &Worker, numreplicas: u64, timeout_ms: u64, offset: u64) -> u64 {
+    let deadline =
+        (timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(timeout_ms));
+    loop {
+        let status = engine::replication::read_status(worker.store.path());
+        let n = engine::replication::acked_replicas(&status, offset);
+        if n >= numreplicas || deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+            return n;
+        }
+        if *worker.shutdown.borrow() {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 
@@ -744,6 +784,18 @@ pub(crate) async fn server_request(
                 .finish_gather(&query, &answers, protocol, out);
             false
         }
+        ServerRequest::Wait {
+            numreplicas,
+            timeout_ms,
+            offset,
+        } => {
+            let n = wait_replicas(worker, numreplicas, timeout_ms, offset).await;
+            ReplyWriter::new(out, protocol).integer(n as i64);
+            false
+        }
+        // Only a Redis TCP connection becomes a replication link (`serve`
+        // ends with it); anywhere else the request closes the connection.
+        ServerRequest::Replicate { .. } => true,
         ServerRequest::Shutdown => {
             match worker.store.supervisor_pid() {
                 Ok(Some(pid)) => {

@@ -141,7 +141,10 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
         config_file: opts.config.config_file.clone(),
-        run_id: run_id(),
+        run_id: engine::replication::read_status(store.path())["node"]
+            .as_str()
+            .filter(|id| id.len() == 40)
+            .map_or_else(run_id, str::to_string),
     };
     let engine = Engine::new(store.clone(), opts.config.clone(), info)?;
     let bus_handle = store.handle()?;
@@ -183,7 +186,9 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
     LocalSet::new().block_on(&rt, serve(worker, opts))
 }
 
-/// 40 hex digits for INFO's `run_id`.
+/// 40 hex digits for INFO's `run_id` when the supervisor published none:
+/// it names the supervisor's run (one for every worker, as Sentinel
+/// expects of one server), kept in the replication status file.
 fn run_id() -> String {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -389,7 +394,11 @@ fn serve_stream(
                     connection::run(worker.clone(), stream, peer, moved).await
                 {
                     if let Ok(stream) = stream.into_std() {
-                        hand_over(&worker, kind, OwnedFd::from(stream), state).await;
+                        if state.get("replica").is_some() {
+                            hand_to_replication(&worker, OwnedFd::from(stream), state).await;
+                        } else {
+                            hand_over(&worker, kind, OwnedFd::from(stream), state).await;
+                        }
                     }
                 }
             });
@@ -437,6 +446,16 @@ async fn hand_over(worker: &Worker, kind: Kind, fd: OwnedFd, state: serde_json::
     let channel = worker.control.borrow().clone();
     if let Some(channel) = channel {
         let msg = json!({"op": "handover", "kind": kind.name(), "state": state});
+        let _ = channel.send(&msg, &[fd.as_fd()]).await;
+    }
+}
+
+/// Gives a replica's link (SHOAL.SYNC) to the supervisor, whose sender
+/// streams the log to it.
+async fn hand_to_replication(worker: &Worker, fd: OwnedFd, state: serde_json::Value) {
+    let channel = worker.control.borrow().clone();
+    if let Some(channel) = channel {
+        let msg = json!({"op": "replica", "link": state["replica"]});
         let _ = channel.send(&msg, &[fd.as_fd()]).await;
     }
 }

@@ -396,6 +396,39 @@ fn render_status(v: &Value) -> String {
     } else {
         out.push_str("log         off\n");
     }
+    let repl = &v["replication"];
+    match repl["role"].as_str() {
+        Some("replica") => {
+            let _ = writeln!(
+                out,
+                "replication replica of {}, link {}, applied LSN {}{}",
+                num(&repl["primary"]),
+                num(&repl["link"]),
+                num(&repl["applied_lsn"]),
+                repl["last_error"]
+                    .as_str()
+                    .filter(|e| !e.is_empty())
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default(),
+            );
+        }
+        Some(_) => {
+            let replicas = repl["replicas"].as_array().cloned().unwrap_or_default();
+            let _ = writeln!(out, "replication primary, {} replicas", replicas.len());
+            for r in &replicas {
+                let _ = writeln!(
+                    out,
+                    "  replica   {} {}, acked LSN {}, lag {} bytes, {} ms",
+                    num(&r["addr"]),
+                    num(&r["state"]),
+                    num(&r["acked_lsn"]),
+                    num(&r["lag_bytes"]),
+                    num(&r["lag_ms"]),
+                );
+            }
+        }
+        None => {}
+    }
     out.push('\n');
     let rows: Vec<Vec<String>> = workers(v)
         .iter()

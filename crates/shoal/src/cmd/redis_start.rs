@@ -36,6 +36,7 @@ const SHARED_FLAGS: &[&str] = &[
     "maxclients",
     "dir",
     "appendfsync",
+    "replicaof",
 ];
 
 /// The command line of `shoal serve`, split.

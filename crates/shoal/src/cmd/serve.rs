@@ -129,6 +129,23 @@ pub struct ServeArgs {
     /// only a worker that is free accepts, so a blocked one takes no one).
     #[arg(long, default_value = "reuseport")]
     balance: String,
+    /// Follow the primary at HOST:PORT as a read-only replica
+    /// (docs/replication.md); REPLICAOF NO ONE promotes it.
+    #[arg(long)]
+    replicaof: Option<String>,
+}
+
+/// Parses `HOST:PORT` or `HOST PORT` (the configuration file's form).
+fn parse_replicaof(s: &str) -> Result<(String, u16)> {
+    let (host, port) = s
+        .trim()
+        .rsplit_once([':', ' '])
+        .ok_or_else(|| anyhow!("--replicaof takes HOST:PORT, not {s:?}"))?;
+    let port = port
+        .trim()
+        .parse()
+        .map_err(|_| anyhow!("--replicaof takes HOST:PORT, not {s:?}"))?;
+    Ok((host.trim().to_string(), port))
 }
 
 /// Parses `90`, `30s`, `5m`, `2h` (seconds by default; 0 = never).
@@ -219,6 +236,7 @@ pub fn run(args: ServeArgs, line: ServeCommandLine) -> Result<()> {
             persist: args.persist()?,
             startup: None,
             unixsocket_perm: None,
+            replicaof: args.replicaof.as_deref().map(parse_replicaof).transpose()?,
         })?);
     }
     // Named before `dir` may change the working directory.
@@ -256,6 +274,14 @@ pub fn run(args: ServeArgs, line: ServeCommandLine) -> Result<()> {
         .get("unixsocketperm")
         .and_then(|m| u32::from_str_radix(m, 8).ok())
         .filter(|m| *m != 0);
+    let replicaof = match args.replicaof.as_deref() {
+        Some(r) => Some(r.to_string()),
+        None => start.get("replicaof").map(str::to_string),
+    }
+    .filter(|r| !r.trim().is_empty())
+    .as_deref()
+    .map(parse_replicaof)
+    .transpose()?;
     let result = server::serve(ServeOptions {
         balance,
         workers,
@@ -265,6 +291,7 @@ pub fn run(args: ServeArgs, line: ServeCommandLine) -> Result<()> {
         persist,
         startup: Some(start),
         unixsocket_perm,
+        replicaof,
     });
     if let Some(path) = &pidfile {
         let _ = std::fs::remove_file(path);

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Replication: what one replica costs the primary's ingest (issue 21).
+
+Builds release shoal (skip with --no-build). For each round, two modes one
+after the other, the order rotating each round: the primary alone
+(`shoal serve --dir DIR --appendfsync everysec`) and the same primary with
+one replica attached (`shoal serve --replicaof 127.0.0.1:PORT`, which
+follows the primary's log and applies it to its own segment). Each mode
+gets fresh segments and a fresh directory under target/. redis-benchmark
+then runs SET and HSET at pipeline 16 (`-c 50 -r 100000 -P 16 -n
+--requests`) against the primary. With the replica, the script then waits
+until the replica has applied the primary's whole log and prints how long
+that took after the benchmark ended (how far behind the replica was).
+
+Printed: requests/s of each mode (medians over --rounds) and the ratio
+with a replica / alone, which the issue wants at 0.97 or more. The machine
+has 2 cores and is shared, and the replica competes with the primary for
+them, so the ratio is a lower bound of what separate hosts would see.
+
+Usage: python3 bench/replication.py [--requests 2000000] [--rounds 3] [--no-build]
+Only the standard library.
+"""
+
+import argparse
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+
+import servers
+
+
+def info(port, section):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n" % (len(section), section.encode()))
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+            head, _, rest = data.partition(b"\r\n")
+            if head.startswith(b"$") and len(rest) >= int(head[1:]):
+                break
+    out = {}
+    for line in data.decode(errors="replace").splitlines():
+        if ":" in line and not line.startswith("#"):
+            k, v = line.split(":", 1)
+            out[k] = v
+    return out
+
+
+def start(argv, port):
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL)
+    servers.wait_port(port, proc, "shoal serve", timeout=60)
+    return proc
+
+
+def shoal_argv(port, name, extra):
+    return [str(servers.SHOAL_BIN), "serve", "--workers", "1", "--port", str(port),
+            "--name", name, "--memory", "1g", "--memcached-port", "0",
+            "--memcached-udp-port", "0", "--http-port", "0", "--nats-port", "0", *extra]
+
+
+def benchmark(port, test, requests):
+    out = subprocess.run(
+        ["redis-benchmark", "-p", str(port), "-c", "50", "-r", "100000", "-P", "16",
+         "-n", str(requests), "-t", test, "--csv"],
+        capture_output=True, text=True, check=True).stdout
+    last = [line for line in out.splitlines() if line.strip()][-1]
+    return float(last.split(",")[1].strip('"'))
+
+
+def run_mode(args, with_replica, scratch):
+    """{test: requests/s} and the replica's catch-up seconds per test."""
+    tag = uuid.uuid4().hex[:8]
+    directory = scratch / f"primary-{tag}"
+    port = servers.free_port()
+    names = [f"bench-repl-p-{tag}"]
+    procs = [start(shoal_argv(port, names[0], ["--dir", str(directory)]), port)]
+    replica_port = None
+    try:
+        if with_replica:
+            replica_port = servers.free_port()
+            names.append(f"bench-repl-r-{tag}")
+            procs.append(start(shoal_argv(replica_port, names[1],
+                                          ["--replicaof", f"127.0.0.1:{port}"]), replica_port))
+            deadline = time.monotonic() + 30
+            while info(replica_port, "replication").get("master_link_status") != "up":
+                if time.monotonic() > deadline:
+                    sys.exit("the replica did not connect")
+                time.sleep(0.05)
+        rates, catch_up = {}, {}
+        for test in args.tests.split(","):
+            rates[test] = benchmark(port, test, args.requests)
+            if with_replica:
+                ended = time.monotonic()
+                head = int(info(port, "replication")["master_repl_offset"])
+                while int(info(replica_port, "replication")["slave_repl_offset"]) < head:
+                    if time.monotonic() - ended > 120:
+                        sys.exit("the replica did not catch up in 120 s")
+                    time.sleep(0.01)
+                catch_up[test] = time.monotonic() - ended
+        return rates, catch_up
+    finally:
+        for p in reversed(procs):
+            servers.stop(p)
+        for n in names:
+            servers.remove_segment(n)
+            for suffix in (".ctl", ".repl"):
+                try:
+                    (servers.Path("/dev/shm") / f"{n}{suffix}").unlink()
+                except FileNotFoundError:
+                    pass
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--requests", type=int, default=2_000_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tests", default="set,hset")
+    ap.add_argument("--no-build", action="store_true")
+    args = ap.parse_args()
+    if not args.no_build:
+        servers.build_shoal()
+    scratch = servers.REPO / "target" / "bench-replication"
+    scratch.mkdir(parents=True, exist_ok=True)
+    alone, replicated, lags = [], [], []
+    for r in range(args.rounds):
+        order = [False, True] if r % 2 == 0 else [True, False]
+        for with_replica in order:
+            rates, catch_up = run_mode(args, with_replica, scratch)
+            (replicated if with_replica else alone).append(rates)
+            if with_replica:
+                lags.append(catch_up)
+    print(f"{'test':<6} {'alone req/s':>14} {'1 replica req/s':>16} {'ratio':>7} {'replica caught up after':>24}")
+    for test in args.tests.split(","):
+        a = statistics.median(x[test] for x in alone)
+        b = statistics.median(x[test] for x in replicated)
+        lag = statistics.median(x[test] for x in lags)
+        print(f"{test:<6} {a:>14,.0f} {b:>16,.0f} {b / a:>7.3f} {lag:>22.3f} s")
+
+
+if __name__ == "__main__":
+    main()

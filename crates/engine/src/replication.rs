@@ -1,0 +1,577 @@
+//! Replication as clients see it (docs/replication.md): REPLICAOF/SLAVEOF,
+//! ROLE, WAIT, INFO's replication section, and SHOAL.SYNC, the request a
+//! replica's supervisor sends to open a link. The links themselves run in
+//! the supervisors (crates/server/src/supervisor/replication.rs); workers
+//! and supervisor meet in the segment's shared words and in the status
+//! file the supervisor keeps beside the segment.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use store::{Handle, Store};
+
+use crate::command::{flags::*, Arg, CmdResult, Command};
+use crate::config::{params, word};
+use crate::engine::{Cx, Engine, Flow, ServerRequest};
+use crate::error::CmdError;
+
+crate::command::group_cmd!("server", keys = (0, 0, 0));
+
+/// The replication commands.
+#[rustfmt::skip]
+pub(crate) const COMMANDS: &[Command] = &[
+    cmd("replicaof", 3, ADMIN | NOSCRIPT | STALE, "5.0.0", "Make the server a replica of another instance, or promote it as master", replicaof),
+    cmd("slaveof", 3, ADMIN | NOSCRIPT | STALE, "1.0.0", "Make the server a replica of another instance, or promote it as master", replicaof),
+    cmd("wait", 3, NOSCRIPT, "3.0.0", "Wait for the synchronous replication of all the write commands sent in the context of the current connection", wait),
+    cmd("shoal.sync", 5, ADMIN | NOSCRIPT | NO_MULTI | STALE, "7.0.0", "Open a replication link (sent by a shoal replica)", shoal_sync),
+];
+
+/// Redis's refusal of a write on a read-only replica.
+pub(crate) const READONLY: &str = "READONLY You can't write against a read only replica.";
+
+/// Redis's refusal of a write when `min-replicas-to-write` is not met.
+pub(crate) const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+
+/// How long a worker trusts its count of good replicas.
+const GOOD_REPLICAS_TTL: Duration = Duration::from_millis(100);
+
+/// Whether `min-replicas-to-write` refuses writes now: a primary with
+/// fewer online replicas whose last acknowledgement is at most
+/// `min-replicas-max-lag` seconds old (Redis's checkGoodReplicasStatus).
+pub(crate) fn too_few_replicas(e: &mut Engine) -> bool {
+    let (want, max_lag) = (
+        e.config.min_replicas_to_write,
+        e.config.min_replicas_max_lag,
+    );
+    if want == 0 || max_lag == 0 || is_replica(&e.store) {
+        return false;
+    }
+    good_replicas(e) < want
+}
+
+/// Replicas good for `min-replicas-to-write`, read at most every 100 ms.
+fn good_replicas(e: &mut Engine) -> u64 {
+    if let Some((at, n)) = e.good_replicas {
+        if at.elapsed() < GOOD_REPLICAS_TTL {
+            return n;
+        }
+    }
+    let now_ms = e.now_ms();
+    let max_lag_ms = e.config.min_replicas_max_lag.saturating_mul(1000);
+    let status = read_status(e.store.path());
+    let n = status["replicas"].as_array().map_or(0, |r| {
+        r.iter()
+            .filter(|r| {
+                r["state"] == "online"
+                    && now_ms.saturating_sub(r["last_ack_ms"].as_u64().unwrap_or(0)) <= max_lag_ms
+            })
+            .count() as u64
+    });
+    e.good_replicas = Some((Instant::now(), n));
+    n
+}
+
+/// The status file the supervisor keeps beside the segment.
+pub fn status_path(segment: &Path) -> PathBuf {
+    let mut p = segment.as_os_str().to_owned();
+    p.push(".repl");
+    PathBuf::from(p)
+}
+
+/// The supervisor's last status (an empty object before it wrote one).
+pub fn read_status(segment: &Path) -> Value {
+    std::fs::read(status_path(segment))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// Whether this server follows a primary (REPLICAOF host port).
+pub fn is_replica(store: &Store) -> bool {
+    store.config_word(word::REPL_ROLE).unwrap_or(0) == 1
+}
+
+/// The replication generation: bumped by every REPLICAOF, so the
+/// supervisor knows to look at the target again.
+pub fn generation(store: &Store) -> u64 {
+    store.config_word(word::REPL_GENERATION).unwrap_or(0)
+}
+
+/// The end LSN of the last primary record group a replica applied (0: none,
+/// a full sync is needed). Kept in the segment with the data it describes.
+pub fn applied_lsn(store: &Store) -> u64 {
+    store.config_word(word::REPL_APPLIED).unwrap_or(0)
+}
+
+/// Records how far a replica applied (the supervisor's link thread).
+pub fn set_applied_lsn(store: &Store, lsn: u64) -> Result<(), store::Error> {
+    store.set_config_word(word::REPL_APPLIED, lsn)
+}
+
+/// A replication id's tag: 64 bits of FNV-1a, never 0. A replica keeps
+/// the tag of the history it applied in its segment and sends it in
+/// SHOAL.SYNC (16 hex digits); the primary compares it with its own.
+pub fn replid_tag(replid: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in replid.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h.max(1)
+}
+
+/// The tag of the history a replica applied (0: none).
+pub fn followed_tag(store: &Store) -> u64 {
+    store.config_word(word::REPL_FOLLOWED).unwrap_or(0)
+}
+
+/// Records the history a replica applies from.
+pub fn set_followed_tag(store: &Store, tag: u64) -> Result<(), store::Error> {
+    store.set_config_word(word::REPL_FOLLOWED, tag)
+}
+
+/// The primary a replica follows, from the shared settings (`replicaof`).
+pub fn target(store: &Store) -> Option<(String, u16)> {
+    let text = store.config_text().ok()?;
+    let overrides = params::Overrides::parse(&text);
+    let value = overrides.get("replicaof")?;
+    let mut words = value.split_whitespace();
+    let host = words.next()?.to_string();
+    let port = words.next()?.parse().ok()?;
+    Some((host, port))
+}
+
+/// `masteruser` and `masterauth`: what a replica authenticates with on its
+/// primary (None: no password set).
+pub fn master_auth(store: &Store) -> Option<(Option<String>, String)> {
+    let text = store.config_text().ok()?;
+    let overrides = params::Overrides::parse(&text);
+    let pass = overrides
+        .get("masterauth")
+        .filter(|p| !p.is_empty())?
+        .to_string();
+    let user = overrides
+        .get("masteruser")
+        .filter(|u| !u.is_empty())
+        .map(str::to_string);
+    Some((user, pass))
+}
+
+/// Makes this server a replica of `to` (None: a primary), as REPLICAOF,
+/// `--replicaof` and the configuration file's `replicaof` do.
+pub fn set_target(
+    store: &Store,
+    h: &mut Handle,
+    to: Option<(&str, u16)>,
+) -> Result<(), store::Error> {
+    let value = to.map_or(String::new(), |(host, port)| format!("{host} {port}"));
+    h.update_config_text(|old| {
+        let mut overrides = params::Overrides::parse(old);
+        overrides.set("replicaof", value);
+        Ok(overrides.to_text())
+    })?;
+    store.set_config_word(word::TEXT_SET, 2)?;
+    store.set_config_word(word::REPL_ROLE, u64::from(to.is_some()))?;
+    let g = store.config_word(word::REPL_GENERATION)?;
+    store.set_config_word(word::REPL_GENERATION, g.wrapping_add(1))
+}
+
+/// Whether a request writes: its command's WRITE flag, or its
+/// subcommand's (FUNCTION LOAD), as Redis decides.
+pub(crate) fn writes(cmd: &Command, args: &[Arg<'_>]) -> bool {
+    let sub = if cmd.subcommands.is_empty() || args.len() < 2 {
+        0
+    } else {
+        crate::command::find_sub(cmd, args).map_or(0, |c| c.flags)
+    };
+    (cmd.flags | sub) & WRITE != 0
+}
+
+/// Whether writes are refused here: a replica under `replica-read-only yes`.
+pub(crate) fn refuses_writes(e: &Engine) -> bool {
+    if !is_replica(&e.store) {
+        return false;
+    }
+    let text = e.store.config_text().unwrap_or_default();
+    params::Overrides::parse(&text).get("replica-read-only") != Some("no")
+}
+
+fn replicaof(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    if crate::parse::is(&args[1], "no") && crate::parse::is(&args[2], "one") {
+        if is_replica(&cx.engine.store) {
+            let store = cx.engine.store.clone();
+            set_target(&store, cx.h(), None)?;
+        }
+        cx.out.simple(b"OK");
+        return Ok(());
+    }
+    let port = crate::parse::int(&args[2])
+        .ok()
+        .filter(|p| (0..=65535).contains(p))
+        .ok_or_else(|| CmdError::msg("ERR Invalid master port"))?;
+    let host = String::from_utf8_lossy(&args[1]).into_owned();
+    if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c.is_control()) {
+        return Err(CmdError::msg("ERR Invalid master host"));
+    }
+    let port = port as u16;
+    if is_replica(&cx.engine.store) && target(&cx.engine.store) == Some((host.clone(), port)) {
+        cx.out.simple(b"OK Already connected to specified master");
+        return Ok(());
+    }
+    let store = cx.engine.store.clone();
+    set_target(&store, cx.h(), Some((&host, port)))?;
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+/// WAIT numreplicas timeout: the server polls the replicas' acknowledged
+/// offsets until enough have the log up to its head or the time is up.
+fn wait(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    if is_replica(&cx.engine.store) {
+        return Err(CmdError::msg("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated."));
+    }
+    let numreplicas = crate::parse::int(&args[1])?;
+    let timeout = crate::parse::int(&args[2])
+        .map_err(|_| CmdError::msg("ERR timeout is not an integer or out of range"))?;
+    if timeout < 0 {
+        return Err(CmdError::msg("ERR timeout is negative"));
+    }
+    // Every write acknowledged before WAIT (this client's among them) is
+    // below the log's head.
+    let offset = cx.engine.store.log_status().head;
+    if cx.session.in_multi() {
+        // Inside EXEC nothing may wait: the replicas that have it now.
+        let n = acked_replicas(&read_status(cx.engine.store.path()), offset);
+        cx.out.integer(n as i64);
+        return Ok(());
+    }
+    cx.flow = Flow::Server(ServerRequest::Wait {
+        numreplicas: numreplicas.max(0) as u64,
+        timeout_ms: timeout as u64,
+        offset,
+    });
+    Ok(())
+}
+
+/// How many replicas acknowledged everything before `offset`.
+pub fn acked_replicas(status: &Value, offset: u64) -> u64 {
+    status["replicas"].as_array().map_or(0, |r| {
+        r.iter()
+            .filter(|r| r["state"] == "online" && r["ack"].as_u64().unwrap_or(0) >= offset)
+            .count() as u64
+    })
+}
+
+/// SHOAL.SYNC tag offset listening-port node: a shoal replica asks to
+/// follow this server; the connection goes to the supervisor, which answers.
+fn shoal_sync(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let text = |a: &Arg<'_>| String::from_utf8_lossy(a).into_owned();
+    let offset = crate::parse::int(&args[2])
+        .ok()
+        .filter(|o| *o >= 0)
+        .ok_or_else(|| CmdError::msg("ERR invalid replication offset"))?;
+    let port = crate::parse::int(&args[3])
+        .ok()
+        .filter(|p| (0..=65535).contains(p))
+        .ok_or_else(|| CmdError::msg("ERR Invalid listening port"))?;
+    let status = read_status(cx.engine.store.path());
+    if status["node"].as_str() == Some(text(&args[4]).as_str()) {
+        return Err(CmdError::msg(
+            "ERR this shoal server cannot replicate from itself",
+        ));
+    }
+    if is_replica(&cx.engine.store) {
+        return Err(CmdError::msg(
+            "ERR this shoal server is a replica: chained replication is not supported, follow its primary",
+        ));
+    }
+    if !cx.engine.store.log_status().enabled || status["dir"].as_str().is_none() {
+        return Err(CmdError::msg(
+            "ERR this shoal server keeps no transaction log: start the primary with --dir to replicate from it",
+        ));
+    }
+    if status["holds_replicated_data"] == true {
+        return Err(CmdError::msg(
+            "ERR this shoal server holds data it replicated from another primary, which its own log does not hold: replicas cannot follow it",
+        ));
+    }
+    cx.flow = Flow::Server(ServerRequest::Replicate {
+        replid: text(&args[1]),
+        offset: offset as u64,
+        port: port as u16,
+    });
+    Ok(())
+}
+
+/// ROLE: master with its offset and replicas, or slave with its primary,
+/// the link's state and the offset applied.
+pub(crate) fn role(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
+    let store = cx.engine.store.clone();
+    let status = read_status(store.path());
+    if is_replica(&store) {
+        let (host, port) = target(&store).unwrap_or_default();
+        let state = match status["link"].as_str() {
+            Some("up") => "connected",
+            Some("sync") => "sync",
+            Some("connecting") => "connecting",
+            _ => "connect",
+        };
+        cx.out.array_len(5);
+        cx.out.bulk(b"slave");
+        cx.out.bulk(host.as_bytes());
+        cx.out.integer(i64::from(port));
+        cx.out.bulk(state.as_bytes());
+        cx.out.integer(applied_lsn(&store) as i64);
+        return Ok(());
+    }
+    let replicas = online_replicas(&status);
+    cx.out.array_len(3);
+    cx.out.bulk(b"master");
+    cx.out.integer(primary_offset(&store) as i64);
+    cx.out.array_len(replicas.len());
+    for r in replicas {
+        cx.out.array_len(3);
+        cx.out.bulk(r["ip"].as_str().unwrap_or("").as_bytes());
+        cx.out
+            .bulk(r["port"].as_u64().unwrap_or(0).to_string().as_bytes());
+        cx.out
+            .bulk(r["ack"].as_u64().unwrap_or(0).to_string().as_bytes());
+    }
+    Ok(())
+}
+
+/// A primary's replication offset: its log's head, 0 without a log (no
+/// replica can follow it then).
+fn primary_offset(store: &Store) -> u64 {
+    let log = store.log_status();
+    if log.enabled {
+        log.head
+    } else {
+        0
+    }
+}
+
+fn online_replicas(status: &Value) -> Vec<&Value> {
+    status["replicas"]
+        .as_array()
+        .map(|r| r.iter().collect())
+        .unwrap_or_default()
+}
+
+/// INFO's replication section, with the fields redis-sentinel reads.
+pub(crate) fn info_section(e: &mut Engine, s: &mut String) {
+    let status = read_status(e.store.path());
+    let now_ms = e.now_ms();
+    let replid = status["replid"]
+        .as_str()
+        .unwrap_or("0000000000000000000000000000000000000000");
+    s.push_str("# Replication\r\n");
+    let offset;
+    if is_replica(&e.store) {
+        let (host, port) = target(&e.store).unwrap_or_default();
+        let up = status["link"] == "up";
+        offset = applied_lsn(&e.store);
+        let last_io = status["last_io_ms"]
+            .as_u64()
+            .map_or(-1, |t| (now_ms.saturating_sub(t) / 1000) as i64);
+        let _ = write!(
+            s,
+            "role:slave\r\nmaster_host:{host}\r\nmaster_port:{port}\r\nmaster_link_status:{}\r\nmaster_last_io_seconds_ago:{last_io}\r\nmaster_sync_in_progress:{}\r\nslave_read_repl_offset:{offset}\r\nslave_repl_offset:{offset}\r\n",
+            if up { "up" } else { "down" },
+            u8::from(status["link"] == "sync"),
+        );
+        if !up {
+            let since = status["down_since_ms"]
+                .as_u64()
+                .map_or(-1, |t| (now_ms.saturating_sub(t) / 1000) as i64);
+            let _ = write!(s, "master_link_down_since_seconds:{since}\r\n");
+        }
+        if let Some(err) = status["last_error"].as_str().filter(|e| !e.is_empty()) {
+            let _ = write!(s, "shoal_master_link_error:{err}\r\n");
+        }
+        let text = e.store.config_text().unwrap_or_default();
+        let overrides = params::Overrides::parse(&text);
+        let priority = overrides.get("replica-priority").unwrap_or("100");
+        let read_only = overrides.get("replica-read-only") != Some("no");
+        let announced = overrides.get("replica-announced") != Some("no");
+        let _ = write!(
+            s,
+            "slave_priority:{priority}\r\nslave_read_only:{}\r\nreplica_announced:{}\r\n",
+            u8::from(read_only),
+            u8::from(announced)
+        );
+    } else {
+        s.push_str("role:master\r\n");
+        offset = primary_offset(&e.store);
+    }
+    let replicas = online_replicas(&status);
+    let _ = write!(s, "connected_slaves:{}\r\n", replicas.len());
+    if e.config.min_replicas_to_write > 0 && e.config.min_replicas_max_lag > 0 {
+        let _ = write!(s, "min_slaves_good_slaves:{}\r\n", good_replicas(e));
+    }
+    for (i, r) in replicas.iter().enumerate() {
+        let lag = r["last_ack_ms"]
+            .as_u64()
+            .map_or(0, |t| now_ms.saturating_sub(t) / 1000);
+        let _ = write!(
+            s,
+            "slave{i}:ip={},port={},state={},offset={},lag={lag}\r\n",
+            r["ip"].as_str().unwrap_or(""),
+            r["port"].as_u64().unwrap_or(0),
+            r["state"].as_str().unwrap_or("online"),
+            r["ack"].as_u64().unwrap_or(0),
+        );
+    }
+    let _ = write!(
+        s,
+        "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{}\r\n",
+        u8::from(status["dir"].is_string()),
+        e.store.log_status().ring_size,
+        status["first_lsn"].as_u64().unwrap_or(0),
+        offset.saturating_sub(status["first_lsn"].as_u64().unwrap_or(offset)),
+    );
+}
+
+/// The replication link's messages after the answer line
+/// (docs/replication.md): a kind byte, a little-endian u32 length, the
+/// body. Shared by the replica's reader and the fuzzing harness.
+pub mod link {
+    use store::log::frame::{parse_frame, MAX_RECORD};
+
+    /// Bytes of a message header.
+    pub const HEADER: usize = 5;
+    /// The largest body: a chunk of frames holds at least one whole frame,
+    /// which is at most `MAX_RECORD` plus its header.
+    pub const MAX_BODY: usize = MAX_RECORD + (1 << 20);
+
+    /// Checks a message header: its kind (`S`, `E`, `L`, `H`) and its
+    /// body's length.
+    pub fn parse_header(head: &[u8; HEADER]) -> Result<(u8, usize), String> {
+        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        if len > MAX_BODY || !matches!(head[0], b'S' | b'E' | b'L' | b'H') {
+            return Err(format!(
+                "the primary sent a malformed message (kind {}, {len} bytes)",
+                head[0]
+            ));
+        }
+        Ok((head[0], len))
+    }
+
+    /// The u64 an `E` or `H` body carries.
+    pub fn parse_position(body: &[u8]) -> Result<u64, String> {
+        let b: [u8; 8] = body
+            .try_into()
+            .map_err(|_| format!("a position message of {} bytes", body.len()))?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// One checked frame of a body.
+    #[derive(Debug, PartialEq, Eq)]
+    pub struct Frame<'a> {
+        /// Its LSN (a snapshot frame's: the key's version).
+        pub lsn: u64,
+        /// Its record.
+        pub payload: &'a [u8],
+        /// Its size in the log (the next frame's LSN in a log body).
+        pub size: u64,
+    }
+
+    /// Splits a body of whole frames, each checked (length, padding,
+    /// CRC). `expect`: a log body's frames are contiguous from there; a
+    /// snapshot body's (None) carry any LSN.
+    pub fn frames(body: &[u8], expect: Option<u64>) -> Result<Vec<Frame<'_>>, String> {
+        let mut out = Vec::new();
+        let mut at = 0usize;
+        let mut next = expect;
+        while at < body.len() {
+            let rest = &body[at..];
+            let lsn = match next {
+                Some(lsn) => lsn,
+                None => rest
+                    .get(..8)
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                    .ok_or("a truncated frame")?,
+            };
+            let (_, payload, size) =
+                parse_frame(rest, lsn).map_err(|e| format!("a damaged frame at LSN {lsn}: {e}"))?;
+            out.push(Frame { lsn, payload, size });
+            at += size as usize;
+            next = expect.map(|_| lsn + size);
+        }
+        Ok(out)
+    }
+
+    /// A fuzzing harness: arbitrary bytes as a stream of messages.
+    pub mod fuzzing {
+        use super::*;
+        use store::log::{encode_frame, Record};
+
+        /// Reads `data` as messages and splits their bodies into frames
+        /// (as a log body from the LSN of its first eight bytes, and as a
+        /// snapshot body), decoding every record. Panics if an invariant
+        /// breaks: accepted frames cover the body exactly and encode back
+        /// to its bytes.
+        pub fn fuzz_link(data: &[u8]) {
+            let mut rest = data;
+            while let Some(head) = rest.first_chunk::<HEADER>() {
+                let Ok((kind, len)) = parse_header(head) else {
+                    return;
+                };
+                let Some(body) = rest.get(HEADER..HEADER + len) else {
+                    return;
+                };
+                rest = &rest[HEADER + len..];
+                if matches!(kind, b'E' | b'H') {
+                    let _ = parse_position(body);
+                    continue;
+                }
+                let first = body
+                    .get(..8)
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()));
+                for expect in [first, None] {
+                    if let Ok(split) = frames(body, expect) {
+                        let mut again = Vec::new();
+                        for f in &split {
+                            let _ = Record::decode(f.payload);
+                            encode_frame(f.lsn, f.payload, &mut again);
+                        }
+                        assert_eq!(again, body, "frames cover the body");
+                    }
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use store::log::encode_frame;
+
+        #[test]
+        fn frames_are_checked_and_contiguous() {
+            let mut body = Vec::new();
+            encode_frame(64, b"\x0fab", &mut body);
+            let second = 64 + body.len() as u64;
+            encode_frame(second, b"\x0fcdef", &mut body);
+            let split = frames(&body, Some(64)).unwrap();
+            assert_eq!(split.len(), 2);
+            assert_eq!(split[1].lsn, second);
+            assert!(frames(&body, Some(72)).is_err());
+            for i in 0..body.len() {
+                let mut bad = body.clone();
+                bad[i] ^= 0x10;
+                assert!(frames(&bad, Some(64)).is_err(), "a flipped bit at byte {i}");
+            }
+            let mut stream = vec![b'L'];
+            stream.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            stream.extend_from_slice(&body);
+            stream.extend_from_slice(b"H\x08\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00");
+            fuzzing::fuzz_link(&stream);
+            fuzzing::fuzz_link(b"Z\xff\xff\xff\xff");
+            fuzzing::fuzz_link(b"L\x08\x00\x00\x00\x01");
+            assert!(parse_header(b"L\xff\xff\xff\xff").is_err());
+        }
+    }
+}

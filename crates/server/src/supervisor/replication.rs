@@ -1,0 +1,958 @@
+//! Replication in the supervisor (docs/replication.md).
+//!
+//! On a primary, a worker that receives `SHOAL.SYNC` hands the connection
+//! here; a sender thread answers `+CONTINUE` (the log from the replica's
+//! position, read from the log files) or `+FULLRESYNC` (a snapshot, then
+//! the log from the snapshot's start) and then forwards log frames as the
+//! log writer puts them in files. Writers never wait for it.
+//!
+//! On a replica, the link thread connects to the primary's Redis port,
+//! checks every frame's CRC and applies the records with the store's
+//! replay path (`Handle::apply_record`), a group only once it is closed,
+//! and records in the segment how far it applied, so a restart resumes
+//! from there.
+//!
+//! After `+CONTINUE`/`+FULLRESYNC`, the wire carries messages of a kind
+//! byte, a little-endian u32 length and that many bytes: `S` snapshot
+//! frames, `E` the snapshot's end (u64 start LSN), `L` log frames
+//! (contiguous), `H` a heartbeat (u64: the primary's written LSN). The
+//! replica answers `A` and the u64 LSN it applied up to.
+//!
+//! Both sides publish their state in a status file beside the segment,
+//! which workers read for ROLE, INFO replication and WAIT.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use engine::replication as repl;
+use log::LogTail;
+use serde_json::{json, Value};
+use store::log::{frame::parse_frame, record, FIRST_LSN, GROUP_CONTINUES};
+use store::{Handle, Store};
+
+use crate::error::Error;
+
+/// Bytes of frames a sender puts in one message.
+const CHUNK: usize = 1 << 20;
+/// How often an idle sender says it is alive.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+/// A link that hears nothing for this long is dropped and opened again.
+const LINK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where a replica stands on one primary (the status file's `replicas`).
+#[derive(Clone, Debug)]
+struct ReplicaEntry {
+    ip: String,
+    port: u16,
+    state: &'static str,
+    ack: u64,
+    last_ack_ms: u64,
+}
+
+/// What both roles share with the status writer.
+struct Shared {
+    store: Store,
+    dir: Option<PathBuf>,
+    node: String,
+    port: u16,
+    stop: AtomicBool,
+    inner: Mutex<Inner>,
+    dirty: AtomicBool,
+    /// Wakes the status writer when something changed.
+    wake: std::sync::Condvar,
+    wake_lock: Mutex<()>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// This server's replication id as a primary.
+    replid: String,
+    /// The primary's id this replica follows (kept across restarts).
+    master_replid: String,
+    replicas: HashMap<u64, ReplicaEntry>,
+    next_replica: u64,
+    /// The replica link: none, connecting, sync, up, down.
+    link: &'static str,
+    down_since_ms: u64,
+    last_io_ms: u64,
+    last_error: String,
+}
+
+static SHARED: OnceLock<Arc<Shared>> = OnceLock::new();
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// 40 random hex digits (a replication id, a node id).
+fn random_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    (0..3)
+        .map(|i| {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u128(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_nanos(),
+            );
+            h.write_u32(std::process::id());
+            h.write_u32(i);
+            format!("{:016x}", h.finish())
+        })
+        .collect::<String>()[..40]
+        .to_string()
+}
+
+/// The running replication threads.
+pub struct Replication {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Replication {
+    /// Stops the link and the status writer.
+    pub fn stop(self) {
+        self.shared.stop.store(true, Ordering::Release);
+        changed(&self.shared);
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts replication: `replicaof` (the flag or the configuration file)
+/// makes this server a replica now; otherwise the segment's setting
+/// stands (a restarted replica goes on following its primary).
+pub fn start(
+    store: &Store,
+    dir: Option<PathBuf>,
+    port: u16,
+    replicaof: Option<(String, u16)>,
+) -> Result<Replication, Error> {
+    let mut h = store.handle()?;
+    if let Some((host, port)) = &replicaof {
+        if repl::target(store).as_ref() != Some(&(host.clone(), *port)) || !repl::is_replica(store)
+        {
+            repl::set_target(store, &mut h, Some((host, *port)))?;
+        }
+    }
+    drop(h);
+    let replid = dir
+        .as_ref()
+        .and_then(|d| std::fs::read_to_string(d.join("replication-id")).ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| s.len() == 40)
+        .unwrap_or_else(|| new_replid(dir.as_deref()));
+    if store.created() {
+        let _ = repl::set_applied_lsn(store, 0);
+        let _ = repl::set_followed_tag(store, 0);
+    }
+    let shared = Arc::new(Shared {
+        store: store.clone(),
+        dir,
+        node: random_id(),
+        port,
+        stop: AtomicBool::new(false),
+        inner: Mutex::new(Inner {
+            replid,
+            link: "none",
+            down_since_ms: now_ms(),
+            ..Inner::default()
+        }),
+        dirty: AtomicBool::new(true),
+        wake: std::sync::Condvar::new(),
+        wake_lock: Mutex::new(()),
+    });
+    let _ = SHARED.set(shared.clone());
+    write_status(&shared);
+    let mut threads = Vec::new();
+    let s = shared.clone();
+    threads.push(
+        std::thread::Builder::new()
+            .name("repl-status".into())
+            .spawn(move || status_loop(&s))
+            .map_err(crate::error::io("start the replication status thread"))?,
+    );
+    let s = shared.clone();
+    threads.push(
+        std::thread::Builder::new()
+            .name("repl-link".into())
+            .spawn(move || link_loop(&s))
+            .map_err(crate::error::io("start the replication link thread"))?,
+    );
+    Ok(Replication { shared, threads })
+}
+
+/// A new replication id, kept in the log directory so that a restarted
+/// primary (whose log goes on) keeps it.
+fn new_replid(dir: Option<&Path>) -> String {
+    let id = random_id();
+    if let Some(dir) = dir {
+        let tmp = dir.join("replication-id.tmp");
+        if std::fs::write(&tmp, format!("{id}\n")).is_ok() {
+            let _ = std::fs::rename(&tmp, dir.join("replication-id"));
+        }
+    }
+    id
+}
+
+/// The marker a server's log directory gets once it has followed a
+/// primary: its store then holds keys whose versions are the primary's
+/// LSNs, which its own log does not hold, so nobody may replicate from it.
+const REPLICATED_MARKER: &str = "replicated-data";
+
+fn holds_replicated_data(dir: Option<&Path>) -> bool {
+    dir.is_some_and(|d| d.join(REPLICATED_MARKER).exists())
+}
+
+fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Inner> {
+    shared.inner.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn changed(shared: &Shared) {
+    shared.dirty.store(true, Ordering::Release);
+    let _guard = shared.wake_lock.lock();
+    shared.wake.notify_one();
+}
+
+/// Rewrites the status file when something changed (and every second, so
+/// that `lag` moves).
+fn status_loop(shared: &Shared) {
+    let mut last = Instant::now();
+    while !shared.stop.load(Ordering::Acquire) {
+        {
+            let guard = shared.wake_lock.lock().unwrap_or_else(|e| e.into_inner());
+            if !shared.dirty.load(Ordering::Acquire) {
+                let _ = shared.wake.wait_timeout(guard, Duration::from_millis(200));
+            }
+        }
+        // While replicas are attached, `lag` moves every second.
+        let busy = !lock(shared).replicas.is_empty() || repl::is_replica(&shared.store);
+        if shared.dirty.swap(false, Ordering::AcqRel)
+            || (busy && last.elapsed() >= Duration::from_secs(1))
+        {
+            write_status(shared);
+            last = Instant::now();
+            // At most about a thousand rewrites a second under a stream
+            // of acknowledgements.
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    // What a restart needs is in the segment; the file goes with the server.
+    let _ = std::fs::remove_file(repl::status_path(shared.store.path()));
+}
+
+fn write_status(shared: &Shared) {
+    let first_lsn = shared
+        .dir
+        .as_deref()
+        .and_then(|d| log::file::list_logs(d).ok())
+        .and_then(|l| l.first().map(|f| f.lsn));
+    let status = {
+        let inner = lock(shared);
+        let mut replicas: Vec<(&u64, &ReplicaEntry)> = inner.replicas.iter().collect();
+        replicas.sort_by_key(|(id, _)| **id);
+        let is_replica = repl::is_replica(&shared.store);
+        json!({
+            "node": shared.node,
+            "dir": shared.dir.as_ref().map(|d| d.display().to_string()),
+            "replid": if is_replica && !inner.master_replid.is_empty() { &inner.master_replid } else { &inner.replid },
+            "own_replid": inner.replid,
+            "master_replid": inner.master_replid,
+            "first_lsn": first_lsn,
+            "holds_replicated_data": holds_replicated_data(shared.dir.as_deref()),
+            "link": inner.link,
+            "down_since_ms": inner.down_since_ms,
+            "last_io_ms": inner.last_io_ms,
+            "last_error": inner.last_error,
+            "replicas": replicas.iter().map(|(_, r)| json!({
+                "ip": r.ip, "port": r.port, "state": r.state, "ack": r.ack, "last_ack_ms": r.last_ack_ms,
+            })).collect::<Vec<_>>(),
+        })
+    };
+    let path = repl::status_path(shared.store.path());
+    let mut tmp = path.clone().into_os_string();
+    tmp.push(".tmp");
+    if std::fs::write(&tmp, status.to_string()).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+}
+
+/// `ctl status`'s replication part: the role, the link of a replica, and
+/// each replica of a primary with its acknowledged LSN and its lag in log
+/// bytes and in milliseconds since its last acknowledgement.
+pub fn ctl_status() -> Value {
+    let Some(shared) = SHARED.get() else {
+        return json!({});
+    };
+    let store = &shared.store;
+    let now = now_ms();
+    let head = store.log_status().head;
+    let inner = lock(shared);
+    if repl::is_replica(store) {
+        let (host, port) = repl::target(store).unwrap_or_default();
+        return json!({
+            "role": "replica",
+            "primary": format!("{host}:{port}"),
+            "link": inner.link,
+            "applied_lsn": repl::applied_lsn(store),
+            "last_error": inner.last_error,
+        });
+    }
+    let mut replicas: Vec<(&u64, &ReplicaEntry)> = inner.replicas.iter().collect();
+    replicas.sort_by_key(|(id, _)| **id);
+    json!({
+        "role": "primary",
+        "replid": inner.replid,
+        "replicas": replicas.iter().map(|(_, r)| json!({
+            "addr": format!("{}:{}", r.ip, r.port),
+            "state": r.state,
+            "acked_lsn": r.ack,
+            "lag_bytes": head.saturating_sub(r.ack),
+            "lag_ms": now.saturating_sub(r.last_ack_ms),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+// ---- the primary's side ----
+
+/// Takes a replica's link (SHOAL.SYNC) from a worker: a sender thread
+/// serves it until it closes.
+pub fn serve_replica(fd: OwnedFd, link: &Value) {
+    let Some(shared) = SHARED.get().cloned() else {
+        return;
+    };
+    let stream = TcpStream::from(fd);
+    let replid = link["replid"].as_str().unwrap_or("?").to_string();
+    let offset = link["offset"].as_u64().unwrap_or(0);
+    let port = link["port"].as_u64().unwrap_or(0) as u16;
+    let ip = link["addr"]
+        .as_str()
+        .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
+        .map_or(String::new(), |a| a.ip().to_string());
+    let _ = std::thread::Builder::new()
+        .name("repl-sender".into())
+        .spawn(move || {
+            let id = {
+                let mut inner = lock(&shared);
+                inner.next_replica += 1;
+                let id = inner.next_replica;
+                inner.replicas.insert(
+                    id,
+                    ReplicaEntry {
+                        ip: ip.clone(),
+                        port,
+                        state: "wait_bgsave",
+                        ack: 0,
+                        last_ack_ms: now_ms(),
+                    },
+                );
+                id
+            };
+            changed(&shared);
+            if let Err(e) = send(&shared, id, stream, &replid, offset) {
+                println!("shoal: replica {ip}:{port}: link closed: {e}");
+            }
+            lock(&shared).replicas.remove(&id);
+            changed(&shared);
+        });
+}
+
+fn set_replica(shared: &Shared, id: u64, f: impl FnOnce(&mut ReplicaEntry)) {
+    if let Some(r) = lock(shared).replicas.get_mut(&id) {
+        f(r);
+    }
+    changed(shared);
+}
+
+fn message(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
+    out.push(kind);
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(body);
+}
+
+/// Serves one replica: the answer line, a snapshot if needed, then the log.
+fn send(
+    shared: &Arc<Shared>,
+    id: u64,
+    mut stream: TcpStream,
+    replid: &str,
+    offset: u64,
+) -> std::io::Result<()> {
+    let io_err = |what: String| std::io::Error::other(what);
+    let dir = shared
+        .dir
+        .clone()
+        .ok_or_else(|| io_err("no log directory".into()))?;
+    stream.set_nonblocking(false)?;
+    stream.set_nodelay(true)?;
+    stream.set_write_timeout(Some(LINK_TIMEOUT))?;
+    let ring = shared.store.log_ring();
+    let own = lock(shared).replid.clone();
+    // Acknowledgements arrive on their own thread.
+    let closed = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(AtomicU64::new(0));
+    {
+        let mut reader = stream.try_clone()?;
+        let (closed, shared, acked) = (closed.clone(), shared.clone(), acked.clone());
+        std::thread::Builder::new()
+            .name("repl-acks".into())
+            .spawn(move || {
+                let mut b = [0u8; 9];
+                while reader.read_exact(&mut b).is_ok() && b[0] == b'A' {
+                    let lsn = u64::from_le_bytes(b[1..].try_into().unwrap_or_default());
+                    acked.store(lsn, Ordering::Release);
+                    set_replica(&shared, id, |r| {
+                        r.ack = lsn;
+                        r.last_ack_ms = now_ms();
+                    });
+                }
+                closed.store(true, Ordering::Release);
+            })?;
+    }
+    let written = || ring.status().released;
+    // A partial resync when the replica follows this history and the files
+    // still hold its position (and it is a frame's start).
+    let mut first = Vec::new();
+    let mut tail = None;
+    if replid == format!("{:016x}", repl::replid_tag(&own)) {
+        // A replica that had frames from the ring may be past what the log
+        // writer has put in files yet: give the writer a moment.
+        let began = Instant::now();
+        while offset > written()
+            && offset <= ring.head()
+            && began.elapsed() < Duration::from_secs(2)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if let Some(mut t) = LogTail::open(&dir, offset)? {
+            let upto = written();
+            if offset <= upto && t.read(upto, &mut first, 1).is_ok() {
+                tail = Some(t);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let tail = match tail {
+        Some(t) => {
+            stream.write_all(format!("+CONTINUE {own} {offset}\r\n").as_bytes())?;
+            println!("shoal: replica {id}: partial resync from LSN {offset}");
+            t
+        }
+        None => {
+            let (snapshot, start) = full_base(&dir, &ring)?;
+            stream.write_all(format!("+FULLRESYNC {own} {start}\r\n").as_bytes())?;
+            set_replica(shared, id, |r| r.state = "send_bulk");
+            let began = Instant::now();
+            let mut frames = 0u64;
+            if let Some(path) = &snapshot {
+                let mut chunk = Vec::with_capacity(CHUNK);
+                let mut failed: Option<std::io::Error> = None;
+                log::read_snapshot(path, &mut |lsn, payload| {
+                    frames += 1;
+                    store::log::encode_frame(lsn, payload, &mut chunk);
+                    if chunk.len() >= CHUNK {
+                        out.clear();
+                        message(&mut out, b'S', &chunk);
+                        chunk.clear();
+                        if let Err(e) = stream.write_all(&out) {
+                            failed = Some(e);
+                            return Err("the replica is gone".into());
+                        }
+                    }
+                    Ok(())
+                })
+                .map_err(|e| failed.take().unwrap_or_else(|| io_err(e.to_string())))?;
+                if !chunk.is_empty() {
+                    out.clear();
+                    message(&mut out, b'S', &chunk);
+                    stream.write_all(&out)?;
+                }
+            }
+            out.clear();
+            message(&mut out, b'E', &start.to_le_bytes());
+            stream.write_all(&out)?;
+            println!(
+                "shoal: replica {id}: full resync: snapshot at LSN {start} ({frames} records) sent in {:.3} s",
+                began.elapsed().as_secs_f64()
+            );
+            LogTail::open(&dir, start)?
+                .ok_or_else(|| io_err(format!("the log files no longer hold LSN {start}")))?
+        }
+    };
+    set_replica(shared, id, |r| r.state = "online");
+    let mut chunk = first;
+    let mut pos = tail.position();
+    let mut tail = Some(tail);
+    let mut last_sent = Instant::now();
+    while !closed.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
+        let upto = written();
+        if pos < upto && chunk.len() < CHUNK {
+            // In the files: read them.
+            if tail.as_ref().is_none_or(|t| t.position() != pos) {
+                tail = LogTail::open(&dir, pos)?;
+            }
+            let t = tail
+                .as_mut()
+                .ok_or_else(|| io_err(format!("the log files no longer hold LSN {pos}")))?;
+            pos = t.read(upto, &mut chunk, CHUNK)?;
+        } else if chunk.is_empty() {
+            // Not in the files yet: complete frames are still in the ring,
+            // so the replica need not wait for the log writer. A frame the
+            // writer released (and zeroed) meanwhile fails its check and is
+            // read from the files instead.
+            if let Ok(end) = ring.read_frames(pos, &mut chunk, CHUNK) {
+                if end > pos && frames_check(&chunk, pos) {
+                    pos = end;
+                } else {
+                    chunk.clear();
+                }
+            }
+        }
+        if !chunk.is_empty() {
+            out.clear();
+            message(&mut out, b'L', &chunk);
+            stream.write_all(&out)?;
+            chunk.clear();
+            last_sent = Instant::now();
+            continue;
+        }
+        if last_sent.elapsed() >= HEARTBEAT {
+            out.clear();
+            message(&mut out, b'H', &upto.to_le_bytes());
+            stream.write_all(&out)?;
+            last_sent = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    Ok(())
+}
+
+/// Whether `bytes` are whole, valid frames, the first at `lsn`.
+fn frames_check(bytes: &[u8], mut lsn: u64) -> bool {
+    let mut at = 0;
+    while at < bytes.len() {
+        match parse_frame(&bytes[at..], lsn) {
+            Ok((_, _, size)) => {
+                at += size as usize;
+                lsn += size;
+            }
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// The base of a full resync: the newest snapshot whose start the log
+/// files still hold, or the whole log when it starts at the beginning and
+/// no snapshot exists; otherwise a snapshot is taken first.
+fn full_base(dir: &Path, ring: &store::log::LogRing) -> std::io::Result<(Option<PathBuf>, u64)> {
+    for _ in 0..2 {
+        let snapshots = log::file::list_snapshots(dir)?;
+        for s in snapshots.iter().rev() {
+            if LogTail::open(dir, s.lsn)?.is_some() {
+                return Ok((Some(s.path.clone()), s.lsn));
+            }
+        }
+        let logs = log::file::list_logs(dir)?;
+        if snapshots.is_empty() && logs.first().is_some_and(|f| f.lsn == FIRST_LSN) {
+            return Ok((None, FIRST_LSN));
+        }
+        let n = ring
+            .request_snapshot()
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let began = Instant::now();
+        while ring.snapshot_answered() < n {
+            if began.elapsed() > Duration::from_secs(600) {
+                break;
+            }
+            ring.wait_snapshot_change(Duration::from_millis(100));
+        }
+    }
+    Err(std::io::Error::other(
+        "no snapshot to start a full resync from",
+    ))
+}
+
+// ---- the replica's side ----
+
+fn link_loop(shared: &Arc<Shared>) {
+    let mut was_replica = repl::is_replica(&shared.store);
+    while !shared.stop.load(Ordering::Acquire) {
+        let generation = repl::generation(&shared.store);
+        if !repl::is_replica(&shared.store) {
+            if was_replica {
+                // REPLICAOF NO ONE: a new history starts here, and what it
+                // applied no longer describes the store (writes come now).
+                let _ = repl::set_applied_lsn(&shared.store, 0);
+                let _ = repl::set_followed_tag(&shared.store, 0);
+                let dir = shared.dir.clone();
+                let mut inner = lock(shared);
+                inner.replid = new_replid(dir.as_deref());
+                inner.link = "none";
+                inner.last_error.clear();
+                println!(
+                    "shoal: promoted to primary, replication id {}",
+                    inner.replid
+                );
+                drop(inner);
+                changed(shared);
+                was_replica = false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        was_replica = true;
+        if let Some(dir) = &shared.dir {
+            if !holds_replicated_data(Some(dir)) {
+                let _ = std::fs::write(
+                    dir.join(REPLICATED_MARKER),
+                    "this server followed a primary: see docs/replication.md\n",
+                );
+            }
+        }
+        let Some((host, port)) = repl::target(&shared.store) else {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        };
+        {
+            let mut inner = lock(shared);
+            if inner.link == "none" {
+                inner.down_since_ms = now_ms();
+            }
+            inner.link = "connecting";
+        }
+        changed(shared);
+        let result = follow(shared, &host, port, generation);
+        {
+            let mut inner = lock(shared);
+            if inner.link == "up" || inner.link == "sync" {
+                inner.down_since_ms = now_ms();
+            }
+            inner.link = "down";
+            if let Err(e) = &result {
+                if inner.last_error != *e {
+                    println!("shoal: replication from {host}:{port}: {e}");
+                }
+                inner.last_error = e.clone();
+            }
+        }
+        changed(shared);
+        // Try again in a second, at once if REPLICAOF changed the target.
+        let began = Instant::now();
+        while began.elapsed() < Duration::from_secs(1)
+            && repl::generation(&shared.store) == generation
+            && !shared.stop.load(Ordering::Acquire)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Reads one message; None on a read timeout before any byte of it.
+fn read_message(r: &mut impl Read, body: &mut Vec<u8>) -> Result<Option<u8>, String> {
+    let mut head = [0u8; 5];
+    match r.read(&mut head[..1]) {
+        Ok(0) => return Err("the primary closed the link".into()),
+        Ok(_) => {}
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            return Ok(None)
+        }
+        Err(e) => return Err(format!("reading from the primary: {e}")),
+    }
+    read_fully(r, &mut head[1..])?;
+    let (kind, len) = repl::link::parse_header(&head)?;
+    body.resize(len, 0);
+    read_fully(r, body)?;
+    Ok(Some(kind))
+}
+
+/// `read_exact` that waits through read timeouts (the link's timeout is
+/// for idle waits, not for the middle of a message).
+fn read_fully(r: &mut impl Read, mut buf: &mut [u8]) -> Result<(), String> {
+    let began = Instant::now();
+    while !buf.is_empty() {
+        match r.read(buf) {
+            Ok(0) => return Err("the primary closed the link mid-message".into()),
+            Ok(n) => buf = &mut buf[n..],
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) && began.elapsed() < LINK_TIMEOUT => {}
+            Err(e) => return Err(format!("reading from the primary: {e}")),
+        }
+    }
+    Ok(())
+}
+
+fn resp_command(args: &[&str]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+    }
+    out
+}
+
+/// One answer line of the primary (at most 1 KiB), without its CRLF.
+fn read_line(reader: &mut impl BufRead, host: &str, port: u16) -> Result<String, String> {
+    let mut line = Vec::new();
+    let began = Instant::now();
+    loop {
+        match reader.by_ref().take(1024).read_until(b'\n', &mut line) {
+            Ok(0) => {
+                return Err(format!(
+                    "{host}:{port} closed the connection without answering"
+                ))
+            }
+            Ok(_) if line.ends_with(b"\n") => break,
+            Ok(_) if line.len() >= 1024 => {
+                return Err(format!(
+                    "{host}:{port} is not a shoal server (it answered with a long line)"
+                ))
+            }
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                // A full resync may first take a snapshot on the primary.
+                if began.elapsed() > Duration::from_secs(600) {
+                    return Err(format!("{host}:{port} did not answer"));
+                }
+            }
+            Err(e) => return Err(format!("reading from {host}:{port}: {e}")),
+        }
+    }
+    Ok(String::from_utf8_lossy(&line).trim_end().to_string())
+}
+
+/// Follows the primary at `host:port` until the link fails (the error) or
+/// REPLICAOF changes the generation (Ok).
+fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Result<(), String> {
+    let addr = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("cannot resolve {host}"))?;
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+        .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .map_err(|e| e.to_string())?;
+    let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
+    let mut reader = BufReader::with_capacity(1 << 20, stream);
+    let store = shared.store.clone();
+    let applied = repl::applied_lsn(&store);
+    let tag = repl::followed_tag(&store);
+    let replid = if applied > 0 && tag != 0 {
+        format!("{tag:016x}")
+    } else {
+        "?".to_string()
+    };
+    if let Some((user, pass)) = repl::master_auth(&store) {
+        let auth = match &user {
+            Some(user) => resp_command(&["AUTH", user, &pass]),
+            None => resp_command(&["AUTH", &pass]),
+        };
+        writer
+            .write_all(&auth)
+            .map_err(|e| format!("writing to {host}:{port}: {e}"))?;
+        let answer = read_line(&mut reader, host, port)?;
+        if answer != "+OK" {
+            return Err(format!(
+                "Unable to AUTH to MASTER {host}:{port}: {}",
+                answer.trim_start_matches('-')
+            ));
+        }
+    }
+    let request = resp_command(&[
+        "SHOAL.SYNC",
+        &replid,
+        &applied.to_string(),
+        &shared.port.to_string(),
+        &shared.node,
+    ]);
+    writer
+        .write_all(&request)
+        .map_err(|e| format!("writing to {host}:{port}: {e}"))?;
+    let line = read_line(&mut reader, host, port)?;
+    let words: Vec<&str> = line.split(' ').collect();
+    let mut h = store.handle().map_err(|e| e.to_string())?;
+    let mut expect;
+    match words.as_slice() {
+        ["+CONTINUE", id, from] => {
+            expect = from
+                .parse::<u64>()
+                .map_err(|_| format!("bad answer {line:?}"))?;
+            if expect != applied {
+                return Err(format!(
+                    "the primary continues from LSN {expect}, not {applied}"
+                ));
+            }
+            lock(shared).master_replid = id.to_string();
+            repl::set_followed_tag(&store, repl::replid_tag(id)).map_err(|e| e.to_string())?;
+            set_up(shared, "up");
+            println!("shoal: replicating from {host}:{port}: partial resync from LSN {applied}");
+        }
+        ["+FULLRESYNC", id, start] => {
+            let start = start
+                .parse::<u64>()
+                .map_err(|_| format!("bad answer {line:?}"))?;
+            set_up(shared, "sync");
+            repl::set_applied_lsn(&store, 0).map_err(|e| e.to_string())?;
+            let mut flush = Vec::new();
+            record::encode_flush_all(&mut flush);
+            h.apply_record(FIRST_LSN, &flush)
+                .map_err(|e| e.to_string())?;
+            let began = Instant::now();
+            let n = receive_snapshot(&mut reader, &mut h, start)?;
+            lock(shared).master_replid = id.to_string();
+            repl::set_followed_tag(&store, repl::replid_tag(id)).map_err(|e| e.to_string())?;
+            repl::set_applied_lsn(&store, start).map_err(|e| e.to_string())?;
+            set_up(shared, "up");
+            println!(
+                "shoal: replicating from {host}:{port}: full resync, {n} records at LSN {start} loaded in {:.3} s",
+                began.elapsed().as_secs_f64()
+            );
+            expect = start;
+        }
+        _ if line.contains("unknown command") => {
+            return Err(format!(
+                "{host}:{port} is not a shoal server (it answered {line:?} to SHOAL.SYNC)"
+            ))
+        }
+        _ if line.starts_with('-') => return Err(format!("{host}:{port} refused: {}", &line[1..])),
+        _ => {
+            return Err(format!(
+                "{host}:{port} is not a shoal server (it answered {line:?})"
+            ))
+        }
+    }
+    let ack = |writer: &mut TcpStream, lsn: u64| -> Result<(), String> {
+        let mut b = [b'A'; 9];
+        b[1..].copy_from_slice(&lsn.to_le_bytes());
+        writer
+            .write_all(&b)
+            .map_err(|e| format!("writing to the primary: {e}"))
+    };
+    ack(&mut writer, expect)?;
+    let mut body = Vec::new();
+    // Frames of a group not closed yet: applied only with its last frame.
+    let mut group: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut last_heard = Instant::now();
+    loop {
+        if shared.stop.load(Ordering::Acquire) || repl::generation(&store) != generation {
+            return Ok(());
+        }
+        let Some(kind) = read_message(&mut reader, &mut body)? else {
+            if last_heard.elapsed() > LINK_TIMEOUT {
+                return Err("the primary has been silent too long".into());
+            }
+            continue;
+        };
+        last_heard = Instant::now();
+        lock(shared).last_io_ms = now_ms();
+        match kind {
+            b'L' => {
+                let mut closed = expect;
+                let frames = repl::link::frames(&body, Some(expect))
+                    .map_err(|e| format!("{e}; resyncing"))?;
+                for f in frames {
+                    let continues = f.payload.first().is_some_and(|k| k & GROUP_CONTINUES != 0);
+                    group.push((f.lsn, f.payload.to_vec()));
+                    expect += f.size;
+                    if !continues {
+                        for (lsn, payload) in group.drain(..) {
+                            h.apply_record(lsn, &payload)
+                                .map_err(|e| format!("applying the record at LSN {lsn}: {e}"))?;
+                        }
+                        closed = expect;
+                    }
+                }
+                if closed > repl::applied_lsn(&store) {
+                    repl::set_applied_lsn(&store, closed).map_err(|e| e.to_string())?;
+                }
+                ack(&mut writer, repl::applied_lsn(&store))?;
+            }
+            b'H' => ack(&mut writer, repl::applied_lsn(&store))?,
+            _ => {
+                return Err(format!(
+                    "unexpected message {:?} after the sync",
+                    kind as char
+                ))
+            }
+        }
+    }
+}
+
+fn set_up(shared: &Shared, link: &'static str) {
+    let mut inner = lock(shared);
+    inner.link = link;
+    inner.last_error.clear();
+    inner.last_io_ms = now_ms();
+    drop(inner);
+    changed(shared);
+}
+
+/// Loads the snapshot frames of a full resync until its end message.
+fn receive_snapshot(reader: &mut impl Read, h: &mut Handle, start: u64) -> Result<u64, String> {
+    let mut body = Vec::new();
+    let mut n = 0u64;
+    let mut quiet = Instant::now();
+    loop {
+        let Some(kind) = read_message(reader, &mut body)? else {
+            if quiet.elapsed() > LINK_TIMEOUT {
+                return Err("the primary stopped sending the snapshot".into());
+            }
+            continue;
+        };
+        quiet = Instant::now();
+        match kind {
+            b'S' => {
+                let frames = repl::link::frames(&body, None)
+                    .map_err(|e| format!("{e} in the snapshot; resyncing"))?;
+                for f in frames {
+                    h.apply_record(f.lsn, f.payload).map_err(|e| {
+                        format!("loading the snapshot record at LSN {}: {e}", f.lsn)
+                    })?;
+                    n += 1;
+                }
+            }
+            b'E' => {
+                if repl::link::parse_position(&body)? != start {
+                    return Err("the snapshot ended at another LSN than announced".into());
+                }
+                return Ok(n);
+            }
+            b'H' => {}
+            k => {
+                return Err(format!(
+                    "unexpected message {:?} in the snapshot",
+                    k as char
+                ))
+            }
+        }
+    }
+}
