@@ -215,7 +215,15 @@ pub struct Engine {
     pub(crate) tracking: crate::tracking::Tracking,
     /// The ACL users (from the segment) and this worker's ACL LOG.
     pub(crate) acl: crate::acl::Acl,
+    /// Checks a CONFIG SET of TLS settings before it applies (see
+    /// [`Engine::set_tls_check`]).
+    pub(crate) tls_check: Option<TlsCheck>,
 }
+
+/// Builds the TLS configuration the shared setting text given would make
+/// and says why it cannot (the engine knows nothing of TLS; the server
+/// crate sets it).
+pub type TlsCheck = Box<dyn Fn(&[u8]) -> Result<(), String>>;
 
 /// What a handler works with: the engine, the client's session and the reply
 /// sink, plus what the connection should do next.
@@ -348,11 +356,19 @@ impl Engine {
             pause_changed: false,
             tracking: Default::default(),
             acl: Default::default(),
+            tls_check: None,
         };
         engine.acl.sync(&engine.store);
         // A worker that died may have left its tracking bit set.
         engine.tracking_reset_slot();
         Ok(engine)
+    }
+
+    /// Sets the check CONFIG SET runs on new TLS settings: a change that
+    /// would leave no working TLS configuration is refused, as Redis
+    /// refuses it.
+    pub fn set_tls_check(&mut self, check: TlsCheck) {
+        self.tls_check = Some(check);
     }
 
     /// Applies settings another worker changed (CONFIG SET), if any.

@@ -58,10 +58,10 @@ mod transaction;
 mod types;
 mod wire;
 
-pub use config::{startup, Config};
+pub use config::{setting_in, startup, tls_generation, Config};
 pub use engine::{
     BlockRequest, Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest,
-    TimeoutReply,
+    TimeoutReply, TlsCheck,
 };
 pub use pause::PauseMode;
 pub use pubsub::{ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};

@@ -191,6 +191,12 @@ fn serve_until_stopped(opts: ServeOptions) -> Result<(), Error> {
             .apply(&store)
             .map_err(|e| Error::Config(format!("applying the configuration: {e}")))?;
     }
+    // As Redis: a TLS listener whose settings do not load fails the start.
+    let tls = crate::tls::TlsSettings::from_text(&store.config_text()?);
+    if tls.wanted(opts.config.tls_port) {
+        crate::tls::server_config(&tls)
+            .map_err(|why| Error::Config(format!("Failed to configure TLS: {why}")))?;
+    }
     // Every socket is bound here, so a port in use fails the start with one
     // clear message rather than in every worker.
     // After a re-exec the workers still hold every socket and give them
@@ -367,6 +373,9 @@ async fn supervise(
             let mut what = Vec::new();
             if cfg.port != 0 {
                 what.push(format!("redis on {}:{}", cfg.bind, cfg.port));
+            }
+            if cfg.tls_port != 0 {
+                what.push(format!("redis over tls on {}:{}", cfg.bind, cfg.tls_port));
             }
             if !cfg.unixsocket.is_empty() {
                 what.push(format!("redis on unix socket {}", cfg.unixsocket));

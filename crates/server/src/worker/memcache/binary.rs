@@ -11,13 +11,13 @@
 
 use std::rc::Rc;
 
+use crate::worker::transport::Transport;
 use bytes::{Buf, BytesMut};
 use engine::memcache::{McArith, McDeleted, McError, McStore, McStored, VERSION};
 use engine::{Engine, Session};
 use proto::memcache::binary::{
     self, write_error, write_response, Command, Frame, Request, Status, StoreMode,
 };
-use tokio::net::TcpStream;
 
 use super::IO_CHUNK;
 use crate::worker::batch::{Ran, Runner};
@@ -31,7 +31,7 @@ const REPLY_FLUSH: usize = 1 << 20;
 /// (the text side saw the 0x80 magic byte and handed it over).
 pub(crate) async fn serve(
     worker: &Rc<Worker>,
-    stream: &mut TcpStream,
+    stream: &mut Transport,
     buf: BytesMut,
 ) -> std::io::Result<()> {
     let mut buf = buf;

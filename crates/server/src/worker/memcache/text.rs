@@ -11,6 +11,7 @@
 
 use std::rc::Rc;
 
+use crate::worker::transport::Transport;
 use bytes::{Buf, BytesMut};
 use engine::memcache::{McArith, McDeleted, McError, McItem, McStore, McStored, VERSION};
 use engine::{Engine, Session};
@@ -20,7 +21,6 @@ use proto::memcache::text::{
 };
 use store::WorkerCounter;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use super::IO_CHUNK;
 use crate::worker::batch::{Ran, Runner};
@@ -52,7 +52,7 @@ struct Conn {
 }
 
 /// Serves one accepted memcached TCP connection until it closes.
-pub(crate) async fn run(worker: Rc<Worker>, mut stream: TcpStream) {
+pub(crate) async fn run(worker: Rc<Worker>, mut stream: Transport) {
     let count = |delta| {
         let _ = worker
             .store
@@ -71,7 +71,7 @@ pub(crate) async fn run(worker: Rc<Worker>, mut stream: TcpStream) {
     count(-1);
 }
 
-async fn serve(worker: &Rc<Worker>, stream: &mut TcpStream) -> std::io::Result<()> {
+async fn serve(worker: &Rc<Worker>, stream: &mut Transport) -> std::io::Result<()> {
     let mut shutdown = worker.shutdown.subscribe();
     let mut buf = BytesMut::with_capacity(IO_CHUNK);
     while buf.is_empty() {
