@@ -40,6 +40,7 @@ mod engine;
 pub mod error;
 mod keyspace;
 pub mod memcache;
+pub mod memcache_auth;
 mod memory;
 mod notify;
 mod parse;
