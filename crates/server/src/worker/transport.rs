@@ -9,13 +9,16 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
 /// How long a client has to finish its TLS handshake: a client that
 /// starts one and stalls (a slowloris) is closed after it.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The content type of a TLS handshake record: a TLS client's first byte.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
 /// A plain or TLS TCP connection.
 pub(crate) enum Transport {
@@ -33,8 +36,21 @@ impl Transport {
         config: Arc<rustls::ServerConfig>,
         stream: TcpStream,
     ) -> Option<Transport> {
+        let deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
+        // A client that does not open with a TLS handshake record (a plain
+        // client on the TLS port) is closed without a word, as Redis closes
+        // it: no TLS alert it would read as a reply.
+        let mut first = [0u8; 1];
+        match tokio::time::timeout_at(deadline, stream.peek(&mut first)).await {
+            Ok(Ok(1)) if first[0] == TLS_HANDSHAKE_RECORD => {}
+            Ok(Ok(1)) => {
+                close_unread(stream).await;
+                return None;
+            }
+            _ => return None,
+        }
         let acceptor = tokio_rustls::TlsAcceptor::from(config);
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
             Ok(Ok(tls)) => Some(Transport::Tls(Box::new(tls))),
             // The stream is dropped, which closes it.
             _ => None,
@@ -59,6 +75,22 @@ impl Transport {
     pub fn can_move(&self) -> bool {
         matches!(self, Transport::Plain(_))
     }
+}
+
+/// How long a plain client on a TLS port may go on sending before it is
+/// closed.
+const PLAIN_CLIENT_LINGER: Duration = Duration::from_secs(1);
+
+/// Closes a connection whose input is not read: FIN first, then what the
+/// client sent is read and dropped (for a moment at most), so that the
+/// close is not a reset.
+async fn close_unread(mut stream: TcpStream) {
+    let _ = stream.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let _ = tokio::time::timeout(PLAIN_CLIENT_LINGER, async {
+        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
 }
 
 impl AsRawFd for Transport {
