@@ -192,6 +192,24 @@ def test_config_set_checks_and_reloads_the_certificate(tls_server, certs):
     assert served_cn() == "server"
 
 
+def test_an_encrypted_key_needs_its_password(tls_server, certs):
+    plain = tls_server.client()
+    encrypted = certs("server.key") + ".encrypted"
+    subprocess.run(["openssl", "rsa", "-in", certs("server.key"), "-out", encrypted,
+                    "-aes256", "-passout", "pass:1234"], check=True, capture_output=True)
+    with pytest.raises(redis.ResponseError, match="Unable to update TLS configuration"):
+        plain.config_set("tls-key-file", encrypted)
+    assert plain.config_set("tls-key-file-pass", "1234")
+    try:
+        assert plain.config_set("tls-key-file", encrypted)
+        assert tls_client(tls_server, certs).ping()
+        with pytest.raises(redis.ResponseError, match="Unable to update TLS configuration"):
+            plain.config_set("tls-key-file-pass", "wrong")
+    finally:
+        plain.config_set("tls-key-file", certs("server.key"))
+        plain.config_set("tls-key-file-pass", "")
+
+
 def test_tls_protocols(tls_server, certs):
     plain = tls_server.client()
     with pytest.raises(redis.ResponseError):

@@ -174,23 +174,36 @@ fn load_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
-/// The private key in a PEM file. rustls reads unencrypted keys only: an
-/// encrypted one (`tls-key-file-pass`) is refused with a way out. A key
+/// The private key in a PEM file: unencrypted (PKCS#8, PKCS#1 or SEC1),
+/// or PKCS#8 encrypted with `tls-key-file-pass` (PBES2, as `openssl
+/// pkcs8 -topk8` and OpenSSL 3's `openssl rsa -aes256` write it). A key
 /// others may read is served but warned about.
 fn load_key(path: &str, pass: &str) -> Result<PrivateKeyDer<'static>, String> {
-    let text =
-        std::fs::read(path).map_err(|e| format!("Failed to load private key: {path}: {e}"))?;
-    if text.windows(b"ENCRYPTED".len()).any(|w| w == b"ENCRYPTED") {
-        let why = if pass.is_empty() {
-            "the key is encrypted and tls-key-file-pass is not set"
-        } else {
-            "encrypted keys are not supported (decrypt it: openssl pkey -in KEY -out PLAIN)"
-        };
-        return Err(format!("Failed to load private key: {path}: {why}"));
-    }
+    let fail = |why: &dyn std::fmt::Display| format!("Failed to load private key: {path}: {why}");
+    let text = std::fs::read(path).map_err(|e| fail(&e))?;
     warn_if_readable_by_others(Path::new(path));
-    PrivateKeyDer::from_pem_reader(BufReader::new(text.as_slice()))
-        .map_err(|e| format!("Failed to load private key: {path}: {e}"))
+    let has = |needle: &[u8]| text.windows(needle.len()).any(|w| w == needle);
+    if has(b"-----BEGIN ENCRYPTED PRIVATE KEY-----") {
+        if pass.is_empty() {
+            return Err(fail(
+                &"the key is encrypted and tls-key-file-pass is not set",
+            ));
+        }
+        let text = std::str::from_utf8(&text).map_err(|e| fail(&e))?;
+        let (_, document) = pkcs8::der::Document::from_pem(text).map_err(|e| fail(&e))?;
+        let info =
+            pkcs8::EncryptedPrivateKeyInfo::try_from(document.as_bytes()).map_err(|e| fail(&e))?;
+        let plain = info
+            .decrypt(pass)
+            .map_err(|_| fail(&"wrong tls-key-file-pass, or an encryption pkcs8 cannot undo"))?;
+        return Ok(PrivateKeyDer::Pkcs8(plain.as_bytes().to_vec().into()));
+    }
+    if has(b"Proc-Type: 4,ENCRYPTED") {
+        return Err(fail(
+            &"a traditionally encrypted key is not supported (convert it: openssl pkcs8 -topk8 -in KEY -out NEW)",
+        ));
+    }
+    PrivateKeyDer::from_pem_reader(BufReader::new(text.as_slice())).map_err(|e| fail(&e))
 }
 
 /// Logs a warning when a private key file can be read by its group or by
