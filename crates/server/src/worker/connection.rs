@@ -69,9 +69,6 @@ where
             .await;
         return None;
     }
-    // The users as they are now (another worker may have changed them
-    // since this one last ran a command): the checks below read them.
-    worker.engine.borrow_mut().sync_config();
     // Protected mode (Redis's): with no password for the default user,
     // only loopback and Unix socket clients are served.
     if moved.is_none() && !is_local(&peer.0) && worker.engine.borrow().protected_mode_refuses() {
