@@ -4,7 +4,8 @@
 Builds release shoal, starts both servers on free ports pinned to CPU 0
 (taskset), runs redis-benchmark pinned to CPU 1 with 50 clients at pipeline 1
 and 16 for each test (strings: PING_MBULK, SET, GET, INCR, MSET; collections:
-LPUSH, LPOP, LRANGE_100, SADD, HSET, ZADD, ZRANGE_100), alternating redis,
+LPUSH, LPOP, LRANGE_100, SADD, HSET, ZADD, ZRANGE_100; streams: XADD,
+XRANGE_100, XREADGROUP, XACK), alternating redis,
 shoal, redis, shoal (--rounds pairs) to spread noise, parses the --csv output
 and prints one table: requests/s of each (mean over the rounds), the ratio
 shoal/redis, and p50/p99 latency in ms (mean over the rounds).
@@ -46,6 +47,13 @@ TESTS = {
     "hset": (["-t", "hset"], None),
     "zadd": (["-t", "zadd"], None),
     "zrange_100": (["zrange", "myzset", "0", "99"], ["-t", "zadd"]),
+    "xadd": (["xadd", "mystream", "*", "field", "__rand_int__"], None),
+    "xrange_100": (["xrange", "mystream", "-", "+", "count", "100"],
+                   ["xadd", "mystream", "*", "field", "__rand_int__"]),
+    "xreadgroup": (["xreadgroup", "group", "g", "c", "count", "1", "streams", "mystream", ">"],
+                   lambda port, requests, clients, keyspace: fill_group(port, requests, clients, keyspace)),
+    "xack": (["xack", "mystream", "g", "0-__rand_int__"],
+             lambda port, requests, clients, keyspace: fill_pending(port, keyspace)),
 }
 SERVERS = ["redis", "shoal"]
 
@@ -65,9 +73,43 @@ def redis_benchmark(port, args, pipeline, requests, clients, keyspace):
     return rows[-1]
 
 
+def cli(port, *args, stdin=None):
+    """One redis-cli call (or `--pipe` when stdin is given); True when it worked."""
+    argv = ["redis-cli", "-h", "127.0.0.1", "-p", str(port)] + (["--pipe"] if stdin else list(args))
+    p = subprocess.run(argv, input=stdin, capture_output=True, timeout=600)
+    return p.returncode == 0 and not p.stdout.startswith(b"ERR") and b"errors: 0" in p.stdout \
+        if stdin else p.returncode == 0 and not p.stdout.startswith((b"ERR", b"BUSYGROUP", b"WRONGTYPE"))
+
+
+def resp(*words):
+    return b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
+
+
+def fill_group(port, requests, clients, keyspace):
+    """A fresh stream of `requests` entries and a group `g` at its start, so
+    every XREADGROUP ... > delivers one new entry."""
+    return (cli(port, "del", "mystream")
+            and cli(port, "xgroup", "create", "mystream", "g", "0", "mkstream")
+            and redis_benchmark(port, ["xadd", "mystream", "*", "field", "__rand_int__"],
+                                16, requests, clients, keyspace) is not None)
+
+
+def fill_pending(port, keyspace):
+    """Entries 0-1 .. 0-keyspace all delivered to consumer `c` of group `g`,
+    so XACK mystream g 0-__rand_int__ finds (and then acks) pending IDs."""
+    xadds = b"".join(resp(b"xadd", b"mystream", b"0-%d" % i, b"field", b"v") for i in range(1, keyspace + 1))
+    return (cli(port, "del", "mystream")
+            and cli(port, stdin=xadds)
+            and cli(port, "xgroup", "create", "mystream", "g", "0")
+            and cli(port, "xreadgroup", "group", "g", "c", "count", str(keyspace), "streams", "mystream", ">"))
+
+
 def bench(port, test, pipeline, requests, clients, keyspace):
     args, fill = TESTS[test]
-    if fill is not None and redis_benchmark(port, fill, 16, requests, clients, keyspace) is None:
+    if callable(fill):
+        if not fill(port, requests, clients, keyspace):
+            return None
+    elif fill is not None and redis_benchmark(port, fill, 16, requests, clients, keyspace) is None:
         return None
     row = redis_benchmark(port, args, pipeline, requests, clients, keyspace)
     if row is None:

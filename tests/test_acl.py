@@ -75,6 +75,39 @@ def test_a_user_without_write_cannot_write(two):
     assert entry[entry.index("username") + 1] == "reader"
 
 
+def test_read_and_write_key_patterns_follow_each_keys_access(two):
+    """%R~ and %W~ are checked per key, by what the command does to that
+    key (its key spec flags): COPY reads its source and writes its
+    destination; LMOVE writes both (it pops the source)."""
+    admin = two.client(decode_responses=True)
+    admin.set("read:k", "v")
+    admin.rpush("read:list", "a")
+    assert admin.execute_command("ACL", "SETUSER", "rw", "on", ">pw", "+@all",
+                                 "%R~read:*", "%W~write:*")
+    u = two.client(decode_responses=True, username="rw", password="pw")
+    assert u.get("read:k") == "v"
+    with pytest.raises(redis.exceptions.NoPermissionError, match="no permissions to access one of the keys"):
+        u.set("read:k", "w")
+    assert u.set("write:k", "w")
+    with pytest.raises(redis.exceptions.NoPermissionError, match="no permissions to access one of the keys"):
+        u.get("write:k")
+    assert u.copy("read:k", "write:copy") == 1
+    with pytest.raises(redis.exceptions.NoPermissionError, match="no permissions to access one of the keys"):
+        u.lmove("read:list", "write:list")
+    assert admin.get("write:copy") == "v"
+    assert admin.execute_command("ACL", "DRYRUN", "rw", "COPY", "read:k", "write:x") == "OK"
+    assert "no permissions to access the 'write:x' key" in admin.execute_command(
+        "ACL", "DRYRUN", "rw", "GET", "write:x")
+    # SORT's BY and GET patterns read keys no argument names: refused
+    # unless the user reads every key; a constant BY reads nothing.
+    assert u.sort("read:list", by="nosort", alpha=True) == ["a"]
+    with pytest.raises(redis.ResponseError, match="^BY option of SORT denied due to insufficient ACL"):
+        u.sort("read:list", by="w_*")
+    with pytest.raises(redis.ResponseError, match="^GET option of SORT denied due to insufficient ACL"):
+        u.sort("read:list", get="#", alpha=True)
+    assert admin.sort("read:list", get="#", alpha=True) == ["a"]
+
+
 def test_acl_changes_on_one_worker_apply_on_the_other_at_once(two, conns):
     w0 = conns(two, 0)
     w1 = conns(two, 1)

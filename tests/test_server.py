@@ -175,6 +175,13 @@ def test_config_lists_every_redis_parameter(raw):
         "ERR CONFIG SET failed (possibly related to argument 'activerehashing') - argument must be 'yes' or 'no'")
     assert raw.cmd("CONFIG", "SET", "daemonize", "yes") == Err(
         "ERR CONFIG SET failed (possibly related to argument 'daemonize') - can't set immutable config")
+    # Settings fixed at start take the value they have (Redis's own test
+    # sets every listed setting to its value) and refuse any other.
+    port = raw.cmd("CONFIG", "GET", "port")[1]
+    assert raw.cmd("CONFIG", "SET", "port", port, "appendonly", "no", "workers", "1") == "OK"
+    assert raw.cmd("CONFIG", "SET", "port", str(int(port) + 1)) == Err(
+        "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config")
+    assert raw.cmd("CONFIG", "GET", "port") == [b"port", port]
 
 
 def test_config_redis_py(r):
@@ -262,3 +269,36 @@ def test_command_getkeys(raw):
     assert raw.cmd("COMMAND", "GETKEYS", "GET", "a", "b") == Err(
         "ERR Invalid number of arguments specified for command")
     assert raw.cmd("COMMAND", "GETKEYS", "PING", "x") == Err("ERR The command has no key arguments")
+    assert raw.cmd("COMMAND", "GETKEYS", "GEORADIUS", "k", "0", "0", "1", "km", "STORE", "d") == [b"k", b"d"]
+
+
+def test_command_getkeysandflags_gives_each_key_its_access(raw):
+    def keys(*request):
+        return [(k, list(flags))
+                for k, flags in raw.cmd("COMMAND", "GETKEYSANDFLAGS", *request)]
+    assert keys("SET", "k1", "v1") == [(b"k1", ["OW", "update"])]
+    assert keys("SET", "k1", "v1", "GET") == [(b"k1", ["RW", "access", "update"])]
+    assert keys("LMOVE", "k1", "k2", "left", "right") == [
+        (b"k1", ["RW", "access", "delete"]), (b"k2", ["RW", "insert"])]
+    assert keys("SORT", "k1", "STORE", "k2") == [(b"k1", ["RO", "access"]), (b"k2", ["OW", "update"])]
+    assert keys("BITFIELD", "k", "GET", "u8", "0") == [(b"k", ["RO", "access"])]
+    assert keys("BITFIELD", "k", "SET", "u8", "0", "1") == [(b"k", ["RW", "access", "update"])]
+    assert keys("ZUNIONSTORE", "t", "2", "a", "b") == [
+        (b"t", ["OW", "update"]), (b"a", ["RO", "access"]), (b"b", ["RO", "access"])]
+    assert keys("EXISTS", "a") == [(b"a", ["RO"])]
+    # No key found: an empty list where the command may have none.
+    assert raw.cmd("COMMAND", "GETKEYSANDFLAGS", "EVAL", "return 1", "0") == []
+    assert raw.cmd("COMMAND", "GETKEYS", "EVAL", "return 1", "0") == []
+
+
+def test_command_info_has_key_specs_and_tips(raw):
+    info = raw.cmd("COMMAND", "INFO", "LMOVE", "KEYS")
+    lmove, keys_cmd = info
+    specs = lmove[8]
+    assert [s[1] for s in specs] == [["RW", "access", "delete"], ["RW", "insert"]]
+    assert specs[0][2:] == [b"begin_search", [b"type", b"index", b"spec", [b"index", 1]],
+                            b"find_keys", [b"type", b"range", b"spec",
+                                           [b"lastkey", 0, b"keystep", 1, b"limit", 0]]]
+    assert keys_cmd[7] == [b"request_policy:all_shards", b"nondeterministic_output_order"]
+    xread = raw.cmd("COMMAND", "INFO", "XREAD")[0]
+    assert "movablekeys" in xread[2]

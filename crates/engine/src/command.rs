@@ -365,6 +365,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::types::stream::COMMANDS,
         crate::keyspace::COMMANDS,
         crate::dump::COMMANDS,
+        crate::migrate::COMMANDS,
         crate::types::sort::COMMANDS,
         crate::connection::COMMANDS,
         crate::server::COMMANDS,

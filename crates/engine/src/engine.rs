@@ -830,6 +830,21 @@ impl Engine {
         Some(d.kind)
     }
 
+    /// Whether the session's user may read every key with this request
+    /// (SORT refuses BY and GET patterns otherwise, as Redis does).
+    pub(crate) fn user_reads_every_key(&self, session: &Session, args: &[Arg<'_>]) -> bool {
+        if session.user == b"default" && self.acl.default_open {
+            return true;
+        }
+        let Some(cmd) = args.first().and_then(|n| command::lookup(n)) else {
+            return true;
+        };
+        self.acl
+            .users
+            .get(&session.user)
+            .is_none_or(|u| u.reads_every_key(cmd, args))
+    }
+
     /// The check scripts' `redis.call` makes (Redis logs it in the `lua`
     /// context): Ok, or the error to raise in the script, in Redis's words.
     pub fn acl_check_script(

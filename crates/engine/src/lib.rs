@@ -38,10 +38,13 @@ mod diagnostics;
 mod dump;
 mod engine;
 pub mod error;
+mod key_specs;
 mod keyspace;
+mod keyspec;
 pub mod memcache;
 pub mod memcache_auth;
 mod memory;
+mod migrate;
 mod notify;
 mod parse;
 mod pause;
@@ -65,6 +68,6 @@ pub use engine::{
     TimeoutReply, TlsCheck,
 };
 pub use pause::PauseMode;
-pub use pubsub::{ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};
+pub use pubsub::{queue_key, ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};
 pub use scripting::fuzzing as script_fuzzing;
 pub use session::{ReplyMode, Session};

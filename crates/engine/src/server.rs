@@ -9,6 +9,7 @@ use crate::config::{params, word};
 use crate::connection::REDIS_VERSION;
 use crate::engine::{Cx, Engine, Flow, ServerRequest};
 use crate::error::CmdError;
+use crate::keyspec;
 use crate::parse;
 use crate::stats::CommandStats;
 
@@ -87,6 +88,13 @@ const COMMAND_SUBCOMMANDS: &[Command] = &[
         LOADING | STALE,
         "Extract keys given a full Redis command",
         command_getkeys,
+    ),
+    cmd(
+        "command|getkeysandflags",
+        -4,
+        LOADING | STALE,
+        "Extract keys and access flags given a full Redis command",
+        command_getkeysandflags,
     ),
     cmd(
         "command|help",
@@ -663,6 +671,15 @@ fn acting_value(e: &Engine, name: &str) -> Option<String> {
     })
 }
 
+/// A parameter's value as CONFIG GET shows it.
+fn current_value(engine: &Engine, param: &params::Param) -> Result<String, CmdError> {
+    Ok(acting_value(engine, param.name).unwrap_or_else(|| {
+        params::Overrides::parse(&engine.store.config_text().unwrap_or_default())
+            .get(param.name)
+            .map_or_else(|| param.default.to_string(), str::to_string)
+    }))
+}
+
 fn config_get(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let overrides = params::Overrides::parse(&cx.engine.store.config_text()?);
     let mut found: Vec<(&str, String)> = Vec::new();
@@ -799,13 +816,9 @@ pub(crate) fn check_change(name: &str, value: &[u8]) -> Result<Change, CmdError>
                 .and_then(store::log::FsyncPolicy::from_name)
                 .ok_or_else(|| set_failed(name, "argument(s) must be one of the following: always, everysec, no"))?,
         ),
-        "bind" | "port" | "unixsocket" | "memcached-port" | "memcached-udp-port" | "http-port"
-        | "nats-port" | "nats-max-payload" | "item-size-max" | "databases" | "workers" | "appendonly" => {
-            return Err(set_failed(name, "can't set immutable config"))
-        }
         _ if params::find(name.as_bytes()).is_some() => {
             let param = params::find(name.as_bytes()).expect("found");
-            if param.flags & params::pflags::IMMUTABLE != 0 {
+            if param.flags & (params::pflags::IMMUTABLE | params::pflags::START_ONLY) != 0 {
                 return Err(set_failed(name, "can't set immutable config"));
             }
             if param.flags & params::pflags::PROTECTED != 0 {
@@ -833,8 +846,15 @@ fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         if seen.contains(&name) {
             return Err(set_failed(&name, "duplicate parameter"));
         }
+        seen.push(name.clone());
+        if let Some(param) = params::find(name.as_bytes()) {
+            if param.flags & params::pflags::START_ONLY != 0
+                && current_value(cx.engine, param)?.as_bytes() == &pair[1][..]
+            {
+                continue;
+            }
+        }
         changes.push(check_change(&name, &pair[1])?);
-        seen.push(name);
     }
     check_tls_change(cx.engine, &changes)?;
     let store = cx.engine.store.clone();
@@ -1144,11 +1164,19 @@ fn write_info(cx: &mut Cx<'_>, c: &Command) {
     cx.out.array_len(10);
     cx.out.bulk(c.name.as_bytes());
     cx.out.integer(c.arity as i64);
-    let flags: Vec<&str> = command::flags::NAMES
+    let mut flags: Vec<&str> = command::flags::NAMES
         .iter()
         .filter(|(bit, _)| c.flags & bit != 0)
         .map(|(_, n)| *n)
         .collect();
+    if c.movable_keys.is_some() {
+        // Redis prints it just before allow_busy.
+        let at = flags
+            .iter()
+            .position(|f| *f == "allow_busy")
+            .unwrap_or(flags.len());
+        flags.insert(at, "movablekeys");
+    }
     cx.out.set_len(flags.len());
     for f in flags {
         cx.out.simple(f.as_bytes());
@@ -1161,11 +1189,106 @@ fn write_info(cx: &mut Cx<'_>, c: &Command) {
     for cat in cats {
         cx.out.simple(cat.as_bytes());
     }
-    cx.out.array_len(0);
-    cx.out.array_len(0);
+    let tips = keyspec::tips(c);
+    cx.out.set_len(tips.len());
+    for tip in tips {
+        cx.out.bulk(tip.as_bytes());
+    }
+    write_key_specs(cx, c);
     cx.out.array_len(c.subcommands.len());
     for s in c.subcommands {
         write_info(cx, s);
+    }
+}
+
+/// COMMAND INFO's key specifications, as Redis 7.0 prints them.
+fn write_key_specs(cx: &mut Cx<'_>, c: &Command) {
+    use keyspec::{Begin, Find};
+    let specs = keyspec::specs(c);
+    cx.out.set_len(specs.len());
+    for spec in specs {
+        cx.out.map_len(3 + usize::from(spec.notes.is_some()));
+        if let Some(notes) = spec.notes {
+            cx.out.bulk(b"notes");
+            cx.out.bulk(notes.as_bytes());
+        }
+        cx.out.bulk(b"flags");
+        write_key_flags(cx, spec.flags);
+        cx.out.bulk(b"begin_search");
+        cx.out.map_len(2);
+        cx.out.bulk(b"type");
+        match spec.begin {
+            Begin::Index(pos) => {
+                cx.out.bulk(b"index");
+                cx.out.bulk(b"spec");
+                cx.out.map_len(1);
+                cx.out.bulk(b"index");
+                cx.out.integer(pos.into());
+            }
+            Begin::Keyword(keyword, startfrom) => {
+                cx.out.bulk(b"keyword");
+                cx.out.bulk(b"spec");
+                cx.out.map_len(2);
+                cx.out.bulk(b"keyword");
+                cx.out.bulk(keyword.as_bytes());
+                cx.out.bulk(b"startfrom");
+                cx.out.integer(startfrom.into());
+            }
+            Begin::Unknown => {
+                cx.out.bulk(b"unknown");
+                cx.out.bulk(b"spec");
+                cx.out.map_len(0);
+            }
+        }
+        cx.out.bulk(b"find_keys");
+        cx.out.map_len(2);
+        cx.out.bulk(b"type");
+        match spec.find {
+            Find::Range {
+                lastkey,
+                step,
+                limit,
+            } => {
+                cx.out.bulk(b"range");
+                cx.out.bulk(b"spec");
+                cx.out.map_len(3);
+                for (name, v) in [("lastkey", lastkey), ("keystep", step), ("limit", limit)] {
+                    cx.out.bulk(name.as_bytes());
+                    cx.out.integer(v.into());
+                }
+            }
+            Find::Keynum {
+                keynumidx,
+                firstkey,
+                step,
+            } => {
+                cx.out.bulk(b"keynum");
+                cx.out.bulk(b"spec");
+                cx.out.map_len(3);
+                for (name, v) in [
+                    ("keynumidx", keynumidx),
+                    ("firstkey", firstkey),
+                    ("keystep", step),
+                ] {
+                    cx.out.bulk(name.as_bytes());
+                    cx.out.integer(v.into());
+                }
+            }
+            Find::Unknown => {
+                cx.out.bulk(b"unknown");
+                cx.out.bulk(b"spec");
+                cx.out.map_len(0);
+            }
+        }
+    }
+}
+
+/// Key spec flags as a set of status strings (`RW`, `access`, …).
+fn write_key_flags(cx: &mut Cx<'_>, flags: u16) {
+    let names: Vec<&str> = keyspec::flag_names(flags).collect();
+    cx.out.set_len(names.len());
+    for name in names {
+        cx.out.simple(name.as_bytes());
     }
 }
 
@@ -1228,6 +1351,44 @@ fn command_docs(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 /// COMMAND GETKEYS command arg…: the keys the request would touch, by the
 /// command's key spec (or its own reading of its arguments).
 fn command_getkeys(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let (cmd, request) = getkeys_request(args)?;
+    let keys = cmd.keys_of(request);
+    no_keys_found(cmd, keys.is_empty())?;
+    cx.out.array_len(keys.len());
+    for i in keys {
+        cx.out.bulk(&request[i]);
+    }
+    Ok(())
+}
+
+/// COMMAND GETKEYSANDFLAGS command arg…: each key with its key spec flags.
+fn command_getkeysandflags(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let (cmd, request) = getkeys_request(args)?;
+    let keys = keyspec::keys_and_flags(cmd, request);
+    no_keys_found(cmd, keys.is_empty())?;
+    cx.out.array_len(keys.len());
+    for (i, flags) in keys {
+        cx.out.array_len(2);
+        cx.out.bulk(&request[i]);
+        write_key_flags(cx, flags);
+    }
+    Ok(())
+}
+
+/// A request that names no key is an error unless its command may have
+/// none (EVAL with 0 keys: an empty list).
+fn no_keys_found(cmd: &Command, empty: bool) -> Result<(), CmdError> {
+    if empty && cmd.flags & NO_MANDATORY_KEYS == 0 {
+        return Err(CmdError::msg("ERR Invalid arguments specified for command"));
+    }
+    Ok(())
+}
+
+/// The command (or subcommand) a COMMAND GETKEYS… request names, checked
+/// for having keys at all and for arity, and its arguments.
+fn getkeys_request<'r, 'a>(
+    args: &'r [Arg<'a>],
+) -> Result<(&'static Command, &'r [Arg<'a>]), CmdError> {
     let request = &args[2..];
     let mut cmd =
         command::lookup(&request[0]).ok_or(CmdError::msg("ERR Invalid command specified"))?;
@@ -1236,20 +1397,15 @@ fn command_getkeys(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             cmd = sub;
         }
     }
+    if cmd.first_key == 0 && cmd.movable_keys.is_none() && keyspec::specs(cmd).is_empty() {
+        return Err(CmdError::msg("ERR The command has no key arguments"));
+    }
     if !cmd.arity_ok(request.len()) {
         return Err(CmdError::msg(
             "ERR Invalid number of arguments specified for command",
         ));
     }
-    let keys = cmd.keys_of(request);
-    if keys.is_empty() {
-        return Err(CmdError::msg("ERR The command has no key arguments"));
-    }
-    cx.out.array_len(keys.len());
-    for i in keys {
-        cx.out.bulk(&request[i]);
-    }
-    Ok(())
+    Ok((cmd, request))
 }
 
 /// COMMAND LIST: every command and subcommand (`config|get`), as Redis 7.0
@@ -1294,6 +1450,10 @@ fn command_help(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
             "    Return details about multiple Redis commands.",
             "DOCS [<command-name> ...]",
             "    Return documentation details about multiple Redis commands.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full Redis command.",
+            "GETKEYSANDFLAGS <full-command>",
+            "    Return the keys and the access flags from a full Redis command.",
             "HELP",
             "    Print this help.",
         ],

@@ -1202,6 +1202,38 @@ fn random_key_returns_live_keys_of_its_db() {
     store.check().unwrap();
 }
 
+/// Each key is about equally likely, however the keys fall in the index:
+/// with two keys, a draw that took the first key after a random bucket
+/// favoured one in proportion to the empty run before it.
+#[test]
+fn random_key_draws_every_key_about_equally() {
+    let seg = TempSegment::new("randomfair");
+    let (store, _clock) = seg.open_with_clock(8 * MB, T0);
+    let mut h = store.handle().unwrap();
+    for keys in [2u32, 5, 3000] {
+        h.flushdb(0).unwrap();
+        for i in 0..keys {
+            put(&mut h, 0, format!("k{i}").as_bytes(), b"v");
+        }
+        let draws = 400 * keys.min(5);
+        let mut counts = std::collections::HashMap::new();
+        for _ in 0..draws {
+            *counts
+                .entry(h.random_key(0).unwrap().unwrap())
+                .or_insert(0u32) += 1;
+        }
+        if keys <= 5 {
+            // Expected 400 each; below 250 is more than 7 standard deviations off.
+            assert_eq!(counts.len(), keys as usize);
+            assert!(counts.values().all(|&n| n > 250), "{keys} keys: {counts:?}");
+        } else {
+            assert!(counts.len() > 1000, "{keys} keys: {} drawn", counts.len());
+        }
+    }
+    drop(h);
+    store.check().unwrap();
+}
+
 #[test]
 fn swap_db_exchanges_keys_expiries_and_counters() {
     let seg = TempSegment::new("swapdb");

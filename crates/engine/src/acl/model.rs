@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 use sha2::{Digest, Sha256};
 
 use crate::command::{self, flags, Arg, Channels, Command};
+use crate::keyspec;
 
 /// Redis 7.0's categories, in ACL CAT's order.
 pub(crate) const CATEGORIES: [&str; 21] = [
@@ -524,6 +525,16 @@ impl Selector {
                 .any(|(p, have)| have & perm == perm && store::glob::glob_match(p, key, false))
     }
 
+    /// Whether the selector reaches every key with `perm` (Redis's
+    /// ACLSelectorHasUnrestrictedKeyAccess): `allkeys`, or a `*` pattern.
+    fn unrestricted_keys(&self, perm: u8) -> bool {
+        self.all_keys
+            || self
+                .keys
+                .iter()
+                .any(|(p, have)| have & perm == perm && p == b"*")
+    }
+
     fn channel_ok(&self, channel: &[u8], is_pattern: bool) -> bool {
         self.all_channels
             || self.channels.iter().any(|p| {
@@ -550,9 +561,8 @@ impl Selector {
             }
         }
         if !self.all_keys && (cmd.first_key != 0 || cmd.movable_keys.is_some()) {
-            let perm = key_permission(cmd);
-            for i in cmd.keys_of(args) {
-                if !self.key_ok(&args[i], perm) {
+            for (i, spec_flags) in keyspec::keys_and_flags(cmd, args) {
+                if !self.key_ok(&args[i], key_permission(spec_flags)) {
                     return Err((DeniedKind::Key, i));
                 }
             }
@@ -579,16 +589,19 @@ impl Selector {
     }
 }
 
-/// The permission a command's keys need: reading for a read-only command,
-/// writing for one that writes.
-fn key_permission(cmd: &Command) -> u8 {
-    if cmd.flags & flags::WRITE != 0 {
-        KEY_WRITE
-    } else if cmd.flags & flags::READONLY != 0 {
-        KEY_READ
-    } else {
-        KEY_ALL
+/// The permission a key needs, from its key spec flags as Redis's
+/// ACLSelectorCheckKey: reading when the command reads it (`access`),
+/// writing when it inserts, deletes or updates it; none when neither (a
+/// key only checked for existence, or whose length is read).
+fn key_permission(spec_flags: u16) -> u8 {
+    let mut perm = 0;
+    if spec_flags & keyspec::flag::ACCESS != 0 {
+        perm |= KEY_READ;
     }
+    if spec_flags & (keyspec::flag::INSERT | keyspec::flag::DELETE | keyspec::flag::UPDATE) != 0 {
+        perm |= KEY_WRITE;
+    }
+    perm
 }
 
 fn pattern_string(p: &[u8], perm: u8) -> String {
@@ -871,6 +884,17 @@ impl User {
             }
         }
         Err(worst)
+    }
+
+    /// Whether one selector both allows `args` and reads every key (SORT's
+    /// BY and GET patterns read keys no key spec names).
+    pub(crate) fn reads_every_key(&self, cmd: &Command, args: &[Arg<'_>]) -> bool {
+        let Some(id) = registry().id_of(cmd) else {
+            return true;
+        };
+        self.selectors
+            .iter()
+            .any(|s| s.check(id, cmd, args).is_ok() && s.unrestricted_keys(KEY_READ))
     }
 
     /// Whether any selector grants every channel.

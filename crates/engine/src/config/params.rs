@@ -44,6 +44,11 @@ pub(crate) mod pflags {
     pub const HIDDEN: u8 = 1 << 4;
     /// Its value is redacted from logs.
     pub const SENSITIVE: u8 = 1 << 5;
+    /// Fixed when the server starts (its ports, its workers, whether it
+    /// logs), although Redis may change some at run time: CONFIG SET to
+    /// the value it has changes nothing and is accepted, any other value
+    /// is refused as immutable.
+    pub const START_ONLY: u8 = 1 << 6;
 }
 
 /// One parameter.
@@ -103,11 +108,11 @@ pub(crate) const PARAMS: &[Param] = &[
     p("appenddirname", None, Kind::Text, "appendonlydir", IMMUTABLE),
     p("appendfilename", None, Kind::Text, "appendonly.aof", IMMUTABLE),
     p("appendfsync", None, Kind::Enum(&["everysec", "always", "no"]), "everysec", 0),
-    p("appendonly", None, Kind::Bool, "no", DENY_LOADING),
+    p("appendonly", None, Kind::Bool, "no", DENY_LOADING | START_ONLY),
     p("auto-aof-rewrite-min-size", None, Kind::Int { min: 0, max: 9223372036854775807, memory: true, percent: false }, "67108864", 0),
     p("auto-aof-rewrite-percentage", None, Kind::Int { min: 0, max: 2147483647, memory: false, percent: false }, "100", 0),
     p("bgsave_cpulist", None, Kind::Text, "", IMMUTABLE),
-    p("bind", None, Kind::Special, "* -::*", MULTI_ARG),
+    p("bind", None, Kind::Special, "* -::*", MULTI_ARG | START_ONLY),
     p("bind-source-addr", None, Kind::Text, "", 0),
     p("bio_cpulist", None, Kind::Text, "", IMMUTABLE),
     p("busy-reply-threshold", Some("lua-time-limit"), Kind::Int { min: 0, max: 9223372036854775807, memory: false, percent: false }, "5000", 0),
@@ -181,7 +186,7 @@ pub(crate) const PARAMS: &[Param] = &[
     p("oom-score-adj", None, Kind::Enum(&["no", "yes", "relative", "absolute"]), "no", 0),
     p("oom-score-adj-values", None, Kind::Special, "0 200 800", MULTI_ARG),
     p("pidfile", None, Kind::Text, "", IMMUTABLE),
-    p("port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "6379", 0),
+    p("port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "6379", START_ONLY),
     p("proc-title-template", None, Kind::Text, "{title} {listen-addr} {server-mode}", 0),
     p("propagation-error-behavior", None, Kind::Enum(&["ignore", "panic", "panic-on-replicas"]), "ignore", 0),
     p("protected-mode", None, Kind::Bool, "yes", 0),
@@ -246,7 +251,7 @@ pub(crate) const PARAMS: &[Param] = &[
     p("tls-key-file", None, Kind::Text, "", 0),
     p("tls-key-file-pass", None, Kind::Text, "", 0),
     // Immutable here: the supervisor binds every listener at start.
-    p("tls-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "0", IMMUTABLE),
+    p("tls-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "0", IMMUTABLE | START_ONLY),
     p("tls-prefer-server-ciphers", None, Kind::Bool, "no", 0),
     p("tls-protocols", None, Kind::Text, "", 0),
     p("tls-replication", None, Kind::Bool, "no", 0),
@@ -261,17 +266,17 @@ pub(crate) const PARAMS: &[Param] = &[
     p("zset-max-listpack-entries", Some("zset-max-ziplist-entries"), Kind::Int { min: 0, max: 9223372036854775807, memory: false, percent: false }, "128", 0),
     p("zset-max-listpack-value", Some("zset-max-ziplist-value"), Kind::Int { min: 0, max: 9223372036854775807, memory: true, percent: false }, "64", 0),
     // shoal's own.
-    p("http-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "8080", IMMUTABLE),
-    p("http-tls", None, Kind::Bool, "no", IMMUTABLE),
-    p("item-size-max", None, Kind::Int { min: 1024, max: 1 << 30, memory: true, percent: false }, "1048576", IMMUTABLE),
+    p("http-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "8080", START_ONLY),
+    p("http-tls", None, Kind::Bool, "no", IMMUTABLE | START_ONLY),
+    p("item-size-max", None, Kind::Int { min: 1024, max: 1 << 30, memory: true, percent: false }, "1048576", START_ONLY),
     p("lvc-channels", None, Kind::Special, "", 0),
-    p("memcached-auth-file", None, Kind::Text, "", IMMUTABLE),
-    p("memcached-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "11211", IMMUTABLE),
-    p("nats-max-payload", None, Kind::Int { min: 1, max: 64 << 20, memory: true, percent: false }, "1048576", IMMUTABLE),
-    p("nats-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "4222", IMMUTABLE),
-    p("memcached-tls", None, Kind::Bool, "no", IMMUTABLE),
-    p("memcached-udp-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "11211", IMMUTABLE),
-    p("workers", None, Kind::Int { min: 1, max: 1024, memory: false, percent: false }, "1", IMMUTABLE),
+    p("memcached-auth-file", None, Kind::Text, "", IMMUTABLE | START_ONLY),
+    p("memcached-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "11211", START_ONLY),
+    p("nats-max-payload", None, Kind::Int { min: 1, max: 64 << 20, memory: true, percent: false }, "1048576", START_ONLY),
+    p("nats-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "4222", START_ONLY),
+    p("memcached-tls", None, Kind::Bool, "no", IMMUTABLE | START_ONLY),
+    p("memcached-udp-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "11211", START_ONLY),
+    p("workers", None, Kind::Int { min: 1, max: 1024, memory: false, percent: false }, "1", START_ONLY),
 ];
 
 /// The parameter named `name` or whose alias it is, case-insensitively.

@@ -17,6 +17,7 @@
 
 mod commands;
 mod keys;
+mod nats;
 mod retained;
 
 use std::collections::{HashMap, VecDeque};
@@ -32,6 +33,7 @@ use crate::engine::Engine;
 use crate::session::Session;
 
 pub(crate) use commands::COMMANDS;
+pub use nats::queue_key;
 
 /// Mailbox message kind of a whole pub/sub message, or its last fragment.
 pub const MAILBOX_MESSAGE: u32 = 32;
@@ -61,6 +63,12 @@ pub(crate) enum Tag {
     KeyDb = 5,
     /// Client-side caching (tracking.rs): `db` says what the message is.
     Tracking = 6,
+    /// PUBLISH from a NATS client with a reply subject or headers: the
+    /// data is the envelope, then the message (nats.rs).
+    Nats = 7,
+    /// A message for one member of a NATS queue group on the receiver: the
+    /// data is the group's record name, the envelope, the message.
+    Queue = 8,
 }
 
 impl Tag {
@@ -72,6 +80,8 @@ impl Tag {
             4 => Some(Tag::Monitor),
             5 => Some(Tag::KeyDb),
             6 => Some(Tag::Tracking),
+            7 => Some(Tag::Nats),
+            8 => Some(Tag::Queue),
             _ => None,
         }
     }
@@ -151,6 +161,8 @@ pub struct ClientSubs {
     pub(crate) retained: IndexSet<Vec<u8>>,
     pub(crate) keys: IndexSet<(u8, Vec<u8>)>,
     pub(crate) key_patterns: IndexSet<(u8, Vec<u8>)>,
+    /// NATS queue groups joined (nats.rs's record names).
+    pub(crate) queues: IndexSet<Vec<u8>>,
     pub(crate) monitor: bool,
 }
 
@@ -167,7 +179,7 @@ impl ClientSubs {
     /// Subscriptions of every kind: the client is in subscribed mode while
     /// this is non-zero.
     pub fn total(&self) -> usize {
-        self.count() + self.shard.len()
+        self.count() + self.shard.len() + self.queues.len()
     }
 
     /// Channels (SUBSCRIBE and LSUBSCRIBE), for CLIENT LIST's `sub`.
@@ -245,6 +257,16 @@ pub struct PubSub {
     key_patterns: Vec<(DbKey, Vec<PatternSubscriber>)>,
     monitors: Vec<u64>,
     protocols: IdMap<Protocol>,
+    /// NATS clients (their frames carry reply subjects and headers), with
+    /// whether they get their own messages (CONNECT's `echo`).
+    nats_clients: IdMap<bool>,
+    /// This worker's members of NATS queue groups, by record name.
+    queues: HashMap<Vec<u8>, nats::Group>,
+    /// Messages this worker routed to queue groups: picks the member.
+    queue_turn: u64,
+    /// The reply subject and headers the next PUBLISH carries (set by a
+    /// NATS connection around its PUBLISH).
+    envelope: Option<(Vec<u8>, Vec<u8>)>,
     /// Other slots' patterns as last read, with their generation.
     pattern_cache: Vec<(u64, Vec<PatternSub>)>,
     /// Frames for local clients, in order, gathered per client so that the
@@ -352,6 +374,10 @@ impl PubSub {
             key_patterns: Vec::new(),
             monitors: Vec::new(),
             protocols: IdMap::default(),
+            nats_clients: IdMap::default(),
+            queues: HashMap::new(),
+            queue_turn: 0,
+            envelope: None,
             pattern_cache: vec![(u64::MAX, Vec::new()); store::MAX_WORKERS as usize],
             outbox: Vec::new(),
             outbox_index: IdMap::default(),
@@ -506,16 +532,21 @@ impl PubSub {
             }
         }
         self.wire = wire;
+        if matches!(msg.tag, Tag::Channel | Tag::Nats) && mask != 0 {
+            total += self.route_queues(mask, msg);
+        }
         total
     }
 
     /// How many of `slot`'s clients receive `msg`, and whether to send it.
     fn remote_receivers(&mut self, slot: u32, msg: &Routed<'_>) -> (u64, bool) {
         let (kind, pattern_kind) = match msg.tag {
-            Tag::Channel => (SubKind::Channel, Some(SubKind::Channel)),
+            Tag::Channel | Tag::Nats => (SubKind::Channel, Some(SubKind::Channel)),
             Tag::Shard => (SubKind::Shard, None),
             Tag::Key => (SubKind::Key(msg.db), Some(SubKind::Key(msg.db))),
             Tag::Monitor | Tag::KeyDb | Tag::Tracking => return (0, true),
+            // Sent to the chosen worker only (route_queues).
+            Tag::Queue => return (0, false),
         };
         let mut n = match self.store.subscribers(slot, kind, msg.name) {
             Ok(Receivers::Exactly(n)) => n as u64,
@@ -635,7 +666,8 @@ impl PubSub {
     /// Delivers a message to this worker's subscribers; returns how many.
     pub(crate) fn deliver(&mut self, msg: &Routed<'_>) -> u64 {
         match msg.tag {
-            Tag::Channel => self.deliver_channel(msg),
+            Tag::Channel | Tag::Nats => self.deliver_channel(msg),
+            Tag::Queue => self.deliver_queue(msg),
             Tag::Shard => {
                 let parts = [
                     Part::Bulk(b"smessage"),
@@ -670,17 +702,37 @@ impl PubSub {
     }
 
     fn deliver_channel(&mut self, msg: &Routed<'_>) -> u64 {
+        let (envelope, payload) = match msg.tag {
+            Tag::Nats => match nats::decode(msg.data) {
+                Some((env, payload)) => (Some(env), payload),
+                None => return 0,
+            },
+            _ => (None, msg.data),
+        };
         let mut n = 0;
         let clients = self.ids_in(false, msg.name);
         if !clients.is_empty() {
             let parts = [
                 Part::Bulk(b"message"),
                 Part::Bulk(msg.name),
-                Part::Bulk(msg.data),
+                Part::Bulk(payload),
             ];
             let mut frames = Frames::new(&parts);
+            let env = envelope.unwrap_or_default();
+            let nats_parts = [
+                Part::Bulk(b"message"),
+                Part::Bulk(msg.name),
+                Part::Bulk(payload),
+                Part::Bulk(env.reply),
+                Part::Bulk(env.headers),
+            ];
+            let mut nats_frames = Frames::new(&nats_parts);
             for &c in &clients {
-                self.emit(c, &mut frames);
+                if envelope.is_some() && self.is_nats(c) {
+                    self.emit(c, &mut nats_frames);
+                } else {
+                    self.emit(c, &mut frames);
+                }
             }
             n += clients.len() as u64;
         }
@@ -692,7 +744,7 @@ impl PubSub {
         };
         if let Some(mut local) = retained {
             n += local.subscribers.len() as u64;
-            for (epoch, seq, data) in local.accept(msg.epoch, msg.seq, msg.data) {
+            for (epoch, seq, data) in local.accept(msg.epoch, msg.seq, payload) {
                 self.deliver_retained(msg.name, &mut local, epoch, seq, &data);
             }
             self.retained.insert(msg.name.to_vec(), local);
@@ -706,16 +758,30 @@ impl PubSub {
             .filter(|(p, _)| glob_match(p, msg.name, false))
             .cloned()
             .collect();
+        let env = envelope.unwrap_or_default();
         for (pattern, clients) in matching {
             let parts = [
                 Part::Bulk(b"pmessage"),
                 Part::Bulk(&pattern),
                 Part::Bulk(msg.name),
-                Part::Bulk(msg.data),
+                Part::Bulk(payload),
             ];
             let mut frames = Frames::new(&parts);
+            let nats_parts = [
+                Part::Bulk(b"pmessage"),
+                Part::Bulk(&pattern),
+                Part::Bulk(msg.name),
+                Part::Bulk(payload),
+                Part::Bulk(env.reply),
+                Part::Bulk(env.headers),
+            ];
+            let mut nats_frames = Frames::new(&nats_parts);
             for &c in &clients {
-                self.emit(c, &mut frames);
+                if envelope.is_some() && self.is_nats(c) {
+                    self.emit(c, &mut nats_frames);
+                } else {
+                    self.emit(c, &mut frames);
+                }
             }
             n += clients.len() as u64;
         }
@@ -786,6 +852,10 @@ impl PubSub {
         for (db, p) in std::mem::take(&mut subs.key_patterns) {
             self.remove_key_pattern(client, db, &p);
         }
+        for key in std::mem::take(&mut subs.queues) {
+            self.remove_queue_member(client, &key);
+        }
+        self.nats_clients.remove(&client);
         if std::mem::take(&mut subs.monitor) {
             self.monitors.retain(|&c| c != client);
             if self.monitors.is_empty() {
@@ -966,8 +1036,14 @@ impl Engine {
     /// Publishes `message` on `channel` to every subscriber on every worker;
     /// returns how many clients receive it.
     pub(crate) fn publish(&mut self, channel: &[u8], message: &[u8]) -> u64 {
+        // A retained channel keeps the payload alone: the envelope of a
+        // NATS publish does not go through it.
+        let envelope = self.pubsub.envelope.take();
         if !self.config.lvc_channels.is_empty() && self.is_retained(channel) {
             return self.publish_retained(channel, message);
+        }
+        if let Some((reply, headers)) = envelope {
+            return self.publish_envelope(channel, message, &reply, &headers);
         }
         self.pubsub.route(&Routed {
             tag: Tag::Channel,

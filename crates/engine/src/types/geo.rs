@@ -55,21 +55,32 @@ const ANY_NEEDS_COUNT: &str = "ERR the ANY argument requires COUNT argument";
 
 crate::command::group_cmd!("geo");
 
-/// The geo commands. GEORADIUS and GEORADIUSBYMEMBER list only their source
-/// key, as Redis does (their STORE destination is found by keyword).
+/// The geo commands. GEORADIUS and GEORADIUSBYMEMBER name their source key
+/// and, after STORE or STOREDIST, a destination ([`radius_keys`]).
 #[rustfmt::skip]
 pub(crate) const COMMANDS: &[Command] = &[
     cmd("geoadd", -5, WRITE | DENYOOM, (1, 1, 1), "3.2.0", "Add one or more geospatial items in the geospatial index represented using a sorted set", geoadd),
     cmd("geodist", -4, READONLY, (1, 1, 1), "3.2.0", "Returns the distance between two members of a geospatial index", geodist),
     cmd("geohash", -2, READONLY, (1, 1, 1), "3.2.0", "Returns members of a geospatial index as standard geohash strings", geohash),
     cmd("geopos", -2, READONLY, (1, 1, 1), "3.2.0", "Returns longitude and latitude of members of a geospatial index", geopos),
-    cmd("georadius", -6, WRITE | DENYOOM, (1, 1, 1), "3.2.0", "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point", georadius),
+    Command { movable_keys: Some(radius_keys), ..cmd("georadius", -6, WRITE | DENYOOM, (1, 1, 1), "3.2.0", "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point", georadius) },
     cmd("georadius_ro", -6, READONLY, (1, 1, 1), "3.2.10", "A read-only variant for GEORADIUS", georadius_ro),
-    cmd("georadiusbymember", -5, WRITE | DENYOOM, (1, 1, 1), "3.2.0", "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a member", georadiusbymember),
+    Command { movable_keys: Some(radius_keys), ..cmd("georadiusbymember", -5, WRITE | DENYOOM, (1, 1, 1), "3.2.0", "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a member", georadiusbymember) },
     cmd("georadiusbymember_ro", -5, READONLY, (1, 1, 1), "3.2.10", "A read-only variant for GEORADIUSBYMEMBER", georadiusbymember_ro),
     cmd("geosearch", -7, READONLY, (1, 1, 1), "6.2.0", "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle.", geosearch),
     cmd("geosearchstore", -8, WRITE | DENYOOM | ATOMIC, (1, 2, 1), "6.2.0", "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle, and store the result in another key.", geosearchstore),
 ];
+
+/// GEORADIUS's and GEORADIUSBYMEMBER's keys: the source, and the argument
+/// after the last STORE or STOREDIST (the one the command writes).
+fn radius_keys(args: &[Arg<'_>]) -> Vec<usize> {
+    let mut keys = vec![1];
+    let store = (5..args.len().saturating_sub(1)).rev().find(|&i| {
+        args[i].eq_ignore_ascii_case(b"store") || args[i].eq_ignore_ascii_case(b"storedist")
+    });
+    keys.extend(store.map(|i| i + 1));
+    keys
+}
 
 // ---------- geohash ----------
 

@@ -85,7 +85,13 @@ struct Options<'a> {
 
 /// Parses the options after the key; `read_only` (SORT_RO) knows no STORE.
 /// A keyword missing its arguments is a syntax error.
-fn parse_options<'a>(args: &'a [Arg<'_>], read_only: bool) -> Result<Options<'a>, CmdError> {
+/// Without `reads_every_key` (ACL), a BY or GET pattern that reads other
+/// keys is refused.
+fn parse_options<'a>(
+    args: &'a [Arg<'_>],
+    read_only: bool,
+    reads_every_key: bool,
+) -> Result<Options<'a>, CmdError> {
     let mut o = Options {
         count: -1,
         ..Options::default()
@@ -111,10 +117,19 @@ fn parse_options<'a>(args: &'a [Arg<'_>], read_only: bool) -> Result<Options<'a>
             let pattern: &[u8] = &args[j + 1];
             if !c_str(pattern).contains(&b'*') {
                 o.dont_sort = true;
+            } else if !reads_every_key {
+                return Err(CmdError::msg(
+                    "ERR BY option of SORT denied due to insufficient ACL permissions.",
+                ));
             }
             o.by = Some(pattern);
             j += 1;
         } else if parse::is(a, "get") && left >= 1 {
+            if !reads_every_key {
+                return Err(CmdError::msg(
+                    "ERR GET option of SORT denied due to insufficient ACL permissions.",
+                ));
+            }
             o.gets.push(&args[j + 1]);
             j += 1;
         } else {
@@ -367,7 +382,8 @@ fn sort_ro(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 }
 
 fn sort_generic(cx: &mut Cx<'_>, args: &[Arg<'_>], read_only: bool) -> CmdResult {
-    let mut o = parse_options(&args[2..], read_only)?;
+    let reads_every_key = cx.engine.user_reads_every_key(cx.session, args);
+    let mut o = parse_options(&args[2..], read_only, reads_every_key)?;
     let key: &[u8] = &args[1];
     // Lists and sorted sets keep their order when nothing is sorted; LIMIT
     // is then a range of it, read directly.

@@ -69,6 +69,10 @@ where
             .await;
         return None;
     }
+    // The accept-time rules below read the users: take in a password set
+    // through another worker a moment ago (CONFIG SET requirepass), or
+    // this client would start authenticated.
+    worker.engine.borrow_mut().sync_config();
     // Protected mode (Redis's): with no password for the default user,
     // only loopback and Unix socket clients are served.
     if moved.is_none() && !is_local(&peer.0) && worker.engine.borrow().protected_mode_refuses() {

@@ -10,8 +10,16 @@
 //!   a subject with wildcards runs `PSUBSCRIBE` on a glob that matches at
 //!   least what the NATS subject matches (`*` and `>` become `*`), and each
 //!   message is then matched token by token as NATS does;
-//! - the frames the engine pushes (`message`, `pmessage`, `lmessage`) become
-//!   `MSG` lines for every subscription id they match, in arrival order.
+//! - `SUB subject queue sid` joins the queue group in the engine, which
+//!   picks one member over every worker for each message (`qmessage`);
+//! - a reply subject and headers travel with the message to NATS clients
+//!   on every worker (the engine's envelope);
+//! - the frames the engine pushes (`message`, `pmessage`, `lmessage`,
+//!   `qmessage`) become `MSG`/`HMSG` lines for every subscription id they
+//!   match, in arrival order;
+//! - CONNECT's `user`/`pass` log in as that ACL user, `auth_token` as the
+//!   default user (the password `AUTH <password>` takes), whose channel
+//!   rules then apply to PUB and SUB.
 //!
 //! Several subscription ids on one subject share one engine subscription,
 //! which ends with the last of them. The server pings an idle client every
@@ -63,6 +71,8 @@ enum Via {
     Retained = 1,
     /// `PSUBSCRIBE` on the glob of a subject with wildcards.
     Pattern = 2,
+    /// A queue group: its name is the subject, a space, the group.
+    Queue = 3,
 }
 
 /// The engine subscription a NATS subscription rides on: its kind and its
@@ -77,8 +87,6 @@ struct Route {
 struct Subscription {
     /// The NATS subject, wildcards included.
     subject: Vec<u8>,
-    /// The queue group, if any.
-    queue: Option<Vec<u8>>,
     route: Route,
     /// Messages delivered so far.
     delivered: u64,
@@ -104,9 +112,12 @@ struct Conn {
     subs: HashMap<Vec<u8>, Subscription>,
     /// The ids riding on each engine subscription, in the order they came,
     /// by [`Via`] and then channel or glob (looked up without allocating).
-    routes: [HashMap<Vec<u8>, Vec<Vec<u8>>>; 3],
-    /// Turns through the members of a queue group on this connection.
+    routes: [HashMap<Vec<u8>, Vec<Vec<u8>>>; 4],
+    /// Turns through the ids of a queue group on this connection.
     queue_turn: u64,
+    /// The server wants credentials and CONNECT has not given good ones:
+    /// anything else is an authorization violation.
+    awaiting_auth: bool,
     /// Pings sent and not answered.
     pings_out: u32,
 }
@@ -142,9 +153,16 @@ pub(crate) async fn run(worker: Rc<Worker>, mut stream: TcpStream, peer: (String
     // RESP3: a subscribed session may still PUBLISH.
     s.protocol = Protocol::Resp3;
     let (session, kill) = worker.admit(s);
+    let auth_required = {
+        let mut engine = worker.engine.borrow_mut();
+        engine.nats_client(&session.borrow(), true);
+        // A password another worker just set counts.
+        engine.sync_config();
+        engine.auth_required()
+    };
     let push = worker.clients.push_of(id).unwrap_or_default();
     let client_ip = peer.0.rsplit_once(':').map_or("", |(ip, _)| ip);
-    let info = serde_json::json!({
+    let mut info = serde_json::json!({
         "server_id": format!("SHOAL{:08X}{:04}", std::process::id(), worker.slot),
         "server_name": "shoal",
         "version": SERVER_VERSION,
@@ -156,6 +174,9 @@ pub(crate) async fn run(worker: Rc<Worker>, mut stream: TcpStream, peer: (String
         "client_id": id,
         "client_ip": client_ip.trim_matches(|c| c == '[' || c == ']'),
     });
+    if auth_required {
+        info["auth_required"] = serde_json::Value::Bool(true);
+    }
     let mut conn = Conn {
         parser: Parser::new(max_payload as usize),
         options: Options {
@@ -168,6 +189,7 @@ pub(crate) async fn run(worker: Rc<Worker>, mut stream: TcpStream, peer: (String
         subs: HashMap::new(),
         routes: Default::default(),
         queue_turn: 0,
+        awaiting_auth: auth_required,
         pings_out: 0,
     };
     let greeting = format!("INFO {info} \r\n");
@@ -302,12 +324,16 @@ fn execute(
     op: Op<'_>,
     out: &mut Vec<u8>,
 ) -> bool {
+    if conn.awaiting_auth && !matches!(op, Op::Connect(_)) {
+        nats::write_err(out, AUTH_VIOLATION);
+        return false;
+    }
     match op {
         Op::Ping => out.extend_from_slice(b"PONG\r\n"),
         Op::Pong => conn.pings_out = 0,
         Op::Info => {}
         Op::Connect(json) => {
-            if !connect(session, conn, json, out) {
+            if !connect(engine, session, conn, json, out) {
                 return false;
             }
             ok(conn, out);
@@ -315,14 +341,24 @@ fn execute(
         Op::Pub {
             subject,
             reply,
-            headers: _,
+            headers,
             payload,
         } => {
             if conn.options.pedantic && !nats::valid_literal_subject(subject) {
                 nats::write_err(out, "Invalid Publish Subject");
             } else {
                 let mut own = Vec::new();
-                let receivers = publish(engine, session, subject, payload, &mut own);
+                let envelope = (reply.unwrap_or_default(), headers.unwrap_or_default());
+                let Some(receivers) =
+                    publish(engine, session, subject, envelope, payload, &mut own)
+                else {
+                    let text = format!(
+                        "Permissions Violation for Publish to \"{}\"",
+                        String::from_utf8_lossy(subject)
+                    );
+                    nats::write_err(out, &text);
+                    return true;
+                };
                 ok(conn, out);
                 // The engine hands a publisher's own messages back with
                 // PUBLISH's reply: `echo: false` drops them there.
@@ -348,11 +384,29 @@ fn execute(
                 nats::write_err(out, "Invalid Subject");
                 return true;
             }
+            // The channel rules see a wildcard subject as its glob, as
+            // PSUBSCRIBE's.
+            let permitted = if nats::valid_literal_subject(subject) {
+                engine.acl_channel_allowed(session, subject, false)
+            } else {
+                engine.acl_channel_allowed(session, &glob_of(subject), true)
+            };
+            if !permitted {
+                let mut text = format!(
+                    "Permissions Violation for Subscription to \"{}\"",
+                    String::from_utf8_lossy(subject)
+                );
+                if let Some(queue) = queue {
+                    text += &format!(" using queue \"{}\"", String::from_utf8_lossy(queue));
+                }
+                nats::write_err(out, &text);
+                return true;
+            }
             if conn.subs.contains_key(sid) {
                 remove(engine, session, conn, sid);
             }
-            let route = route_of(engine, subject);
-            let mut first = subscribe(engine, session, conn, &route);
+            let route = route_of(engine, subject, queue);
+            let mut first = subscribe(engine, session, conn, &route, subject, queue);
             conn.routes[route.via as usize]
                 .entry(route.name.clone())
                 .or_default()
@@ -361,7 +415,6 @@ fn execute(
                 sid.to_vec(),
                 Subscription {
                     subject: subject.to_vec(),
-                    queue: queue.map(<[u8]>::to_vec),
                     route,
                     delivered: 0,
                     max: None,
@@ -396,14 +449,38 @@ fn ok(conn: &Conn, out: &mut Vec<u8>) {
     }
 }
 
+/// nats-server's refusal of missing or wrong credentials.
+const AUTH_VIOLATION: &str = "Authorization Violation";
+
 /// Applies CONNECT's options; false (the connection closes) when they do
-/// not parse or ask for what cannot be given. `user`, `pass` and
-/// `auth_token` are accepted and not checked: shoal has no NATS accounts.
-fn connect(session: &mut Session, conn: &mut Conn, json: &[u8], out: &mut Vec<u8>) -> bool {
+/// not parse, ask for what cannot be given, or carry credentials that do
+/// not log in (or none when the server wants them).
+fn connect(
+    engine: &mut Engine,
+    session: &mut Session,
+    conn: &mut Conn,
+    json: &[u8],
+    out: &mut Vec<u8>,
+) -> bool {
     let Ok(serde_json::Value::Object(opts)) = serde_json::from_slice::<serde_json::Value>(json)
     else {
         return false;
     };
+    let secret = |name: &str| opts.get(name).and_then(|v| v.as_str()).map(str::as_bytes);
+    let credentials = match (secret("user"), secret("pass"), secret("auth_token")) {
+        (Some(user), pass, _) => Some((user, pass.unwrap_or_default())),
+        (None, _, Some(token)) => Some((&b"default"[..], token)),
+        (None, _, None) => None,
+    };
+    let logged_in = match credentials {
+        Some((user, pass)) => engine.authenticate(session, user, pass, b"CONNECT"),
+        None => !conn.awaiting_auth,
+    };
+    if !logged_in {
+        nats::write_err(out, AUTH_VIOLATION);
+        return false;
+    }
+    conn.awaiting_auth = false;
     let flag =
         |name: &str, current: bool| opts.get(name).and_then(|v| v.as_bool()).unwrap_or(current);
     let o = &mut conn.options;
@@ -417,6 +494,7 @@ fn connect(session: &mut Session, conn: &mut Conn, json: &[u8], out: &mut Vec<u8
         return false;
     }
     conn.parser.set_headers(o.headers);
+    engine.nats_client(session, o.echo);
     let text = |name: &str| {
         opts.get(name).and_then(|v| v.as_str()).map(|s| {
             s.bytes()
@@ -437,30 +515,41 @@ fn connect(session: &mut Session, conn: &mut Conn, json: &[u8], out: &mut Vec<u8
     true
 }
 
-/// Runs PUBLISH; returns the receivers it counted on every worker, and
-/// leaves in `frames` the messages it pushed to this very client.
+/// Runs PUBLISH with the message's reply subject and headers (empty:
+/// none) as its envelope; returns the receivers it counted on every worker
+/// (None: the ACL refused it), and leaves in `frames` the messages it
+/// pushed to this very client.
 fn publish(
     engine: &mut Engine,
     session: &mut Session,
     subject: &[u8],
+    (reply, headers): (&[u8], &[u8]),
     payload: &[u8],
     frames: &mut Vec<u8>,
-) -> i64 {
+) -> Option<i64> {
     let args = [
         Cow::Borrowed(&b"PUBLISH"[..]),
         Cow::Borrowed(subject),
         Cow::Borrowed(payload),
     ];
+    engine.set_nats_envelope(reply, headers);
     engine.execute(session, &args, frames);
+    engine.set_nats_envelope(b"", b"");
     let mut pos = 0;
     while let Ok(Some((reply, n))) = parse_reply(&frames[pos..]) {
-        if let Reply::Integer(receivers) = reply {
-            frames.drain(pos..pos + n);
-            return receivers;
+        match reply {
+            Reply::Integer(receivers) => {
+                frames.drain(pos..pos + n);
+                return Some(receivers);
+            }
+            Reply::Error(_) => {
+                frames.drain(pos..pos + n);
+                return None;
+            }
+            _ => pos += n,
         }
-        pos += n;
     }
-    0
+    Some(0)
 }
 
 /// Sends the no-responders status to this client's subscriptions that
@@ -476,8 +565,14 @@ fn no_responders(conn: &mut Conn, reply: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// The engine subscription for a NATS subject.
-fn route_of(engine: &Engine, subject: &[u8]) -> Route {
+/// The engine subscription for a NATS subject and queue group.
+fn route_of(engine: &Engine, subject: &[u8], queue: Option<&[u8]>) -> Route {
+    if let Some(queue) = queue {
+        return Route {
+            via: Via::Queue,
+            name: engine::queue_key(subject, queue),
+        };
+    }
     if !nats::valid_literal_subject(subject) {
         return Route {
             via: Via::Pattern,
@@ -525,7 +620,14 @@ fn glob_of(subject: &[u8]) -> Vec<u8> {
 /// Opens the engine subscription `route` unless one of the client's ids
 /// already rides on it; returns the engine's replies (for LSUBSCRIBE, the
 /// retained message comes with them).
-fn subscribe(engine: &mut Engine, session: &mut Session, conn: &Conn, route: &Route) -> Vec<u8> {
+fn subscribe(
+    engine: &mut Engine,
+    session: &mut Session,
+    conn: &Conn,
+    route: &Route,
+    subject: &[u8],
+    queue: Option<&[u8]>,
+) -> Vec<u8> {
     let mut replies = Vec::new();
     if conn.routes[route.via as usize]
         .get(&route.name)
@@ -537,6 +639,14 @@ fn subscribe(engine: &mut Engine, session: &mut Session, conn: &Conn, route: &Ro
         Via::Channel => b"SUBSCRIBE",
         Via::Retained => b"LSUBSCRIBE",
         Via::Pattern => b"PSUBSCRIBE",
+        Via::Queue => {
+            // A queue group is no engine command: the engine records the
+            // member for every publisher to see.
+            if let Some(queue) = queue {
+                engine.queue_subscribe(session, subject, queue);
+            }
+            return replies;
+        }
     };
     engine.execute(
         session,
@@ -565,19 +675,50 @@ fn deliver(
         let (Reply::Push(items) | Reply::Array(items)) = frame else {
             continue;
         };
-        let (via, name, subject, seq, payload) = match items.as_slice() {
+        let none: (&[u8], &[u8]) = (b"", b"");
+        let (via, name, subject, seq, payload, envelope) = match items.as_slice() {
             [Reply::Bulk(b"message"), Reply::Bulk(channel), Reply::Bulk(payload)] => {
-                (Via::Channel, *channel, *channel, 0, *payload)
+                (Via::Channel, *channel, *channel, 0, *payload, none)
+            }
+            [Reply::Bulk(b"message"), Reply::Bulk(channel), Reply::Bulk(payload), Reply::Bulk(reply), Reply::Bulk(headers)] => {
+                (
+                    Via::Channel,
+                    *channel,
+                    *channel,
+                    0,
+                    *payload,
+                    (*reply, *headers),
+                )
             }
             [Reply::Bulk(b"pmessage"), Reply::Bulk(pattern), Reply::Bulk(channel), Reply::Bulk(payload)] => {
-                (Via::Pattern, *pattern, *channel, 0, *payload)
+                (Via::Pattern, *pattern, *channel, 0, *payload, none)
+            }
+            [Reply::Bulk(b"pmessage"), Reply::Bulk(pattern), Reply::Bulk(channel), Reply::Bulk(payload), Reply::Bulk(reply), Reply::Bulk(headers)] => {
+                (
+                    Via::Pattern,
+                    *pattern,
+                    *channel,
+                    0,
+                    *payload,
+                    (*reply, *headers),
+                )
+            }
+            [Reply::Bulk(b"qmessage"), Reply::Bulk(key), Reply::Bulk(channel), Reply::Bulk(payload), Reply::Bulk(reply), Reply::Bulk(headers)] => {
+                (Via::Queue, *key, *channel, 0, *payload, (*reply, *headers))
             }
             [Reply::Bulk(b"lmessage"), Reply::Bulk(channel), Reply::Integer(seq), Reply::Bulk(payload)] => {
-                (Via::Retained, *channel, *channel, *seq, *payload)
+                (Via::Retained, *channel, *channel, *seq, *payload, none)
             }
             _ => continue,
         };
-        route_message(conn, via, name, subject, seq, payload, out, &mut ended);
+        let message = Message {
+            subject,
+            seq,
+            reply: envelope.0,
+            headers: envelope.1,
+            payload,
+        };
+        route_message(conn, via, name, &message, out, &mut ended);
     }
     frames.clear();
     for sid in ended {
@@ -585,20 +726,36 @@ fn deliver(
     }
 }
 
+/// One message the engine pushed.
+struct Message<'a> {
+    subject: &'a [u8],
+    /// A retained channel's sequence number (0: none).
+    seq: i64,
+    /// The reply subject (empty: none).
+    reply: &'a [u8],
+    /// The publisher's header block (empty: none).
+    headers: &'a [u8],
+    payload: &'a [u8],
+}
+
 /// Writes one message to every id riding on the engine subscription
-/// (`via`, `name`) whose subject matches it (one member of each queue
-/// group); ids that reach their max go to `ended`.
-#[allow(clippy::too_many_arguments)]
+/// (`via`, `name`) whose subject matches it (for a queue group, to one of
+/// the ids in turns); ids that reach their max go to `ended`.
 fn route_message(
     conn: &mut Conn,
     via: Via,
     name: &[u8],
-    subject: &[u8],
-    seq: i64,
-    payload: &[u8],
+    message: &Message<'_>,
     out: &mut Vec<u8>,
     ended: &mut Vec<Vec<u8>>,
 ) {
+    let Message {
+        subject,
+        seq,
+        reply,
+        headers,
+        payload,
+    } = *message;
     // A Redis channel that is not a NATS subject reaches no NATS client.
     if !nats::valid_literal_subject(subject) {
         return;
@@ -614,46 +771,47 @@ fn route_message(
         return;
     };
     let header;
-    let headers = if seq > 0 && options.headers {
+    let headers = if !options.headers {
+        // A client without headers gets the payload alone, as from
+        // nats-server.
+        None
+    } else if !headers.is_empty() {
+        Some(headers)
+    } else if seq > 0 {
         header = format!("NATS/1.0\r\nShoal-Seq: {seq}\r\n\r\n");
         Some(header.as_bytes())
     } else {
         None
     };
+    let reply = (!reply.is_empty()).then_some(reply);
     let mut send = |id: &Vec<u8>, sub: &mut Subscription| {
-        nats::write_msg(out, subject, id, None, headers, payload);
+        nats::write_msg(out, subject, id, reply, headers, payload);
         sub.delivered += 1;
         if sub.max.is_some_and(|max| sub.delivered >= max) {
             ended.push(id.clone());
         }
     };
-    // Members of queue groups, by group, in the order they subscribed.
-    let mut groups: Vec<(Vec<u8>, Vec<&Vec<u8>>)> = Vec::new();
+    if via == Via::Queue {
+        // The engine chose this connection in the group; its ids of the
+        // group share that choice in turns.
+        if ids.is_empty() {
+            return;
+        }
+        let id = &ids[(*queue_turn % ids.len() as u64) as usize];
+        *queue_turn = queue_turn.wrapping_add(1);
+        if let Some(sub) = subs.get_mut(id) {
+            send(id, sub);
+        }
+        return;
+    }
     for id in ids {
         let Some(sub) = subs.get_mut(id) else {
             continue;
         };
-        if !nats::subject_matches(&sub.subject, subject) {
-            continue;
-        }
-        match &sub.queue {
-            None => send(id, sub),
-            Some(queue) => match groups.iter_mut().find(|(q, _)| q == queue) {
-                Some((_, members)) => members.push(id),
-                None => groups.push((queue.clone(), vec![id])),
-            },
-        }
-    }
-    if groups.is_empty() {
-        return;
-    }
-    for (_, members) in &groups {
-        let id = members[*queue_turn as usize % members.len()];
-        if let Some(sub) = subs.get_mut(id) {
+        if nats::subject_matches(&sub.subject, subject) {
             send(id, sub);
         }
     }
-    *queue_turn = queue_turn.wrapping_add(1);
 }
 
 /// Ends subscription `sid`, and its engine subscription with the last id
@@ -674,6 +832,13 @@ fn remove(engine: &mut Engine, session: &mut Session, conn: &mut Conn, sid: &[u8
         Via::Channel => b"UNSUBSCRIBE",
         Via::Retained => b"LUNSUBSCRIBE",
         Via::Pattern => b"PUNSUBSCRIBE",
+        Via::Queue => {
+            if let Some(space) = sub.route.name.iter().position(|&b| b == b' ') {
+                let (subject, queue) = (&sub.route.name[..space], &sub.route.name[space + 1..]);
+                engine.queue_unsubscribe(session, subject, queue);
+            }
+            return;
+        }
     };
     let mut replies = Vec::new();
     engine.execute(

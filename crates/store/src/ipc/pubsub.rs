@@ -41,6 +41,10 @@ pub enum SubKind {
     Shard,
     /// A key of a db (key subscriptions with values).
     Key(u8),
+    /// A NATS queue group, as a pattern record: its name is the subject
+    /// (wildcards allowed), a space, then the group; its count is the
+    /// worker's members. A publisher picks one member over every worker.
+    Queue,
 }
 
 impl SubKind {
@@ -49,6 +53,7 @@ impl SubKind {
             SubKind::Channel => 1,
             SubKind::Shard => 2,
             SubKind::Key(db) => 3 | (db as u32) << 8,
+            SubKind::Queue => 4,
         }
     }
 
@@ -57,6 +62,7 @@ impl SubKind {
             1 => Some(SubKind::Channel),
             2 => Some(SubKind::Shard),
             3 => Some(SubKind::Key((code >> 8) as u8)),
+            4 => Some(SubKind::Queue),
             _ => None,
         }
     }
@@ -532,10 +538,15 @@ mod tests {
         let g0 = s.patterns_generation(1).unwrap();
         assert!(s.set_pattern(1, SubKind::Channel, b"news.*", 2).unwrap());
         assert!(s.set_pattern(1, SubKind::Key(4), b"md:*", 1).unwrap());
+        assert!(s
+            .set_pattern(1, SubKind::Queue, b"job.* workers", 3)
+            .unwrap());
         let mut list = Vec::new();
         let g1 = s.patterns(1, &mut list).unwrap();
         assert_ne!(g0, g1);
-        assert_eq!(list.len(), 2);
+        assert_eq!(list.len(), 3);
+        assert_eq!(list[2].kind, SubKind::Queue);
+        assert_eq!(list[2].count, 3);
         assert_eq!(list[0].pattern, b"news.*");
         assert_eq!(list[0].count, 2);
         assert_eq!(list[1].kind, SubKind::Key(4));
@@ -543,6 +554,8 @@ mod tests {
         assert_eq!(s.key_subscriber_slots().unwrap(), 1 << 1);
         s.set_pattern(1, SubKind::Channel, b"news.*", 0).unwrap();
         s.set_pattern(1, SubKind::Key(4), b"md:*", 0).unwrap();
+        s.set_pattern(1, SubKind::Queue, b"job.* workers", 0)
+            .unwrap();
         s.patterns(1, &mut list).unwrap();
         assert!(list.is_empty());
         assert_eq!(s.pubsub_slots().unwrap(), 0);

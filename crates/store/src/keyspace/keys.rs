@@ -353,8 +353,15 @@ impl Handle {
         }
     }
 
-    /// RANDOMKEY: a key of `db` chosen from a random place in the index
-    /// (expired keys skipped), or None when the db is empty.
+    /// RANDOMKEY: a key of `db` chosen at random (expired keys skipped), or
+    /// None when the db is empty.
+    ///
+    /// Random buckets are probed first: every bucket holding live keys of
+    /// `db` is equally likely, as in Redis's own dict sampling. Taking the
+    /// first key after one random bucket instead would draw each key in
+    /// proportion to the empty run before it, so with two keys one could be
+    /// drawn almost always. Only a db too sparse for the probes to find is
+    /// walked in order, gathering keys from a random start.
     pub fn random_key(&mut self, db: u8) -> Result<Option<Vec<u8>>> {
         check_db(db)?;
         loop {
@@ -367,28 +374,45 @@ impl Handle {
     }
 
     fn random_key_phys(&mut self, db: u8) -> Result<Option<Vec<u8>>> {
+        /// Random buckets looked at before the walk.
+        const PROBES: usize = 1024;
+        /// Keys the walk gathers before it draws: a db with fewer live keys
+        /// is walked whole, so each of its keys is equally likely.
+        const WALK_SAMPLE: usize = 64;
         if self.phys_count(H_DB_KEYS_BASE, C_DB_KEYS, db)? == 0 {
             return Ok(None);
         }
         let buckets = self.ctx.sh.geo.buckets;
-        let start = self.ctx.random() % buckets;
         let now = self.now_ms();
+        let live = |seen: &mut Vec<Seen>| seen.retain(|s| s.raw.db == db && !s.raw.expired(now));
         let mut seen = Vec::new();
+        for _ in 0..PROBES {
+            let bucket = self.ctx.random() % buckets;
+            self.scan_bucket(index::bucket_at(&self.ctx, bucket), &mut seen)?;
+            live(&mut seen);
+            if !seen.is_empty() {
+                let pick = (self.ctx.random() % seen.len() as u64) as usize;
+                return Ok(Some(seen.swap_remove(pick).key));
+            }
+        }
+        let start = self.ctx.random() % buckets;
+        let mut gathered: Vec<Vec<u8>> = Vec::new();
         for i in 0..buckets {
             self.scan_bucket(
                 index::bucket_at(&self.ctx, (start + i) % buckets),
                 &mut seen,
             )?;
-            let live: Vec<&Seen> = seen
-                .iter()
-                .filter(|s| s.raw.db == db && !s.raw.expired(now))
-                .collect();
-            if !live.is_empty() {
-                let pick = (self.ctx.random() % live.len() as u64) as usize;
-                return Ok(Some(live[pick].key.clone()));
+            live(&mut seen);
+            gathered.extend(seen.drain(..).map(|s| s.key));
+            if gathered.len() >= WALK_SAMPLE {
+                break;
             }
         }
-        Ok(None)
+        if gathered.is_empty() {
+            return Ok(None);
+        }
+        let pick = (self.ctx.random() % gathered.len() as u64) as usize;
+        Ok(Some(gathered.swap_remove(pick)))
     }
 
     /// DBSIZE: keys in `db` (expired keys not yet removed included, as Redis).
