@@ -241,11 +241,21 @@ pub struct Engine {
     pub(crate) busy_server: Option<BusyServer>,
     /// Replicas good for `min-replicas-to-write`, and when that was read.
     pub(crate) good_replicas: Option<(Instant, u64)>,
+    /// Checks a CONFIG SET of TLS settings before it applies (see
+    /// [`Engine::set_tls_check`]).
+    pub(crate) tls_check: Option<TlsCheck>,
+    /// memcached's auth file (`memcached-auth-file`), read at start.
+    pub(crate) mc_auth_file: Option<crate::memcache_auth::AuthFile>,
 }
 
 /// What a worker runs, from a busy script's hook, to answer its other
 /// clients (`-BUSY`, or the commands allowed while busy).
 pub type BusyServer = Rc<dyn Fn(&mut Engine)>;
+
+/// Builds the TLS configuration the shared setting text given would make
+/// and says why it cannot (the engine knows nothing of TLS; the server
+/// crate sets it).
+pub type TlsCheck = Box<dyn Fn(&[u8]) -> Result<(), String>>;
 
 /// What a handler works with: the engine, the client's session and the reply
 /// sink, plus what the connection should do next.
@@ -380,11 +390,32 @@ impl Engine {
             acl: Default::default(),
             busy_server: None,
             good_replicas: None,
+            tls_check: None,
+            mc_auth_file: None,
         };
+        engine.mc_auth_file = engine.load_mc_auth_file();
         engine.acl.sync(&engine.store);
         // A worker that died may have left its tracking bit set.
         engine.tracking_reset_slot();
         Ok(engine)
+    }
+
+    /// `memcached-auth-file`'s users, if one is set. A file that no longer
+    /// reads (the server checked it at start) lets nobody in.
+    fn load_mc_auth_file(&self) -> Option<crate::memcache_auth::AuthFile> {
+        let text = self.store.config_text().unwrap_or_default();
+        let path = crate::config::setting_in(&text, "memcached-auth-file")?;
+        if path.is_empty() {
+            return None;
+        }
+        Some(crate::memcache_auth::AuthFile::load(&path).unwrap_or_default())
+    }
+
+    /// Sets the check CONFIG SET runs on new TLS settings: a change that
+    /// would leave no working TLS configuration is refused, as Redis
+    /// refuses it.
+    pub fn set_tls_check(&mut self, check: TlsCheck) {
+        self.tls_check = Some(check);
     }
 
     /// Applies settings another worker changed (CONFIG SET), if any.
@@ -435,10 +466,11 @@ impl Engine {
         on && self.acl.users.default_user().is_nopass()
     }
 
-    /// Whether memcached clients (the default user) may write (as SET
-    /// does) or read (as GET does) under the ACL rules.
-    pub fn mc_permitted(&self, writes: bool) -> bool {
-        if self.acl.default_open {
+    /// Whether a memcached client logged in as `user` (the default user
+    /// when no login is required) may write (as SET does) or read (as GET
+    /// does) under the ACL rules.
+    pub fn mc_permitted(&self, user: &[u8], writes: bool) -> bool {
+        if self.acl.default_open && user == b"default" {
             return true;
         }
         let name: &[u8] = if writes { b"set" } else { b"get" };
@@ -451,7 +483,9 @@ impl Engine {
             std::borrow::Cow::Borrowed(&b"v"[..]),
         ];
         let args = if writes { &args[..] } else { &args[..2] };
-        let user = self.acl.users.default_user();
+        let Some(user) = self.acl.users.get(user) else {
+            return false;
+        };
         // Key patterns are not checked here: a rule on commands is.
         user.check(cmd, args).is_ok() || {
             let d = user.check(cmd, args).err();

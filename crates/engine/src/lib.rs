@@ -42,6 +42,7 @@ mod key_specs;
 mod keyspace;
 mod keyspec;
 pub mod memcache;
+pub mod memcache_auth;
 mod memory;
 mod migrate;
 mod notify;
@@ -62,10 +63,10 @@ mod transaction;
 mod types;
 mod wire;
 
-pub use config::{startup, Config};
+pub use config::{setting_in, startup, tls_generation, Config};
 pub use engine::{
     BlockRequest, BusyServer, Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest,
-    TimeoutReply,
+    TimeoutReply, TlsCheck,
 };
 pub use pause::PauseMode;
 pub use pubsub::{queue_key, ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};

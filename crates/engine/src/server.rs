@@ -847,11 +847,46 @@ fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         }
         changes.push(check_change(&name, &pair[1])?);
     }
+    check_tls_change(cx.engine, &changes)?;
     let store = cx.engine.store.clone();
     apply_changes(&store, &mut cx.engine.h, changes)?;
     cx.engine.sync_config();
     cx.out.simple(b"OK");
     Ok(())
+}
+
+/// Whether a parameter is one of the TLS settings (see
+/// `config::word::TLS_GENERATION`).
+pub(crate) fn is_tls_setting(name: &str) -> bool {
+    name.starts_with("tls-") || name == "memcached-tls" || name == "http-tls"
+}
+
+/// Refuses a CONFIG SET of TLS settings that would leave no working TLS
+/// configuration, with Redis's message (why goes to the log).
+fn check_tls_change(engine: &Engine, changes: &[Change]) -> Result<(), CmdError> {
+    let Some(check) = &engine.tls_check else {
+        return Ok(());
+    };
+    let tls: Vec<(&str, &String)> = changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Text(name, value) if is_tls_setting(name) => Some((*name, value)),
+            _ => None,
+        })
+        .collect();
+    let Some((first, _)) = tls.first() else {
+        return Ok(());
+    };
+    let mut overrides = params::Overrides::parse(&engine.store.config_text()?);
+    for (name, value) in &tls {
+        overrides.set(name, (*value).clone());
+    }
+    check(&overrides.to_text()).map_err(|_| {
+        set_failed(
+            first,
+            "Unable to update TLS configuration. Check server logs.",
+        )
+    })
 }
 
 /// Applies checked changes to the shared settings and bumps the generation,
@@ -864,6 +899,7 @@ pub(crate) fn apply_changes(
     let evict = changes
         .iter()
         .any(|c| matches!(c, Change::MaxMemory(_) | Change::Policy(_)));
+    let mut tls_changed = false;
     for change in changes {
         match change {
             Change::Word(w, v) => store.set_config_word(w, v + 1)?,
@@ -907,6 +943,7 @@ pub(crate) fn apply_changes(
                 store.set_config_word(word::TEXT_SET, 2)?;
             }
             Change::Text(name, value) => {
+                tls_changed |= is_tls_setting(name);
                 h.update_config_text(|old| {
                         let mut overrides = params::Overrides::parse(old);
                         overrides.set(name, value);
@@ -925,6 +962,10 @@ pub(crate) fn apply_changes(
     }
     let generation = store.config_word(word::GENERATION)?;
     store.set_config_word(word::GENERATION, generation + 1)?;
+    if tls_changed {
+        let tls = store.config_word(word::TLS_GENERATION)?;
+        store.set_config_word(word::TLS_GENERATION, tls + 1)?;
+    }
     if evict {
         // As Redis: a lower maxmemory (or a policy that now allows it)
         // evicts at once, not at the next write.

@@ -149,6 +149,8 @@ impl Channel {
 pub(crate) enum Kind {
     /// RESP over TCP.
     Redis,
+    /// RESP over TLS (`tls-port`).
+    RedisTls,
     /// memcached text, meta and binary over TCP.
     Memcached,
     /// memcached over UDP.
@@ -166,6 +168,7 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Redis => "redis",
+            Kind::RedisTls => "redis-tls",
             Kind::Memcached => "memcached",
             Kind::MemcachedUdp => "memcached-udp",
             Kind::Http => "http",
@@ -178,6 +181,7 @@ impl Kind {
     pub fn from_name(name: &str) -> Option<Kind> {
         [
             Kind::Redis,
+            Kind::RedisTls,
             Kind::Memcached,
             Kind::MemcachedUdp,
             Kind::Http,

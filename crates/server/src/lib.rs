@@ -13,6 +13,7 @@ mod error;
 pub mod redislog;
 pub mod simultaneous;
 pub mod supervisor;
+pub mod tls;
 pub mod worker;
 
 pub use channel::control_socket_path;

@@ -689,6 +689,11 @@ impl User {
         u
     }
 
+    /// Whether the user is on.
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// Whether the user may run anything without a password.
     pub(crate) fn is_open(&self) -> bool {
         let root = &self.selectors[0];

@@ -16,6 +16,8 @@ pub struct Config {
     pub bind: String,
     /// `port` (0 = no RESP TCP listener).
     pub port: u16,
+    /// `tls-port`: RESP over TLS (0 = no such listener).
+    pub tls_port: u16,
     /// `unixsocket` (empty = none).
     pub unixsocket: String,
     /// `memcached-port`: memcached text, meta and binary over TCP (0 = off).
@@ -86,6 +88,7 @@ impl Default for Config {
         Config {
             bind: "127.0.0.1".into(),
             port: 6379,
+            tls_port: 0,
             unixsocket: String::new(),
             memcached_port: 11211,
             memcached_udp_port: 11211,
@@ -191,6 +194,28 @@ pub(crate) mod word {
     /// A replica's tag of the replication id it applied from
     /// (`replication::replid_tag`; 0 = none).
     pub const REPL_FOLLOWED: u64 = 61;
+    /// Bumped after every change of a TLS setting (`tls-*`,
+    /// `memcached-tls`, `http-tls`): each worker builds its TLS
+    /// configuration again when it sees it move.
+    pub const TLS_GENERATION: u64 = 62;
+}
+
+/// The TLS generation now in force (see `word::TLS_GENERATION`).
+pub fn tls_generation(store: &Store) -> u64 {
+    store.config_word(word::TLS_GENERATION).unwrap_or(0)
+}
+
+/// The value of parameter `name` in the shared setting text `text`, as
+/// CONFIG GET prints it: what CONFIG SET or the start configuration set,
+/// else its default. None for an unknown name.
+pub fn setting_in(text: &[u8], name: &str) -> Option<String> {
+    let param = params::find(name.as_bytes())?;
+    let overrides = params::Overrides::parse(text);
+    Some(
+        overrides
+            .get(param.name)
+            .map_or_else(|| param.default.to_string(), str::to_string),
+    )
 }
 
 impl Config {

@@ -250,7 +250,8 @@ pub(crate) const PARAMS: &[Param] = &[
     p("tls-dh-params-file", None, Kind::Text, "", 0),
     p("tls-key-file", None, Kind::Text, "", 0),
     p("tls-key-file-pass", None, Kind::Text, "", 0),
-    p("tls-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "0", 0),
+    // Immutable here: the supervisor binds every listener at start.
+    p("tls-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "0", IMMUTABLE | START_ONLY),
     p("tls-prefer-server-ciphers", None, Kind::Bool, "no", 0),
     p("tls-protocols", None, Kind::Text, "", 0),
     p("tls-replication", None, Kind::Bool, "no", 0),
@@ -266,11 +267,14 @@ pub(crate) const PARAMS: &[Param] = &[
     p("zset-max-listpack-value", Some("zset-max-ziplist-value"), Kind::Int { min: 0, max: 9223372036854775807, memory: true, percent: false }, "64", 0),
     // shoal's own.
     p("http-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "8080", START_ONLY),
+    p("http-tls", None, Kind::Bool, "no", IMMUTABLE | START_ONLY),
     p("item-size-max", None, Kind::Int { min: 1024, max: 1 << 30, memory: true, percent: false }, "1048576", START_ONLY),
     p("lvc-channels", None, Kind::Special, "", 0),
+    p("memcached-auth-file", None, Kind::Text, "", IMMUTABLE | START_ONLY),
     p("memcached-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "11211", START_ONLY),
     p("nats-max-payload", None, Kind::Int { min: 1, max: 64 << 20, memory: true, percent: false }, "1048576", START_ONLY),
     p("nats-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "4222", START_ONLY),
+    p("memcached-tls", None, Kind::Bool, "no", IMMUTABLE | START_ONLY),
     p("memcached-udp-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "11211", START_ONLY),
     p("workers", None, Kind::Int { min: 1, max: 1024, memory: false, percent: false }, "1", START_ONLY),
 ];

@@ -80,7 +80,18 @@ pub mod opcode {
     pub const GATQ: u8 = 0x1e;
     pub const GATK: u8 = 0x23;
     pub const GATKQ: u8 = 0x24;
+    pub const SASL_LIST_MECHS: u8 = 0x20;
+    pub const SASL_AUTH: u8 = 0x21;
+    pub const SASL_STEP: u8 = 0x22;
 }
+
+/// memcached's `MAX_SASL_MECH_LEN`: a longer mechanism name is "Invalid
+/// arguments".
+pub const SASL_MECH_MAX: usize = 32;
+
+/// The most SASL data a SASL_AUTH or SASL_STEP may carry (a PLAIN token is
+/// two names and a password).
+pub const SASL_DATA_MAX: u64 = 4096;
 
 /// Response statuses, with the texts memcached's `write_bin_error` sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -99,6 +110,10 @@ pub enum Status {
     NotStored,
     /// 0x0006 "Non-numeric server-side value for incr or decr".
     NonNumeric,
+    /// 0x0020 "Auth failure".
+    AuthError,
+    /// 0x0021 "Auth continue".
+    AuthContinue,
     /// 0x0081 "Unknown command".
     UnknownCommand,
     /// 0x0082 "Out of memory".
@@ -118,6 +133,8 @@ impl Status {
             Status::InvalidArguments => 0x0004,
             Status::NotStored => 0x0005,
             Status::NonNumeric => 0x0006,
+            Status::AuthError => 0x0020,
+            Status::AuthContinue => 0x0021,
             Status::UnknownCommand => 0x0081,
             Status::OutOfMemory => 0x0082,
             Status::InternalError => 0x0084,
@@ -134,6 +151,8 @@ impl Status {
             Status::InvalidArguments => b"Invalid arguments",
             Status::NotStored => b"Not stored.",
             Status::NonNumeric => b"Non-numeric server-side value for incr or decr",
+            Status::AuthError => b"Auth failure",
+            Status::AuthContinue => b"Auth continue",
             Status::UnknownCommand => b"Unknown command",
             Status::OutOfMemory => b"Out of memory",
             Status::InternalError => b"Internal error",
@@ -302,6 +321,18 @@ pub enum Command<'a> {
     Stat {
         /// The group: the key.
         group: &'a [u8],
+    },
+    /// SASL_LIST_MECHS: the mechanisms the server offers.
+    SaslListMechs,
+    /// SASL_AUTH (`step` false) or SASL_STEP: a mechanism (the key) and
+    /// its data (the value).
+    SaslAuth {
+        /// SASL_STEP.
+        step: bool,
+        /// The mechanism's name.
+        mechanism: &'a [u8],
+        /// The mechanism's data (PLAIN: `authzid NUL authcid NUL passwd`).
+        data: &'a [u8],
     },
 }
 
@@ -502,6 +533,27 @@ pub fn parse(buf: &[u8], max_value: u64) -> Result<Option<Parsed<'_>>, BinaryErr
                     skip: 0,
                 }));
             }
+            SASL_AUTH | SASL_STEP => {
+                if !keyed(0) || key_len > SASL_MECH_MAX || rest > SASL_DATA_MAX {
+                    return invalid();
+                }
+                // `rest` is at most SASL_DATA_MAX here.
+                let end = key_end + rest as usize;
+                let Some(data) = buf.get(key_end..end) else {
+                    return Ok(None);
+                };
+                let command = Command::SaslAuth {
+                    step: h.opcode == SASL_STEP,
+                    mechanism: key,
+                    data,
+                };
+                return Ok(Some(Parsed {
+                    frame: Frame::Request(Request { header: h, command }),
+                    consumed: end,
+                    skip: 0,
+                }));
+            }
+            SASL_LIST_MECHS if exact => (Command::SaslListMechs, 0),
             DELETE | DELETEQ if keyed(0) && rest == 0 => (Command::Delete { key }, 0),
             INCREMENT | INCREMENTQ | DECREMENT | DECREMENTQ if keyed(20) && rest == 0 => {
                 let command = Command::Arith {
@@ -533,7 +585,7 @@ pub fn parse(buf: &[u8], max_value: u64) -> Result<Option<Parsed<'_>>, BinaryErr
             STAT if extras_len == 0 => (Command::Stat { group: key }, rest),
             GET | GETQ | GETK | GETKQ | GAT | GATQ | GATK | GATKQ | TOUCH | DELETE | DELETEQ
             | INCREMENT | INCREMENTQ | DECREMENT | DECREMENTQ | QUIT | QUITQ | FLUSH | FLUSHQ
-            | NOOP | VERSION | VERBOSITY | STAT => return invalid(),
+            | NOOP | VERSION | VERBOSITY | STAT | SASL_LIST_MECHS => return invalid(),
             _ => {
                 return Ok(Some(Parsed {
                     frame: Frame::Unknown { header: h },
@@ -685,7 +737,10 @@ impl Request<'_> {
                 (&[], &[])
             }
             Command::Stat { group } => (group, &[]),
-            Command::Quit | Command::Noop | Command::Version => (&[], &[]),
+            Command::SaslAuth {
+                mechanism, data, ..
+            } => (mechanism, data),
+            Command::Quit | Command::Noop | Command::Version | Command::SaslListMechs => (&[], &[]),
         };
         encode_request(out, &self.header, &extras, key, value);
     }
@@ -694,6 +749,49 @@ impl Request<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sasl_requests_are_read_and_bounded() {
+        use fuzzing::request_bytes;
+        let auth = request_bytes(opcode::SASL_AUTH, &[], b"PLAIN", b"\0user\0pass");
+        let p = parse(&auth, 1 << 20).expect("valid").expect("whole");
+        assert_eq!(p.consumed, auth.len());
+        assert!(matches!(
+            p.frame,
+            Frame::Request(Request {
+                command: Command::SaslAuth {
+                    step: false,
+                    mechanism: b"PLAIN",
+                    data: b"\0user\0pass"
+                },
+                ..
+            })
+        ));
+        assert!(parse(&auth[..auth.len() - 1], 1 << 20)
+            .expect("valid")
+            .is_none());
+        let list = request_bytes(opcode::SASL_LIST_MECHS, &[], &[], &[]);
+        let p = parse(&list, 1 << 20).expect("valid").expect("whole");
+        assert!(matches!(
+            p.frame,
+            Frame::Request(Request {
+                command: Command::SaslListMechs,
+                ..
+            })
+        ));
+        let long = request_bytes(opcode::SASL_AUTH, &[], &[b'M'; 33], b"x");
+        assert!(matches!(
+            parse(&long, 1 << 20),
+            Err(BinaryError::InvalidArguments(_))
+        ));
+        let big = request_bytes(opcode::SASL_STEP, &[], b"PLAIN", &[0; 5000]);
+        assert!(matches!(
+            parse(&big, 1 << 20),
+            Err(BinaryError::InvalidArguments(_))
+        ));
+        assert_eq!(Status::AuthError.code(), 0x20);
+        assert_eq!(Status::AuthError.text(), b"Auth failure");
+    }
 
     fn header(opcode: u8) -> Header {
         Header {

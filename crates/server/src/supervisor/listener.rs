@@ -96,6 +96,7 @@ impl ListenerSet {
         let mut sockets = Vec::new();
         for (kind, port) in [
             (Kind::Redis, cfg.port),
+            (Kind::RedisTls, cfg.tls_port),
             (Kind::Memcached, cfg.memcached_port),
             (Kind::Http, cfg.http_port),
             (Kind::Nats, cfg.nats_port),

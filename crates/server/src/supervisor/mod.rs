@@ -194,6 +194,19 @@ fn serve_until_stopped(opts: ServeOptions) -> Result<(), Error> {
             .apply(&store)
             .map_err(|e| Error::Config(format!("applying the configuration: {e}")))?;
     }
+    // As Redis: a TLS listener whose settings do not load fails the start
+    // (and as memcached: an auth file that does not read).
+    let text = store.config_text()?;
+    let auth_file = engine::setting_in(&text, "memcached-auth-file").unwrap_or_default();
+    if !auth_file.is_empty() {
+        engine::memcache_auth::AuthFile::load(&auth_file)
+            .map_err(|why| Error::Config(format!("Could not load memcached-auth-file {why}")))?;
+    }
+    let tls = crate::tls::TlsSettings::from_text(&text);
+    if tls.wanted(opts.config.tls_port) {
+        crate::tls::server_config(&tls)
+            .map_err(|why| Error::Config(format!("Failed to configure TLS: {why}")))?;
+    }
     // Every socket is bound here, so a port in use fails the start with one
     // clear message rather than in every worker.
     // After a re-exec the workers still hold every socket and give them
@@ -382,6 +395,9 @@ async fn supervise(
             let mut what = Vec::new();
             if cfg.port != 0 {
                 what.push(format!("redis on {}:{}", cfg.bind, cfg.port));
+            }
+            if cfg.tls_port != 0 {
+                what.push(format!("redis over tls on {}:{}", cfg.bind, cfg.tls_port));
             }
             if !cfg.unixsocket.is_empty() {
                 what.push(format!("redis on unix socket {}", cfg.unixsocket));

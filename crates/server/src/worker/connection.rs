@@ -22,6 +22,7 @@ use crate::worker::batch::{Ran, Runner};
 use crate::worker::blocking::Outcome;
 use crate::worker::bus;
 use crate::worker::pubsub::Push;
+use crate::worker::transport::Movable;
 use crate::worker::Worker;
 
 /// How `serve` ended.
@@ -54,7 +55,7 @@ pub(crate) async fn run<S>(
     moved: Option<serde_json::Value>,
 ) -> Option<(S, serde_json::Value)>
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + Movable,
 {
     let id = match moved.as_ref().and_then(|m| m["id"].as_u64()) {
         Some(id) => id,
@@ -94,6 +95,7 @@ where
     let push = worker.clients.push_of(id).unwrap_or_default();
     let ended = serve(&worker, &mut stream, &session, &kill, &push).await;
     let moving = matches!(ended, Ok(Ended::Drained { clean: true }))
+        && stream.movable()
         && worker.hands_over()
         && session.borrow().can_move()
         && !worker.engine.borrow().tracks_client(id)

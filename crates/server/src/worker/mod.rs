@@ -15,6 +15,7 @@ mod memcache;
 mod nats;
 mod pause;
 mod pubsub;
+mod transport;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -39,6 +40,7 @@ use crate::error::{io, Error};
 use crate::simultaneous;
 use crate::worker::blocking::Blocking;
 use crate::worker::clients::Clients;
+use crate::worker::transport::Transport;
 use bus::Bus;
 
 /// How a worker is started (the supervisor passes these on its command line).
@@ -86,6 +88,8 @@ pub(crate) struct Worker {
     /// connection over or closed it: a descriptor the process drops as it
     /// exits would reset its client.
     connection_tasks: std::cell::Cell<usize>,
+    /// The TLS configuration new handshakes use.
+    tls: RefCell<crate::tls::Acceptor>,
 }
 
 /// Held by each connection task for its whole life (see
@@ -169,7 +173,12 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
         sockets: RefCell::new(Vec::new()),
         handover: std::cell::Cell::new(false),
         connection_tasks: std::cell::Cell::new(0),
+        tls: RefCell::new(crate::tls::Acceptor::default()),
     });
+    worker
+        .engine
+        .borrow_mut()
+        .set_tls_check(Box::new(crate::tls::check_text));
     let output = worker.pubsub_output.clone();
     worker
         .engine
@@ -229,7 +238,7 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
                 let l = tokio::net::UnixListener::from_std(l).map_err(io(what))?;
                 tokio::task::spawn_local(accept_unix(worker.clone(), l))
             }
-            Kind::Redis | Kind::Memcached | Kind::Http | Kind::Nats => {
+            Kind::Redis | Kind::RedisTls | Kind::Memcached | Kind::Http | Kind::Nats => {
                 let l = std::net::TcpListener::from(fd);
                 l.set_nonblocking(true).map_err(io(what))?;
                 tokio::task::spawn_local(accept_tcp(worker.clone(), l, kind, shared))
@@ -368,30 +377,22 @@ fn serve_stream(
     moved: Option<serde_json::Value>,
 ) {
     let _ = stream.set_nodelay(true);
+    let local = stream
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let fd = stream.as_raw_fd();
+    let resp_peer = (peer.to_string(), local, fd);
     match kind {
-        Kind::Memcached => spawn_connection(worker, |worker| memcache::serve_tcp(worker, stream)),
-        Kind::Http => spawn_connection(worker, |worker| http::serve(worker, stream, peer)),
-        Kind::Nats => {
-            let local = stream
-                .local_addr()
-                .map(|a| a.to_string())
-                .unwrap_or_default();
-            let fd = stream.as_raw_fd();
-            let peer = (peer.to_string(), local, fd);
-            spawn_connection(worker, |worker| nats::run(worker, stream, peer))
-        }
-        _ => {
-            let local = stream
-                .local_addr()
-                .map(|a| a.to_string())
-                .unwrap_or_default();
-            let fd = stream.as_raw_fd();
+        Kind::Nats => spawn_connection(worker, |worker| nats::run(worker, stream, resp_peer)),
+        Kind::Redis | Kind::Unix | Kind::MemcachedUdp => {
+            // While one of this worker's scripts is busy, its hook answers
+            // the plain RESP clients (`busy.rs`).
             let registered = busy::register(fd as i64, stream.as_fd());
             spawn_connection(worker, |worker| async move {
-                let peer = (peer.to_string(), local, fd);
                 let _registered = registered;
                 if let Some((stream, state)) =
-                    connection::run(worker.clone(), stream, peer, moved).await
+                    connection::run(worker.clone(), stream, resp_peer, moved).await
                 {
                     if let Ok(stream) = stream.into_std() {
                         if state.get("replica").is_some() {
@@ -399,6 +400,40 @@ fn serve_stream(
                         } else {
                             hand_over(&worker, kind, OwnedFd::from(stream), state).await;
                         }
+                    }
+                }
+            });
+        }
+        Kind::RedisTls | Kind::Memcached | Kind::Http => {
+            // The TLS configuration is taken at accept time: a certificate
+            // changed by CONFIG SET serves the next handshake.
+            let (config, settings) = worker.tls.borrow_mut().current(&worker.store);
+            let tls = match kind {
+                Kind::Memcached => settings.memcached,
+                Kind::Http => settings.http,
+                _ => true,
+            };
+            if tls && config.is_none() {
+                // TLS asked for but not configured (the reason was logged):
+                // the connection closes rather than go out in the clear.
+                return;
+            }
+            spawn_connection(worker, |worker| async move {
+                let transport = match config.filter(|_| tls) {
+                    Some(config) => match Transport::accept_tls(config, stream).await {
+                        Some(t) => t,
+                        None => return,
+                    },
+                    None => Transport::Plain(stream),
+                };
+                match kind {
+                    Kind::Memcached => memcache::serve_tcp(worker, transport).await,
+                    Kind::Http => http::serve(worker, transport, peer).await,
+                    // A TLS session cannot move to another worker: a
+                    // draining worker closes it gracefully (see
+                    // `connection::run`).
+                    _ => {
+                        connection::run(worker, transport, resp_peer, moved).await;
                     }
                 }
             });

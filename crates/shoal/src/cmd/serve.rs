@@ -414,6 +414,9 @@ fn apply_listeners(config: &mut Config, start: &StartupConfig, line: &ServeComma
     if let Some(p) = number("port") {
         config.port = p as u16;
     }
+    if let Some(p) = number("tls-port") {
+        config.tls_port = p as u16;
+    }
     if let Some(n) = number("item-size-max") {
         config.item_size_max = n;
     }

@@ -239,10 +239,14 @@ fn key_and_value<'a>(c: &Command<'a>) -> (&'a [u8], &'a [u8]) {
         | Command::Arith { key, .. } => (key, &[]),
         Command::Store { key, value, .. } => (key, value),
         Command::Stat { group } => (group, &[]),
+        Command::SaslAuth {
+            mechanism, data, ..
+        } => (mechanism, data),
         Command::Quit
         | Command::Flush { .. }
         | Command::Noop
         | Command::Version
+        | Command::SaslListMechs
         | Command::Verbosity { .. } => (&[], &[]),
     }
 }

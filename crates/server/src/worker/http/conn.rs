@@ -16,6 +16,7 @@ use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::worker::transport::Transport;
 use bytes::BytesMut;
 use engine::command::{self, Arg, Command};
 use engine::{Engine, Flow, ServerRequest, Session};
@@ -25,7 +26,6 @@ use proto::http::{
 };
 use proto::resp::ReplyWriter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
 use super::metrics;
@@ -99,7 +99,7 @@ enum Handoff {
 /// Serves one accepted connection: HTTP until it closes, or until it
 /// upgrades to WebSocket or becomes an event stream (then that side takes
 /// the socket).
-pub(crate) async fn serve(worker: Rc<Worker>, mut stream: TcpStream, peer: SocketAddr) {
+pub(crate) async fn serve(worker: Rc<Worker>, mut stream: Transport, peer: SocketAddr) {
     let local = stream
         .local_addr()
         .map(|a| a.to_string())
@@ -268,7 +268,7 @@ struct Conn {
 impl Conn {
     /// The keep-alive loop. Returns what the connection becomes when it is
     /// not HTTP any more (a WebSocket, an event stream).
-    async fn run(&mut self, stream: &mut TcpStream, kill: &Notify) -> Option<Handoff> {
+    async fn run(&mut self, stream: &mut Transport, kill: &Notify) -> Option<Handoff> {
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
         let mut shutdown = self.worker.shutdown.subscribe();

@@ -28,7 +28,7 @@ use crate::worker::Worker;
 /// Serves one HTTP (or WebSocket) connection.
 pub(crate) async fn serve(
     worker: Rc<Worker>,
-    stream: tokio::net::TcpStream,
+    stream: crate::worker::transport::Transport,
     peer: std::net::SocketAddr,
 ) {
     conn::serve(worker, stream, peer).await

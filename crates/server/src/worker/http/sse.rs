@@ -20,11 +20,11 @@
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::worker::transport::Transport;
 use bytes::{Buf, BytesMut};
 use proto::http::{write_sse_event, Connection, Response};
 use proto::json::{parse_reply, write_string, Reply, ReplyScanner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::conn::date_now;
@@ -87,7 +87,7 @@ pub(crate) fn write_head(out: &mut Vec<u8>, date: &[u8], connection: Connection)
 /// until either side ends.
 pub(crate) async fn serve(
     worker: Rc<Worker>,
-    mut stream: TcpStream,
+    mut stream: Transport,
     kind: Kind,
     name: Vec<u8>,
     peer: (String, String, i32),
@@ -146,7 +146,7 @@ pub(crate) async fn serve(
     if events(kind, &mut replies, &mut scanner, &mut pending).is_err() {
         return;
     }
-    let (mut sock_r, mut sock_w) = stream.split();
+    let (mut sock_r, mut sock_w) = tokio::io::split(&mut stream);
     let mut scratch = vec![0u8; 4096];
     let mut last_output = Instant::now();
     let heartbeat = tokio::time::sleep(HEARTBEAT);

@@ -30,12 +30,12 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::worker::transport::Transport;
 use bytes::{Buf, BytesMut};
 use proto::json::{command_from_json, parse_reply, write_json, write_push, ReplyScanner};
 use proto::resp::{Protocol, ReplyWriter, RequestParser};
 use proto::websocket::{write_close, write_frame, Message, MessageDecoder, Opcode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, ReadHalf, WriteHalf};
-use tokio::net::TcpStream;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::Notify;
 
@@ -105,7 +105,7 @@ struct Shared {
 /// `leftover` holds bytes the client sent right after its handshake.
 pub(crate) async fn serve(
     worker: Rc<Worker>,
-    mut stream: TcpStream,
+    mut stream: Transport,
     sub: Sub,
     leftover: BytesMut,
     peer: (String, String, i32),
@@ -127,7 +127,7 @@ pub(crate) async fn serve(
     }
     let closing = Notify::new();
     {
-        let (mut sock_r, mut sock_w) = stream.split();
+        let (mut sock_r, mut sock_w) = tokio::io::split(&mut stream);
         let inbound = async {
             inbound(&mut sock_r, leftover, &mut pipe_w, &tx, &shared, &closing).await;
             // The RESP side sees the end of its input and finishes.
@@ -149,7 +149,7 @@ fn text_frame(text: &str) -> Vec<u8> {
 /// closes or breaks the protocol, or the server's close was answered (or
 /// not, in time).
 async fn inbound(
-    sock: &mut tokio::net::tcp::ReadHalf<'_>,
+    sock: &mut tokio::io::ReadHalf<&mut Transport>,
     mut buf: BytesMut,
     pipe: &mut WriteHalf<DuplexStream>,
     tx: &UnboundedSender<Out>,
@@ -319,7 +319,7 @@ fn multibulk(args: &[Vec<u8>]) -> Vec<u8> {
 /// asks for, until a close frame went out.
 async fn outbound(
     worker: &Worker,
-    sock: &mut tokio::net::tcp::WriteHalf<'_>,
+    sock: &mut tokio::io::WriteHalf<&mut Transport>,
     pipe: &mut ReadHalf<DuplexStream>,
     mut rx: UnboundedReceiver<Out>,
     shared: &RefCell<Shared>,

@@ -11,13 +11,13 @@
 
 use std::rc::Rc;
 
+use crate::worker::transport::Transport;
 use bytes::{Buf, BytesMut};
 use engine::memcache::{McArith, McDeleted, McError, McStore, McStored, VERSION};
 use engine::{Engine, Session};
 use proto::memcache::binary::{
     self, write_error, write_response, Command, Frame, Request, Status, StoreMode,
 };
-use tokio::net::TcpStream;
 
 use super::IO_CHUNK;
 use crate::worker::batch::{Ran, Runner};
@@ -31,7 +31,7 @@ const REPLY_FLUSH: usize = 1 << 20;
 /// (the text side saw the 0x80 magic byte and handed it over).
 pub(crate) async fn serve(
     worker: &Rc<Worker>,
-    stream: &mut TcpStream,
+    stream: &mut Transport,
     buf: BytesMut,
 ) -> std::io::Result<()> {
     let mut buf = buf;
@@ -48,8 +48,8 @@ pub(crate) async fn serve(
         skip -= dropped;
         let mut batch = Batch::default();
         if skip == 0 {
-            batch = runner.run(worker, &mut session, |engine, _| {
-                let batch = process(engine, &buf, &mut out, &mut value, REPLY_FLUSH);
+            batch = runner.run(worker, &mut session, |engine, session| {
+                let batch = process(engine, session, &buf, &mut out, &mut value, REPLY_FLUSH);
                 Ran {
                     executed: batch.executed,
                     next: batch,
@@ -91,6 +91,7 @@ pub(super) struct Batch {
 /// `reply_limit` bytes. `value` is scratch space for item values.
 pub(super) fn process(
     engine: &mut Engine,
+    session: &mut Session,
     buf: &[u8],
     out: &mut Vec<u8>,
     value: &mut Vec<u8>,
@@ -117,7 +118,7 @@ pub(super) fn process(
         };
         batch.executed += 1;
         let close = match parsed.frame {
-            Frame::Request(request) => execute(engine, &request, out, value),
+            Frame::Request(request) => execute(engine, session, &request, out, value),
             Frame::TooLarge { header, key } => {
                 let mode = match header.opcode {
                     binary::opcode::SET | binary::opcode::SETQ => McStore::Set,
@@ -150,18 +151,73 @@ pub(super) fn process(
     }
 }
 
+/// SASL_LIST_MECHS and SASL_AUTH / SASL_STEP: PLAIN against the auth file
+/// or the ACL users. Without a login required they are unknown commands,
+/// as in a memcached built without SASL.
+fn sasl(engine: &mut Engine, session: &mut Session, request: &Request<'_>, out: &mut Vec<u8>) {
+    let h = &request.header;
+    if !engine.mc_auth_required() {
+        write_error(out, h, Status::UnknownCommand);
+        return;
+    }
+    match request.command {
+        Command::SaslListMechs => {
+            write_response(out, h, Status::Success, 0, &[], &[], b"PLAIN");
+        }
+        Command::SaslAuth {
+            step: false,
+            mechanism: b"PLAIN",
+            data,
+        } => {
+            let logged_in = engine::memcache_auth::plain_token(data)
+                .is_some_and(|(user, pass)| engine.mc_login(session, user, pass));
+            if logged_in {
+                write_response(out, h, Status::Success, 0, &[], &[], b"Authenticated");
+            } else {
+                write_error(out, h, Status::AuthError);
+            }
+        }
+        // Another mechanism, or a step PLAIN never needs.
+        _ => write_error(out, h, Status::AuthError),
+    }
+}
+
 /// Executes one request and writes its reply (unless a quiet variant
 /// succeeded). Returns whether the connection is to close (QUIT).
 fn execute(
     engine: &mut Engine,
+    session: &mut Session,
     request: &Request<'_>,
     out: &mut Vec<u8>,
     value: &mut Vec<u8>,
 ) -> bool {
     let h = &request.header;
-    if engine.auth_required() {
-        // requirepass holds for the binary protocol too (no SASL here
-        // yet): the connection closes without running anything.
+    let login = matches!(
+        request.command,
+        Command::SaslListMechs | Command::SaslAuth { .. }
+    );
+    if login {
+        sasl(engine, session, request, out);
+        return false;
+    }
+    // As memcached with SASL: before a login only VERSION (and SASL) run;
+    // anything else is "Auth failure" and the connection goes on.
+    if !engine.mc_session_ok(session) && request.command != Command::Version {
+        write_error(out, h, Status::AuthError);
+        return false;
+    }
+    let writes = matches!(
+        request.command,
+        Command::Store { .. }
+            | Command::Delete { .. }
+            | Command::Arith { .. }
+            | Command::Flush { .. }
+            | Command::Touch { .. }
+    );
+    let reads = matches!(request.command, Command::Get { .. });
+    if (writes || reads) && !engine.mc_permitted(&session.user, writes) {
+        // The login's ACL user may not (its rules on SET and GET).
+        write_error(out, h, Status::AuthError);
         return false;
     }
     let quiet = h.is_quiet();
@@ -310,6 +366,8 @@ fn execute(
                 None => write_error(out, h, Status::KeyNotFound),
             }
         }
+        // Answered by `sasl` above.
+        Command::SaslListMechs | Command::SaslAuth { .. } => {}
     }
     false
 }

@@ -7,9 +7,9 @@ mod udp;
 
 use std::rc::Rc;
 
+use crate::worker::transport::Transport;
 use bytes::BytesMut;
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::worker::Worker;
@@ -20,7 +20,7 @@ const IO_CHUNK: usize = 16 * 1024;
 /// Reads more of a connection into `buf`. False when the client hung up or
 /// the worker is draining: the connection then ends.
 async fn read_more(
-    stream: &mut TcpStream,
+    stream: &mut Transport,
     buf: &mut BytesMut,
     shutdown: &mut watch::Receiver<bool>,
 ) -> std::io::Result<bool> {
@@ -32,7 +32,7 @@ async fn read_more(
 }
 
 /// Serves one memcached TCP connection (text, meta or binary).
-pub(crate) async fn serve_tcp(worker: Rc<Worker>, stream: tokio::net::TcpStream) {
+pub(crate) async fn serve_tcp(worker: Rc<Worker>, stream: crate::worker::transport::Transport) {
     text::run(worker, stream).await
 }
 

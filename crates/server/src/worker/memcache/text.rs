@@ -11,6 +11,7 @@
 
 use std::rc::Rc;
 
+use crate::worker::transport::Transport;
 use bytes::{Buf, BytesMut};
 use engine::memcache::{McArith, McDeleted, McError, McItem, McStore, McStored, VERSION};
 use engine::{Engine, Session};
@@ -20,7 +21,6 @@ use proto::memcache::text::{
 };
 use store::WorkerCounter;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use super::IO_CHUNK;
 use crate::worker::batch::{Ran, Runner};
@@ -52,7 +52,7 @@ struct Conn {
 }
 
 /// Serves one accepted memcached TCP connection until it closes.
-pub(crate) async fn run(worker: Rc<Worker>, mut stream: TcpStream) {
+pub(crate) async fn run(worker: Rc<Worker>, mut stream: Transport) {
     let count = |delta| {
         let _ = worker
             .store
@@ -71,7 +71,7 @@ pub(crate) async fn run(worker: Rc<Worker>, mut stream: TcpStream) {
     count(-1);
 }
 
-async fn serve(worker: &Rc<Worker>, stream: &mut TcpStream) -> std::io::Result<()> {
+async fn serve(worker: &Rc<Worker>, stream: &mut Transport) -> std::io::Result<()> {
     let mut shutdown = worker.shutdown.subscribe();
     let mut buf = BytesMut::with_capacity(IO_CHUNK);
     while buf.is_empty() {
@@ -102,8 +102,8 @@ async fn serve(worker: &Rc<Worker>, stream: &mut TcpStream) -> std::io::Result<(
             session,
             value,
         } = &mut conn;
-        let step = runner.run(worker, session, |engine, _| {
-            process(engine, parser, value, &mut buf, &mut out)
+        let step = runner.run(worker, session, |engine, session| {
+            process(engine, session, parser, value, &mut buf, &mut out)
         });
         runner.reply(worker, stream, &mut out, IO_CHUNK).await?;
         match step {
@@ -128,6 +128,7 @@ async fn serve(worker: &Rc<Worker>, stream: &mut TcpStream) -> std::io::Result<(
 /// borrowed for the batch) and drops the bytes consumed.
 fn process(
     engine: &mut Engine,
+    session: &mut Session,
     parser: &mut Parser,
     value: &mut Vec<u8>,
     buf: &mut BytesMut,
@@ -152,21 +153,26 @@ fn process(
                 consumed,
             } => {
                 if !quiet {
-                    write_line(out, line.as_bytes());
+                    // memcached checks the login before it reads a line.
+                    let line = if engine.mc_session_ok(session) {
+                        line.as_bytes()
+                    } else {
+                        UNAUTHENTICATED
+                    };
+                    write_line(out, line);
                 }
                 pos += consumed;
             }
             Parsed::Request(request, consumed) => {
                 pos += consumed;
                 executed += 1;
-                if engine.auth_required() {
-                    // requirepass (or a default user that is off) holds
-                    // for memcached too, which has no login here yet.
-                    write_line(out, b"CLIENT_ERROR unauthenticated");
+                if !engine.mc_session_ok(session) {
+                    login(engine, session, &request, out);
                     continue;
                 }
-                // memcached clients run as the default user: its rules
-                // on writing and reading hold (as SET and GET).
+                // The login's ACL user (the default user when no login is
+                // required): its rules on writing and reading hold (as SET
+                // and GET).
                 let writes = matches!(
                     request,
                     Request::Store { .. }
@@ -178,7 +184,7 @@ fn process(
                         | Request::MetaDelete(..)
                         | Request::MetaArith(..)
                 );
-                if !engine.mc_permitted(writes) {
+                if !engine.mc_permitted(&session.user, writes) {
                     write_line(out, b"CLIENT_ERROR permission denied");
                     continue;
                 }
@@ -198,6 +204,32 @@ fn process(
         next: step,
         executed,
     }
+}
+
+/// memcached's refusal of anything but a login from a client that has not
+/// logged in.
+const UNAUTHENTICATED: &[u8] = b"CLIENT_ERROR unauthenticated";
+
+/// A request from a client that must log in first: as memcached 1.6 with
+/// an auth file, only a `set` is read, its data being `user password`
+/// (`noreply` does not silence the answer); anything else is refused.
+fn login(engine: &mut Engine, session: &mut Session, request: &Request<'_>, out: &mut Vec<u8>) {
+    let Request::Store {
+        mode: StoreMode::Set,
+        cas: None,
+        data,
+        ..
+    } = request
+    else {
+        write_line(out, UNAUTHENTICATED);
+        return;
+    };
+    let line: &[u8] = match engine::memcache_auth::text_token(data) {
+        None => b"CLIENT_ERROR bad authentication token format",
+        Some((user, pass)) if engine.mc_login(session, user, pass) => b"STORED",
+        Some(_) => b"CLIENT_ERROR authentication failure",
+    };
+    write_line(out, line);
 }
 
 /// Runs one request and appends its reply. Returns false on `quit`.

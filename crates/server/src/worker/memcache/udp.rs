@@ -64,14 +64,14 @@ pub(crate) async fn serve(worker: Rc<Worker>, socket: UdpSocket) {
             Err(_) => continue,
         };
         outbox.clear();
-        runner.run(&worker, &mut session, |engine, _| {
+        runner.run(&worker, &mut session, |engine, session| {
             let mut executed = 0;
             for (datagram, from) in inbox.datagrams(received) {
                 let Some(request) = udp::parse_datagram(datagram) else {
                     continue;
                 };
                 reply.clear();
-                executed += execute(engine, request.payload, &mut reply, &mut value);
+                executed += execute(engine, session, request.payload, &mut reply, &mut value);
                 outbox.add(from, request.request_id, &reply);
             }
             Ran { next: (), executed }
@@ -85,16 +85,23 @@ pub(crate) async fn serve(worker: Rc<Worker>, socket: UdpSocket) {
 /// Runs the requests of one datagram's payload; replies into `reply`.
 /// Returns how many ran. A request must be whole within the datagram: an
 /// incomplete one is dropped, as memcached does.
-fn execute(engine: &mut Engine, payload: &[u8], reply: &mut Vec<u8>, value: &mut Vec<u8>) -> u64 {
-    if engine.auth_required() {
-        // requirepass holds for memcached UDP too: nothing runs.
+fn execute(
+    engine: &mut Engine,
+    session: &mut Session,
+    payload: &[u8],
+    reply: &mut Vec<u8>,
+    value: &mut Vec<u8>,
+) -> u64 {
+    if engine.mc_auth_required() {
+        // A login needs a connection: with one required, nothing runs
+        // over UDP (and the socket's one session never logs in).
         reply.extend_from_slice(b"CLIENT_ERROR unauthenticated\r\n");
         return 0;
     }
     if payload.first() == Some(&REQUEST_MAGIC) {
         // What would close a TCP connection (QUIT, a bad header) ends the
         // datagram; a too-large value was never in it.
-        return binary::process(engine, payload, reply, value, udp::MAX_REPLY).executed;
+        return binary::process(engine, session, payload, reply, value, udp::MAX_REPLY).executed;
     }
     let mut parser = Parser::new(engine.mc_item_size_max());
     let mut rest = payload;
