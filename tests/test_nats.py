@@ -25,6 +25,24 @@ def shoal():
     s.stop()
 
 
+def serve_nats(proc, port):
+    """Yields `port` once the nats-server `proc` listens there; stops it
+    after."""
+    def up():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+
+    try:
+        wait_for(up, timeout=10)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
 @pytest.fixture(scope="module")
 def nats_server():
     if shutil.which("nats-server") is None:
@@ -33,17 +51,7 @@ def nats_server():
     proc = subprocess.Popen(["nats-server", "-a", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def up():
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            return False
-
-    wait_for(up, timeout=10)
-    yield port
-    proc.terminate()
-    proc.wait()
+    yield from serve_nats(proc, port)
 
 
 def talk(port, data, settle=5):
@@ -579,17 +587,7 @@ def nats_token_server():
     proc = subprocess.Popen(["nats-server", "-a", "127.0.0.1", "-p", str(port), "--auth", "tok"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def up():
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            return False
-
-    wait_for(up, timeout=10)
-    yield port
-    proc.terminate()
-    proc.wait()
+    yield from serve_nats(proc, port)
 
 
 AUTH_CASES = [
@@ -627,17 +625,7 @@ authorization {{
     proc = subprocess.Popen(["nats-server", "-c", str(conf)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def up():
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            return False
-
-    wait_for(up, timeout=10)
-    yield port
-    proc.terminate()
-    proc.wait()
+    yield from serve_nats(proc, port)
 
 
 PERMISSION_CASES = [

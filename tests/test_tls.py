@@ -24,6 +24,14 @@ pytestmark = [
 ]
 
 
+def read_until_closed(sock):
+    """Everything `sock` receives until the server closes it."""
+    got = b""
+    while chunk := sock.recv(4096):
+        got += chunk
+    return got
+
+
 def openssl(*args, cwd):
     subprocess.run(["openssl", *args], cwd=cwd, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -150,12 +158,7 @@ def test_redis_cli_tls(tls_server, certs):
 def test_plain_client_on_the_tls_port_is_closed(tls_server, certs):
     with socket.create_connection(("127.0.0.1", tls_server.tls_port), timeout=10) as s:
         s.sendall(b"*1\r\n$4\r\nPING\r\n")
-        got = b""
-        while True:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            got += chunk
+        got = read_until_closed(s)
         # Closed without a word (as Redis does), never a reply.
         assert got == b""
     with socket.create_connection(("127.0.0.1", tls_server.tls_port), timeout=10) as s:
@@ -242,12 +245,7 @@ def test_memcached_over_tls(tls_server, certs):
     # A plain memcached client gets no reply, only a close.
     with socket.create_connection(("127.0.0.1", tls_server.mc_port), timeout=10) as s:
         s.sendall(b"get tls-mc\r\n")
-        got = b""
-        while True:
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            got += chunk
+        got = read_until_closed(s)
         assert b"VALUE" not in got
 
 
