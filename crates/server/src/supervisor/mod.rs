@@ -229,6 +229,12 @@ fn serve_until_stopped(opts: ServeOptions) -> Result<(), Error> {
         }
         _ => None,
     };
+    if store.created() && resumed.is_none() {
+        // A new segment starts with none of the files an earlier one of the
+        // same name left beside it (scripts, functions, a replica's link
+        // status): before replication writes its status file anew.
+        let _ = engine::remove_side_files(store.path());
+    }
     let control_path = control_socket_path(store.path());
     let control = crate::supervisor::control::bind(&control_path)?;
     store.set_supervisor_pid(me)?;
@@ -345,11 +351,6 @@ async fn supervise(
     // can report damage it sees mid-write while the workers of a
     // re-executed supervisor run on, which must not stop the supervisor.
     let bytes = std::fs::metadata(store.path()).map_or(0, |m| m.len());
-    if store.created() && resumed.is_none() {
-        // A new segment starts with none of the scripts and functions an
-        // earlier one of the same name left beside it.
-        let _ = engine::remove_side_files(store.path());
-    }
     println!(
         "shoal {} supervisor pid {}: segment {} ({} MiB{}), balance {}",
         env!("CARGO_PKG_VERSION"),
