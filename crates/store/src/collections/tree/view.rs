@@ -88,19 +88,26 @@ impl<'r> View<'r> {
         key: &[u8],
         scratch: &mut Vec<u8>,
     ) -> Result<std::cmp::Ordering> {
-        let (start, end) = self.span(i)?;
-        scratch.clear();
-        self.r
-            .read_bytes(self.at.body + start, end - start, scratch)?;
-        let mut pos = 0;
-        let (a, b) = read_bytes(scratch, &mut pos).ok_or(Error::BadValue)?;
-        Ok(scratch[a..b].cmp(key))
+        self.cmp_bytes_at(i, 0, key, scratch)
     }
 
-    /// Compares an inner node's separator `i` with `key`.
+    /// Compares an inner node's separator `i` with `key` (it follows the
+    /// child pointer and count words).
     pub(super) fn cmp_sep(
         &self,
         i: usize,
+        key: &[u8],
+        scratch: &mut Vec<u8>,
+    ) -> Result<std::cmp::Ordering> {
+        self.cmp_bytes_at(i, 16, key, scratch)
+    }
+
+    /// Compares the length-prefixed bytes `skip` bytes into entry `i`
+    /// with `key`, reading the entry into `scratch`.
+    fn cmp_bytes_at(
+        &self,
+        i: usize,
+        skip: usize,
         key: &[u8],
         scratch: &mut Vec<u8>,
     ) -> Result<std::cmp::Ordering> {
@@ -108,7 +115,7 @@ impl<'r> View<'r> {
         scratch.clear();
         self.r
             .read_bytes(self.at.body + start, end - start, scratch)?;
-        let mut pos = 16;
+        let mut pos = skip;
         let (a, b) = read_bytes(scratch, &mut pos).ok_or(Error::BadValue)?;
         Ok(scratch[a..b].cmp(key))
     }
