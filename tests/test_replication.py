@@ -460,8 +460,10 @@ def test_masterauth_and_masteruser(tmp_path):
     try:
         p = primary.client()
         p.set("k", "v")
-        p.config_set("requirepass", "sekret")
-        p = primary.client(password="sekret")
+        # Passwords are binary-safe, as in Redis (its suite uses `abc\0def`).
+        secret = "se\0k\nret"
+        p.config_set("requirepass", secret)
+        p = primary.client(password=secret)
         rep.start()
         c = rep.client()
         assert c.execute_command("REPLICAOF", "127.0.0.1", primary.port) == "OK"
@@ -470,7 +472,8 @@ def test_masterauth_and_masteruser(tmp_path):
         c.config_set("masterauth", "wrong")
         wait_for(lambda: "Unable to AUTH to MASTER" in link(rep).get("shoal_master_link_error", ""),
                  what="the refusal of a wrong password")
-        c.config_set("masterauth", "sekret")
+        c.config_set("masterauth", secret)
+        assert c.config_get("masterauth") == {"masterauth": secret}
         wait_for(lambda: link(rep).get("master_link_status") == "up", what="the link")
         assert p.execute_command("WAIT", 1, 10000) == 1
         assert c.get("k") == "v"

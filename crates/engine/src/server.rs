@@ -935,9 +935,7 @@ pub(crate) fn apply_changes(
                 let shown = String::from_utf8_lossy(&value).into_owned();
                 h.update_config_text(|old| {
                     let mut overrides = params::Overrides::parse(old);
-                    if !shown.contains(['\n', '\r', '\0']) {
-                        overrides.set("requirepass", shown);
-                    }
+                    overrides.set("requirepass", shown);
                     Ok(overrides.to_text())
                 })?;
                 store.set_config_word(word::TEXT_SET, 2)?;

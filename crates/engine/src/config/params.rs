@@ -295,7 +295,9 @@ pub(crate) type Refusal = String;
 /// text CONFIG GET will print for it.
 pub(crate) fn normalize(param: &Param, value: &[u8]) -> Result<String, Refusal> {
     let text = std::str::from_utf8(value).map_err(|_| "argument must be valid text".to_string())?;
-    if text.contains(['\n', '\r', '\0']) {
+    // Passwords are binary-safe in Redis (a test sets `abc\0def`); the
+    // shared text escapes them (`Overrides::to_text`).
+    if param.flags & pflags::SENSITIVE == 0 && text.contains(['\n', '\r', '\0']) {
         return Err("argument must not contain line breaks".into());
     }
     match &param.kind {
@@ -418,7 +420,8 @@ pub(crate) fn parse_memory(v: &[u8]) -> Option<u64> {
 }
 
 /// The values set by CONFIG SET for parameters that live only in the shared
-/// setting text: one `name value` line each.
+/// setting text: one `name value` line each, the value with `\`, line
+/// breaks and NUL escaped (`\\`, `\n`, `\r`, `\0`) so a line stays a line.
 #[derive(Default, Debug)]
 pub(crate) struct Overrides(Vec<(String, String)>);
 
@@ -430,7 +433,7 @@ impl Overrides {
             text.lines()
                 .filter_map(|l| {
                     let (n, v) = l.split_once(' ').unwrap_or((l, ""));
-                    find(n.as_bytes()).map(|p| (p.name.to_string(), v.to_string()))
+                    find(n.as_bytes()).map(|p| (p.name.to_string(), unescape(v)))
                 })
                 .collect(),
         )
@@ -459,11 +462,43 @@ impl Overrides {
         for (n, v) in &self.0 {
             out.push_str(n);
             out.push(' ');
-            out.push_str(v);
+            for c in v.chars() {
+                match c {
+                    '\\' => out.push_str("\\\\"),
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\0' => out.push_str("\\0"),
+                    c => out.push(c),
+                }
+            }
             out.push('\n');
         }
         out.into_bytes()
     }
+}
+
+/// The value `Overrides::to_text` escaped; an unknown escape stays as it is.
+fn unescape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('\\') => out.push('\\'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('0') => out.push('\0'),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -528,5 +563,20 @@ mod tests {
         assert_eq!(o.get("save"), Some("60 1"));
         assert_eq!(o.get("hz"), None, "a default is not kept");
         assert_eq!(o.get("loglevel"), Some("debug"));
+    }
+
+    #[test]
+    fn a_binary_password_survives_the_shared_text() {
+        assert_eq!(set("masterauth", "abc\0d\nef"), Ok("abc\0d\nef".into()));
+        assert!(set("dir", "a\nb").is_err(), "only passwords are binary");
+        let mut o = Overrides::default();
+        o.set("masterauth", "a\\b\0c\r\nd\\n".into());
+        o.set("logfile", "x".into());
+        let text = o.to_text();
+        assert_eq!(text.iter().filter(|&&b| b == b'\n').count(), 2);
+        let o = Overrides::parse(&text);
+        assert_eq!(o.get("masterauth"), Some("a\\b\0c\r\nd\\n"));
+        assert_eq!(o.get("logfile"), Some("x"));
+        assert_eq!(unescape("a\\qb\\"), "a\\qb\\", "unknown escapes stay");
     }
 }
