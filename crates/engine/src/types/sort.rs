@@ -36,32 +36,13 @@ use crate::types::zset::score::parse_weight;
 /// A weight (or an element) that is not a number in a numeric sort.
 pub(crate) const NOT_DOUBLE: &str = "ERR One or more scores can't be converted into double";
 
-/// A command of the `generic` group.
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: u32,
-    since: &'static str,
-    summary: &'static str,
-    handler: crate::command::Handler,
-) -> Command {
-    crate::command::spec(
-        name,
-        arity,
-        flags,
-        (1, 1, 1),
-        "generic",
-        since,
-        summary,
-        handler,
-    )
-}
+crate::command::group_cmd!("generic");
 
 /// SORT and SORT_RO.
 #[rustfmt::skip]
 pub(crate) const COMMANDS: &[Command] = &[
-    Command { movable_keys: Some(sort_keys), ..cmd("sort", -2, WRITE | DENYOOM | ATOMIC, "1.0.0", "Sort the elements in a list, set or sorted set", sort) },
-    Command { movable_keys: Some(sort_keys), ..cmd("sort_ro", -2, READONLY | ATOMIC, "7.0.0", "Sort the elements in a list, set or sorted set. Read-only variant of SORT.", sort_ro) },
+    Command { movable_keys: Some(sort_keys), ..cmd("sort", -2, WRITE | DENYOOM | ATOMIC, (1, 1, 1), "1.0.0", "Sort the elements in a list, set or sorted set", sort) },
+    Command { movable_keys: Some(sort_keys), ..cmd("sort_ro", -2, READONLY | ATOMIC, (1, 1, 1), "7.0.0", "Sort the elements in a list, set or sorted set. Read-only variant of SORT.", sort_ro) },
 ];
 
 /// SORT's options, as `sortCommandGeneric` parses them.
