@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::TempSegment;
 use store::*;
 
@@ -318,23 +316,7 @@ fn stride(op: &str) -> u64 {
 /// The body of the child process.
 #[test]
 fn crash_child_entry() {
-    let Ok(op) = std::env::var("SHOAL_CRASH_OP") else {
-        return;
-    };
-    let k: u64 = std::env::var("SHOAL_CRASH_AT").unwrap().parse().unwrap();
-    let path = std::env::var("SHOAL_SEGMENT").unwrap();
-    let store = Store::open(&OpenOptions {
-        location: Location::Path(path.into()),
-        create: false,
-        ..OpenOptions::default()
-    })
-    .unwrap();
-    let mut h = store.handle().unwrap();
-    store::testing::crash_after(&mut h, k);
-    run_op(&mut h, &op);
-    // Reached the end without crashing: leave cleanly.
-    drop(h);
-    println!("completed");
+    common::crash_child_body(run_op);
 }
 
 /// A fresh segment set up (with the log on if `log`), and a child process
@@ -348,37 +330,18 @@ fn crash_once(op: &str, k: u64, log: bool) -> (TempSegment, Store, std::process:
 
 /// A fresh segment set up, with the log on if `log`.
 fn prepared(log: bool) -> (TempSegment, Store) {
-    let seg = TempSegment::new(if log { "crashlog" } else { "crashpoint" });
-    let mut opts = seg.options(2 << 20);
-    opts.contexts = 8;
-    let store = Store::open(&opts).unwrap();
-    {
-        let mut h = store.handle().unwrap();
-        if log {
-            h.log_ring().enable(0, store::log::FsyncPolicy::No).unwrap();
-        }
-        setup(&mut h);
-    }
-    (seg, store)
+    common::crash_segment(
+        if log { "crashlog" } else { "crashpoint" },
+        2 << 20,
+        log,
+        setup,
+    )
 }
 
 /// Runs `op` in a child process on `seg` until its `k`-th crash point: its
 /// output and whether it ran to the end.
 fn crash_child(seg: &TempSegment, op: &str, k: u64) -> (std::process::Output, bool) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "crash_child_entry",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("SHOAL_CRASH_OP", op)
-        .env("SHOAL_CRASH_AT", k.to_string())
-        .env("SHOAL_SEGMENT", &seg.path)
-        .output()
-        .unwrap();
-    let completed = String::from_utf8_lossy(&out.stdout).contains("completed");
-    (out, completed)
+    common::run_crash_child(seg, "crash_child_entry", op, k)
 }
 
 #[test]

@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::TempSegment;
 use store::*;
 
@@ -149,49 +147,13 @@ fn expected(op: &str) -> (Option<String>, Option<String>) {
 /// The body of the child process.
 #[test]
 fn stream_crash_child_entry() {
-    let Ok(op) = std::env::var("SHOAL_STREAM_CRASH_OP") else {
-        return;
-    };
-    let k: u64 = std::env::var("SHOAL_CRASH_AT").unwrap().parse().unwrap();
-    let path = std::env::var("SHOAL_SEGMENT").unwrap();
-    let store = Store::open(&OpenOptions {
-        location: Location::Path(path.into()),
-        create: false,
-        ..OpenOptions::default()
-    })
-    .unwrap();
-    let mut h = store.handle().unwrap();
-    store::testing::crash_after(&mut h, k);
-    run_op(&mut h, &op);
-    drop(h);
-    println!("completed");
+    common::crash_child_body(run_op);
 }
 
 fn crash_once(op: &str, k: u64, log: bool) -> (TempSegment, Store, bool) {
-    let seg = TempSegment::new(if log { "streamcrashlog" } else { "streamcrash" });
-    let mut opts = seg.options(16 << 20);
-    opts.contexts = 8;
-    let store = Store::open(&opts).unwrap();
-    {
-        let mut h = store.handle().unwrap();
-        if log {
-            h.log_ring().enable(0, store::log::FsyncPolicy::No).unwrap();
-        }
-        setup(&mut h);
-    }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "stream_crash_child_entry",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("SHOAL_STREAM_CRASH_OP", op)
-        .env("SHOAL_CRASH_AT", k.to_string())
-        .env("SHOAL_SEGMENT", &seg.path)
-        .output()
-        .unwrap();
-    let completed = String::from_utf8_lossy(&out.stdout).contains("completed");
+    let tag = if log { "streamcrashlog" } else { "streamcrash" };
+    let (seg, store) = common::crash_segment(tag, 16 << 20, log, setup);
+    let (out, completed) = common::run_crash_child(&seg, "stream_crash_child_entry", op, k);
     assert!(
         completed || !out.status.success(),
         "{op}: child neither completed nor crashed: {out:?}"

@@ -241,3 +241,70 @@ pub fn dump_all(h: &mut Handle) -> Vec<(u8, Vec<u8>, String)> {
     out.sort();
     out
 }
+
+// ---------- crash points ----------
+
+/// The body of a crash-point child process (a test named `entry` in the
+/// test binary): when `SHOAL_CRASH_OP` is set, opens the segment, arms
+/// `testing::crash_after(SHOAL_CRASH_AT)` and runs the operation; prints
+/// "completed" when it got to the end without crashing.
+pub fn crash_child_body(run_op: impl FnOnce(&mut Handle, &str)) {
+    let Ok(op) = std::env::var("SHOAL_CRASH_OP") else {
+        return;
+    };
+    let k: u64 = std::env::var("SHOAL_CRASH_AT").unwrap().parse().unwrap();
+    let path = std::env::var("SHOAL_SEGMENT").unwrap();
+    let store = Store::open(&OpenOptions {
+        location: Location::Path(path.into()),
+        create: false,
+        ..OpenOptions::default()
+    })
+    .unwrap();
+    let mut h = store.handle().unwrap();
+    store::testing::crash_after(&mut h, k);
+    run_op(&mut h, &op);
+    drop(h);
+    println!("completed");
+}
+
+/// A fresh segment of `size` bytes with 8 contexts, the log on if `log`,
+/// prepared by `setup`.
+pub fn crash_segment(
+    tag: &str,
+    size: u64,
+    log: bool,
+    setup: fn(&mut Handle),
+) -> (TempSegment, Store) {
+    let seg = TempSegment::new(tag);
+    let mut opts = seg.options(size);
+    opts.contexts = 8;
+    let store = Store::open(&opts).unwrap();
+    {
+        let mut h = store.handle().unwrap();
+        if log {
+            h.log_ring().enable(0, store::log::FsyncPolicy::No).unwrap();
+        }
+        setup(&mut h);
+    }
+    (seg, store)
+}
+
+/// Runs `op` in a child process (this binary's test `entry`, see
+/// [`crash_child_body`]) on `seg` until its `k`-th crash point: its output
+/// and whether it ran to the end.
+pub fn run_crash_child(
+    seg: &TempSegment,
+    entry: &str,
+    op: &str,
+    k: u64,
+) -> (std::process::Output, bool) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([entry, "--exact", "--nocapture", "--test-threads=1"])
+        .env("SHOAL_CRASH_OP", op)
+        .env("SHOAL_CRASH_AT", k.to_string())
+        .env("SHOAL_SEGMENT", &seg.path)
+        .output()
+        .unwrap();
+    let completed = String::from_utf8_lossy(&out.stdout).contains("completed");
+    (out, completed)
+}
