@@ -109,7 +109,7 @@ struct Registry {
     outcomes: HashMap<u64, Outcome>,
     /// Ready keys to announce to other workers, by round (0: none), then
     /// by slot.
-    outbox: BTreeMap<u64, BTreeMap<u32, BTreeSet<(u8, Vec<u8>)>>>,
+    outbox: BTreeMap<u64, Announcements>,
     /// Weight this worker holds per round, to pass on or give back.
     held: BTreeMap<u64, u64>,
     /// Rounds started here whose weight is not all back: the weight out,
@@ -118,6 +118,9 @@ struct Registry {
     /// Rounds started so far (the round's number).
     rounds: u64,
 }
+
+/// Ready keys to announce, by worker slot.
+pub(crate) type Announcements = BTreeMap<u32, BTreeSet<(u8, Vec<u8>)>>;
 
 /// A round's whole weight.
 const ROUND_WEIGHT: u64 = 1 << 62;
@@ -151,8 +154,7 @@ pub(crate) fn round_request(round: u64, weight: u64) -> u64 {
 pub(crate) fn round_of_request(request: u64) -> (u64, u64) {
     match request & 63 {
         0 => (0, 0),
-        code if code <= 63 => (request & !63, 1u64 << (code - 1).min(62)),
-        _ => (0, 0),
+        code => (request & !63, 1u64 << (code - 1).min(62)),
     }
 }
 
@@ -176,7 +178,7 @@ pub(crate) fn split_weight(held: u64, messages: u64) -> (u64, u64) {
 #[derive(Default)]
 pub(crate) struct Flush {
     /// Per round (0: none) and slot, the keys to announce.
-    pub announce: BTreeMap<u64, BTreeMap<u32, BTreeSet<(u8, Vec<u8>)>>>,
+    pub announce: BTreeMap<u64, Announcements>,
     /// Weight held per round, to split over the round's messages.
     pub held: BTreeMap<u64, u64>,
 }
@@ -352,6 +354,10 @@ impl Blocking {
         }
         let keys: Vec<(u8, Vec<u8>)> = w.keys.iter().map(|k| (w.db, k.clone())).collect();
         self.publish_heads(&reg, &keys, w.wants);
+        if reg.waiters.is_empty() {
+            // An overflowed table counts again once it is empty.
+            let _ = self.store.reset_overflowed_waiter_heads(self.slot);
+        }
         let _ = self
             .store
             .add_worker_counter(self.slot, WorkerCounter::Blocked, -1);
@@ -778,8 +784,8 @@ mod tests {
         }
 
         /// The keys queued for other workers, by slot, over every round.
-        fn announced(&self) -> BTreeMap<u32, BTreeSet<(u8, Vec<u8>)>> {
-            let mut all: BTreeMap<u32, BTreeSet<(u8, Vec<u8>)>> = BTreeMap::new();
+        fn announced(&self) -> Announcements {
+            let mut all = Announcements::new();
             for (_, slots) in self.blocking.take_flush().announce {
                 for (slot, keys) in slots {
                     all.entry(slot).or_default().extend(keys);
@@ -906,6 +912,63 @@ mod tests {
             f.store.oldest_waiter_elsewhere(5, queue, 1 << 2).unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn round_weights_split_and_come_back_whole() {
+        let round = round_id(7, 3);
+        assert_eq!(round_origin(round), 7);
+        assert_eq!(round & 63, 0);
+        let request = round_request(round, 1 << 20);
+        assert_eq!(round_of_request(request), (round, 1 << 20));
+        assert_eq!(round_of_request(0), (0, 0));
+        assert_eq!(round_request(round, 3), 0);
+        // Three messages: each a power of two, the rest given back.
+        let (each, rest) = split_weight(ROUND_WEIGHT, 3);
+        assert!(each.is_power_of_two());
+        assert_eq!(each * 3 + rest, ROUND_WEIGHT);
+        assert!(rest > 0);
+        assert_eq!(split_weight(5, 0), (0, 5));
+        // Too little to split: the messages go untracked, all goes back.
+        assert_eq!(split_weight(1, 1), (0, 1));
+    }
+
+    #[test]
+    fn a_round_ends_when_its_weight_is_back() {
+        let mut f = fixture("round");
+        let w = client(1);
+        f.store.add_waiter(waiter_word(0, b"k"), 5).unwrap();
+        let cmd_args = args(&["RPUSH", "k", "x"]);
+        let cmd = f.engine.resolve(&w.borrow(), &cmd_args, false);
+        f.engine
+            .execute_resolved(&mut w.borrow_mut(), cmd, &cmd_args, &mut Vec::new());
+        let round = f
+            .blocking
+            .serve_ready(&mut f.engine, Vec::new())
+            .expect("a round");
+        assert_eq!(round_origin(round), 2);
+        let flush = f.blocking.take_flush();
+        assert_eq!(flush.held[&round], ROUND_WEIGHT);
+        assert!(flush.announce[&round][&5].contains(&(0, b"k".to_vec())));
+        let (each, rest) = split_weight(ROUND_WEIGHT, 1);
+        f.blocking.round_done(round, rest);
+        assert!(f.blocking.reg.borrow().origins.contains_key(&round));
+        // Worker 5 hands it back; an announcement it forwards to this
+        // worker joins the same round (nothing here to serve: all back).
+        f.blocking.serve_announced(
+            &mut f.engine,
+            vec![(0, b"k".to_vec())],
+            round_request(round, each),
+        );
+        let flush = f.blocking.take_flush();
+        assert_eq!(flush.held[&round], each);
+        f.blocking.round_done(round, each);
+        assert!(!f.blocking.reg.borrow().origins.contains_key(&round));
+        // No one else waits: a push starts no round.
+        f.store.remove_waiter(waiter_word(0, b"k"), 5).unwrap();
+        f.engine
+            .execute_resolved(&mut w.borrow_mut(), cmd, &cmd_args, &mut Vec::new());
+        assert_eq!(f.blocking.serve_ready(&mut f.engine, Vec::new()), None);
     }
 
     #[test]

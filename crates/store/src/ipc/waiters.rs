@@ -196,6 +196,22 @@ impl Store {
         Ok(oldest)
     }
 
+    /// Clears `slot`'s table of queue heads if it overflowed (its worker
+    /// calls it when it has no waiter left, so its heads count again).
+    pub fn reset_overflowed_waiter_heads(&self, slot: u32) -> Result<()> {
+        let base = self.heads(slot)?;
+        if self
+            .sh
+            .region
+            .a32(base + WQ_OVERFLOW)?
+            .load(Ordering::SeqCst)
+            == 0
+        {
+            return Ok(());
+        }
+        self.clear_waiter_heads(slot)
+    }
+
     /// Clears `slot`'s table of queue heads (a new worker in the slot does
     /// this first, like [`Store::clear_waiters`]).
     pub fn clear_waiter_heads(&self, slot: u32) -> Result<()> {
@@ -267,5 +283,21 @@ mod tests {
         assert_eq!(store.oldest_waiter_elsewhere(0, q, both).unwrap(), Some(b));
         store.clear_waiter_heads(1).unwrap();
         assert_eq!(store.oldest_waiter_elsewhere(0, q, both).unwrap(), None);
+
+        // A full table overflows: its heads stop counting until it is reset.
+        store.set_waiter_head(4, q, Some(a)).unwrap();
+        let cap = store.sh.geo.wq_cap;
+        for i in 0..cap {
+            store
+                .set_waiter_head(4, waiter_queue(0, &i.to_le_bytes(), 2), Some(b))
+                .unwrap();
+        }
+        assert_eq!(store.oldest_waiter_elsewhere(0, q, 1 << 4).unwrap(), None);
+        store.reset_overflowed_waiter_heads(4).unwrap();
+        store.set_waiter_head(4, q, Some(a)).unwrap();
+        assert_eq!(
+            store.oldest_waiter_elsewhere(0, q, 1 << 4).unwrap(),
+            Some(a)
+        );
     }
 }
