@@ -232,6 +232,16 @@ def test_a_chain_of_moves_across_workers_ends_before_the_push_reply(two, pusher_
         assert pusher.cmd("LRANGE", "l1", "0", "-1") == [b"bar"]
         assert pusher.cmd("LRANGE", "l2", "0", "-1") == []
         assert [h.reply() for h in hops[:2]] == [b"bar"] * 2
+
+        # Pipelined: the request after the push runs after the chain too.
+        pusher.cmd("DEL", "d")
+        block(pusher, hops[0], "BLMOVE", "a", "b", "RIGHT", "LEFT", "0")
+        block(pusher, hops[1], "BLMOVE", "b", "c", "LEFT", "RIGHT", "0")
+        block(pusher, hops[2], "BLMOVE", "c", "d", "LEFT", "RIGHT", "0")
+        pusher.send(encode("RPUSH", "a", "baz") + encode("LRANGE", "d", "0", "-1"))
+        assert pusher.reply() == 1
+        assert pusher.reply() == [b"baz"]
+        assert [h.reply() for h in hops] == [b"baz"] * 3
     finally:
         close_all(conns[0] + conns[1])
 
