@@ -19,10 +19,12 @@ from collections import Counter
 
 import pytest
 
-from shoaltest import Raw, encode, wait_for
+from shoaltest import Err, Raw, encode, wait_for
 from test_workers import one_connection_per_worker, slot_pids, worker_of
 
 pytestmark = pytest.mark.shoal_only
+
+WRONGTYPE = Err("WRONGTYPE Operation against a key holding the wrong kind of value")
 
 
 @pytest.fixture
@@ -126,28 +128,138 @@ def test_other_blocking_commands_across_workers(two):
         close_all(conns.values())
 
 
-def test_waiters_on_both_workers_each_get_one_element(two):
-    # FIFO holds among the waiters of one worker; across workers the one
-    # whose worker sees the key first is served (a known gap: see the
-    # blocking section of docs/design.md). Each waiter still gets exactly
-    # one element and none is lost.
+@pytest.mark.parametrize("pusher_slot", [0, 1])
+def test_waiters_on_both_workers_are_served_in_the_order_they_blocked(two, pusher_slot):
+    # One order across workers, as Redis has one: the client that blocked
+    # first gets the first element wherever it is and whoever pushes.
+    conns = balanced_connections(two, 3)
+    try:
+        first, second, third = conns[1][0], conns[0][0], conns[1][1]
+        ctl, pusher = conns[0][1], conns[pusher_slot][2]
+        for waiter in (first, second, third):
+            block(ctl, waiter, "BLPOP", "l", "0")
+        assert pusher.cmd("RPUSH", "l", "x") == 1
+        assert first.reply() == [b"l", b"x"]
+        # The other two still wait, in their order.
+        assert pusher.cmd("RPUSH", "l", "y", "z") == 2
+        assert second.reply() == [b"l", b"y"]
+        assert third.reply() == [b"l", b"z"]
+        assert ctl.cmd("EXISTS", "l") == 0
+    finally:
+        close_all(conns[0] + conns[1])
+
+
+def test_a_waiter_that_fails_keeps_its_turn_and_takes_nothing(two):
+    # Redis's "BRPOPLPUSH with multiple blocked clients" across workers: the
+    # first client's move fails (its destination is a string), the second's
+    # takes the element.
     conns = balanced_connections(two, 2)
     try:
-        first, second = conns[1][0], conns[0][0]
-        ctl = conns[0][1]
-        block(ctl, first, "BLPOP", "l", "0")
-        block(ctl, second, "BLPOP", "l", "0")
-        ctl.cmd("RPUSH", "l", "x")
-        ctl.cmd("RPUSH", "l", "y")
-        got = sorted([first.reply(), second.reply()])
-        assert got == [[b"l", b"x"], [b"l", b"y"]]
-        # one push of two elements serves both waiters
-        block(ctl, second, "BLPOP", "l", "0")
-        block(ctl, first, "BLPOP", "l", "0")
-        conns[1][1].cmd("RPUSH", "l", "p", "q")
-        got = sorted([second.reply(), first.reply()])
-        assert got == [[b"l", b"p"], [b"l", b"q"]]
-        assert ctl.cmd("EXISTS", "l") == 0
+        rd1, rd2, pusher = conns[0][0], conns[1][0], conns[0][1]
+        pusher.cmd("SET", "target1", "nolist")
+        block(pusher, rd1, "BRPOPLPUSH", "blist", "target1", "0")
+        block(pusher, rd2, "BRPOPLPUSH", "blist", "target2", "0")
+        assert pusher.cmd("LPUSH", "blist", "foo") == 1
+        assert rd1.reply() == WRONGTYPE
+        assert rd2.reply() == b"foo"
+        assert pusher.cmd("LRANGE", "target2", "0", "-1") == [b"foo"]
+    finally:
+        close_all(conns[0] + conns[1])
+
+
+@pytest.mark.parametrize("kind", ["list", "zset"])
+def test_multi_pop_waiters_across_workers_in_order(two, kind):
+    # Redis's "BLMPOP/BZMPOP with multiple blocked clients" with the four
+    # clients alternating between the workers.
+    conns = balanced_connections(two, 3)
+    try:
+        waiters = [conns[0][0], conns[1][0], conns[0][1], conns[1][1]]
+        ctl = conns[0][2]
+        if kind == "list":
+            cmd = "BLMPOP"
+            ends = ["LEFT", "RIGHT", "LEFT", "RIGHT"]
+        else:
+            cmd = "BZMPOP"
+            ends = ["MIN", "MAX", "MIN", "MAX"]
+        counts = ["1", "10", "10", "1"]
+        for w, end, count in zip(waiters, ends, counts):
+            block(ctl, w, cmd, "0", "2", "k1", "k2", end, "COUNT", count)
+        if kind == "list":
+            fill = ["LPUSH", "a", "b", "c", "d", "e"]
+        else:
+            fill = ["ZADD", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e"]
+        ctl.cmd("MULTI")
+        ctl.cmd(fill[0], "k1", *fill[1:])
+        ctl.cmd(fill[0], "k2", *fill[1:])
+        ctl.cmd("EXEC")
+        if kind == "list":
+            assert waiters[0].reply() == [b"k1", [b"e"]]
+            assert waiters[1].reply() == [b"k1", [b"a", b"b", b"c", b"d"]]
+            assert waiters[2].reply() == [b"k2", [b"e", b"d", b"c", b"b", b"a"]]
+        else:
+            assert waiters[0].reply() == [b"k1", [[b"a", b"1"]]]
+            assert waiters[1].reply() == [b"k1", [[b"e", b"5"], [b"d", b"4"], [b"c", b"3"],
+                                                  [b"b", b"2"]]]
+            assert waiters[2].reply() == [b"k2", [[b"a", b"1"], [b"b", b"2"], [b"c", b"3"],
+                                                  [b"d", b"4"], [b"e", b"5"]]]
+        assert ctl.cmd("EXISTS", "k1", "k2") == 0
+        conns[1][2].cmd(*fill[:1], "k2", *fill[1:7])
+        last = waiters[3].reply()
+        assert last[0] == b"k2" and len(last[1]) == 1
+    finally:
+        close_all(conns[0] + conns[1])
+
+
+@pytest.mark.parametrize("pusher_slot", [0, 1])
+def test_a_chain_of_moves_across_workers_ends_before_the_push_reply(two, pusher_slot):
+    # Redis serves the whole chain before it replies to the push: a read
+    # right after the reply sees the element at the chain's end.
+    conns = balanced_connections(two, 3)
+    try:
+        hops = [conns[0][0], conns[1][0], conns[0][1]]
+        pusher = conns[pusher_slot][2]
+        block(pusher, hops[0], "BLMOVE", "a", "b", "RIGHT", "LEFT", "0")
+        block(pusher, hops[1], "BLMOVE", "b", "c", "LEFT", "RIGHT", "0")
+        block(pusher, hops[2], "BLMOVE", "c", "d", "LEFT", "RIGHT", "0")
+        assert pusher.cmd("RPUSH", "a", "foo") == 1
+        assert [pusher.cmd("LRANGE", k, "0", "-1") for k in "abcd"] == [[], [], [], [b"foo"]]
+        assert [h.reply() for h in hops] == [b"foo"] * 3
+
+        # Circular: the element comes back to the list it was pushed into.
+        block(pusher, hops[0], "BRPOPLPUSH", "l1", "l2", "0")
+        block(pusher, hops[1], "BRPOPLPUSH", "l2", "l1", "0")
+        assert pusher.cmd("RPUSH", "l1", "bar") == 1
+        assert pusher.cmd("LRANGE", "l1", "0", "-1") == [b"bar"]
+        assert pusher.cmd("LRANGE", "l2", "0", "-1") == []
+        assert [h.reply() for h in hops[:2]] == [b"bar"] * 2
+
+        # Pipelined: the request after the push runs after the chain too.
+        pusher.cmd("DEL", "d")
+        block(pusher, hops[0], "BLMOVE", "a", "b", "RIGHT", "LEFT", "0")
+        block(pusher, hops[1], "BLMOVE", "b", "c", "LEFT", "RIGHT", "0")
+        block(pusher, hops[2], "BLMOVE", "c", "d", "LEFT", "RIGHT", "0")
+        pusher.send(encode("RPUSH", "a", "baz") + encode("LRANGE", "d", "0", "-1"))
+        assert pusher.reply() == 1
+        assert pusher.reply() == [b"baz"]
+        assert [h.reply() for h in hops] == [b"baz"] * 3
+    finally:
+        close_all(conns[0] + conns[1])
+
+
+@pytest.mark.parametrize("pusher_slot", [0, 1])
+def test_a_move_by_a_waiter_on_another_worker_aborts_exec(two, pusher_slot):
+    # Redis's "PUSH resulting from BRPOPLPUSH affect WATCH" across workers.
+    conns = balanced_connections(two, 2)
+    try:
+        blocked, watcher, pusher = conns[0][0], conns[1][0], conns[pusher_slot][1]
+        pusher.cmd("SET", "somekey", "somevalue")
+        block(pusher, blocked, "BRPOPLPUSH", "src", "dst", "0")
+        assert watcher.cmd("WATCH", "dst") == "OK"
+        assert watcher.cmd("MULTI") == "OK"
+        assert watcher.cmd("GET", "somekey") == "QUEUED"
+        assert pusher.cmd("LPUSH", "src", "element") == 1
+        assert watcher.cmd("EXEC") is None
+        assert blocked.reply() == b"element"
     finally:
         close_all(conns[0] + conns[1])
 

@@ -53,7 +53,7 @@ pub use error::{Error, Result};
 pub use ipc::keylog::{KeyEvent, KeyLogEntry};
 pub use ipc::mailbox::{Message, Sent};
 pub use ipc::pubsub::{PatternSub, Receivers, SubKind};
-pub use ipc::waiters::waiter_word;
+pub use ipc::waiters::{waiter_queue, waiter_word};
 pub use ipc::workers::{WorkerCounter, WorkerInfo, WorkerState};
 pub use keyspace::entry::{Meta, ValueType};
 pub use keyspace::evict::{EvictionPolicy, Sweep};

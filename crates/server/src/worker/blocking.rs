@@ -18,6 +18,28 @@
 //! worker sends each worker whose bit is set a KEY_READY message; no wake-up
 //! is lost because a blocking client sets its worker's bit before running
 //! its command one last time before parking.
+//!
+//! The order is one across workers: a waiter's `seq` is its place in the
+//! server-wide order of blocking, and each worker publishes the oldest
+//! `seq` of each of its queues (per key and popped type) in the segment
+//! (`Store::set_waiter_head`). A worker serving a ready key stops where
+//! another worker's head is older than its own next waiter: that worker
+//! got the same announcement and serves it. Whenever a waiter leaves (it
+//! was served, timed out, closed or was unblocked), its keys are announced
+//! again to the other workers with waiters on them, so the next in line,
+//! wherever it is, gets its turn.
+//!
+//! Redis serves a whole chain of blocked clients (BLMOVE into a key another
+//! client waits on, …) before the writing client gets its reply. Here the
+//! chain may cross workers, so the wake-ups a command causes form a round:
+//! the writing worker holds a weight of 2^62 for it, every announcement of
+//! the round carries part of the weight it was sent with, and a worker that
+//! has handled one sends back to the round's origin what it did not pass
+//! on (`ROUND_DONE`). When all the weight is back, no wake-up of the round
+//! is left anywhere, and the writer's reply goes out (`wait_round`). The
+//! weights are powers of two carried in the message's request word; a
+//! round too deep to split further goes on untracked (its reply may then
+//! leave before the chain's end, as it did before rounds).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -26,7 +48,9 @@ use std::rc::Rc;
 
 use engine::command::{Arg, Command};
 use engine::{BlockRequest, Engine, Flow, Session};
-use store::{waiter_word, Store, ValueType, WorkerCounter, MAX_WORKERS, WAITER_WORDS};
+use store::{
+    waiter_queue, waiter_word, Store, ValueType, WorkerCounter, MAX_WORKERS, WAITER_WORDS,
+};
 use tokio::sync::Notify;
 
 /// How a blocked client's wait ended, when something other than its own
@@ -49,7 +73,8 @@ pub(crate) enum Outcome {
 
 /// One parked client.
 struct Waiter {
-    /// Its place in every queue it is in (smaller blocked earlier).
+    /// Its place in every queue it is in, server-wide (smaller blocked
+    /// earlier).
     seq: u64,
     session: Rc<RefCell<Session>>,
     cmd: Option<&'static Command>,
@@ -82,8 +107,80 @@ struct Registry {
     words: Vec<u32>,
     /// Ends decided for clients whose connection has not looked yet.
     outcomes: HashMap<u64, Outcome>,
-    /// Ready keys to announce to other workers, by slot.
-    outbox: BTreeMap<u32, BTreeSet<(u8, Vec<u8>)>>,
+    /// Ready keys to announce to other workers, by round (0: none), then
+    /// by slot.
+    outbox: BTreeMap<u64, Announcements>,
+    /// Weight this worker holds per round, to pass on or give back.
+    held: BTreeMap<u64, u64>,
+    /// Rounds started here whose weight is not all back: the weight out,
+    /// and what a reply waiting for the round waits on.
+    origins: BTreeMap<u64, (u64, Rc<Notify>)>,
+    /// Rounds started so far (the round's number).
+    rounds: u64,
+}
+
+/// Ready keys to announce, by worker slot.
+pub(crate) type Announcements = BTreeMap<u32, BTreeSet<(u8, Vec<u8>)>>;
+
+/// A round's whole weight.
+const ROUND_WEIGHT: u64 = 1 << 62;
+/// Rounds started here kept waiting for their weight at most (older ones
+/// are forgotten: their weight was lost with a worker).
+const MAX_ORIGINS: usize = 1024;
+/// The announcement being handled came untracked: so does what it causes.
+const UNTRACKED: u64 = 1;
+
+/// A round's id: the origin's slot and its number, with the low 6 bits free
+/// for the weight code of one message.
+fn round_id(slot: u32, number: u64) -> u64 {
+    (slot as u64) << 58 | (number & ((1 << 52) - 1)) << 6
+}
+
+/// The slot that started a round.
+pub(crate) fn round_origin(round: u64) -> u32 {
+    (round >> 58) as u32
+}
+
+/// A message's request word: its round and the weight it carries (code 0:
+/// untracked; code c: 2^(c-1)).
+pub(crate) fn round_request(round: u64, weight: u64) -> u64 {
+    if round == 0 || !weight.is_power_of_two() {
+        return 0;
+    }
+    round | (weight.trailing_zeros() as u64 + 1)
+}
+
+/// The round and weight of a message's request word (round 0: untracked).
+pub(crate) fn round_of_request(request: u64) -> (u64, u64) {
+    match request & 63 {
+        0 => (0, 0),
+        code => (request & !63, 1u64 << (code - 1).min(62)),
+    }
+}
+
+/// Splits a held weight over `messages` messages: each one's weight (a
+/// power of two; 0 when too small to split: the messages go untracked) and
+/// what is left to give back.
+pub(crate) fn split_weight(held: u64, messages: u64) -> (u64, u64) {
+    if messages == 0 {
+        return (0, held);
+    }
+    let share = held / (messages + 1);
+    if share == 0 {
+        return (0, held);
+    }
+    let each = 1u64 << (63 - share.leading_zeros());
+    (each, held - each * messages)
+}
+
+/// What one flush of the outbox sends: announcements, and weights given
+/// back to rounds' origins.
+#[derive(Default)]
+pub(crate) struct Flush {
+    /// Per round (0: none) and slot, the keys to announce.
+    pub announce: BTreeMap<u64, Announcements>,
+    /// Weight held per round, to split over the round's messages.
+    pub held: BTreeMap<u64, u64>,
 }
 
 /// What running a waiter's command again did.
@@ -110,6 +207,15 @@ pub(crate) struct Blocking {
     held_by_pause: std::cell::Cell<bool>,
     /// Signalled when `held_by_pause` is set.
     pub held_notice: Notify,
+    /// The round of the announcement being handled (0: none; [`UNTRACKED`]).
+    handling: std::cell::Cell<u64>,
+    /// Inside a command's own serving (not a handled announcement): its
+    /// announcements start a round.
+    local: std::cell::Cell<bool>,
+    /// The round the current command's serving started (0: none).
+    opened: std::cell::Cell<u64>,
+    /// The round a connection's reply waits for (see [`Blocking::defer_reply`]).
+    reply_round: std::cell::Cell<u64>,
 }
 
 impl Blocking {
@@ -117,6 +223,7 @@ impl Blocking {
     /// killed predecessor may have left in the waiter table.
     pub fn new(slot: u32, store: Store) -> Result<Blocking, store::Error> {
         store.clear_waiters(slot)?;
+        store.clear_waiter_heads(slot)?;
         Ok(Blocking {
             slot,
             store,
@@ -128,6 +235,10 @@ impl Blocking {
             outbox_ready: Notify::new(),
             held_by_pause: Default::default(),
             held_notice: Notify::new(),
+            handling: Default::default(),
+            local: Default::default(),
+            opened: Default::default(),
+            reply_round: Default::default(),
         })
     }
 
@@ -146,8 +257,12 @@ impl Blocking {
         if reg.waiters.contains_key(&id) {
             return;
         }
-        let seq = reg.next_seq;
-        reg.next_seq += 1;
+        let seq = match self.store.next_waiter_seq() {
+            Ok(seq) => seq,
+            // Unreachable with a sane segment; the local order still holds.
+            Err(_) => reg.next_seq,
+        };
+        reg.next_seq = reg.next_seq.max(seq) + 1;
         let mut keys: Vec<Vec<u8>> = Vec::with_capacity(req.keys.len());
         for k in &req.keys {
             if !keys.contains(k) {
@@ -165,6 +280,7 @@ impl Blocking {
                 let _ = self.store.add_waiter(word as u32, self.slot);
             }
         }
+        let published: Vec<(u8, Vec<u8>)> = keys.iter().map(|k| (req.db, k.clone())).collect();
         reg.waiters.insert(
             id,
             Waiter {
@@ -181,14 +297,45 @@ impl Blocking {
                 wake: Rc::new(Notify::new()),
             },
         );
+        // Before the caller's last look, like the bits (I14).
+        self.publish_heads(&reg, &published, req.wants);
         let _ = self
             .store
             .add_worker_counter(self.slot, WorkerCounter::Blocked, 1);
     }
 
+    /// Publishes this worker's oldest waiter popping `wants` on each of
+    /// `keys` (or that it has none) for the other workers to order against.
+    /// Stream readers each want their own part of a stream: no order.
+    fn publish_heads(&self, reg: &Registry, keys: &[(u8, Vec<u8>)], wants: ValueType) {
+        if wants == ValueType::Stream {
+            return;
+        }
+        for (db, key) in keys {
+            let oldest = reg.queues.get(&queue_name(*db, key)).and_then(|q| {
+                q.iter()
+                    .find(|(_, id)| reg.waiters.get(id).is_some_and(|w| w.wants == wants))
+                    .map(|(&seq, _)| seq)
+            });
+            let queue = waiter_queue(*db, key, wants as u8);
+            let _ = self.store.set_waiter_head(self.slot, queue, oldest);
+        }
+    }
+
     /// Takes client `id` out of every queue (idempotent); clears this
-    /// worker's bit from words it no longer waits on. Returns the waiter.
+    /// worker's bit from words it no longer waits on, and announces its keys
+    /// to the other workers with waiters on them (one may have been waiting
+    /// for this one's turn to pass). Returns the waiter.
     fn remove(&self, id: u64) -> Option<Waiter> {
+        let w = self.take_out(id)?;
+        if w.wants != ValueType::Stream {
+            let keys: Vec<(u8, Vec<u8>)> = w.keys.iter().map(|k| (w.db, k.clone())).collect();
+            self.announce(&keys);
+        }
+        Some(w)
+    }
+
+    fn take_out(&self, id: u64) -> Option<Waiter> {
         let mut reg = self.reg.borrow_mut();
         let w = reg.waiters.remove(&id)?;
         for k in &w.keys {
@@ -204,6 +351,12 @@ impl Blocking {
             if reg.words[word] == 0 {
                 let _ = self.store.remove_waiter(word as u32, self.slot);
             }
+        }
+        let keys: Vec<(u8, Vec<u8>)> = w.keys.iter().map(|k| (w.db, k.clone())).collect();
+        self.publish_heads(&reg, &keys, w.wants);
+        if reg.waiters.is_empty() {
+            // An overflowed table counts again once it is empty.
+            let _ = self.store.reset_overflowed_waiter_heads(self.slot);
         }
         let _ = self
             .store
@@ -275,16 +428,25 @@ impl Blocking {
         self.held_by_pause.take()
     }
 
-    /// Takes the keys to announce to other workers.
-    pub fn take_outbox(&self) -> BTreeMap<u32, BTreeSet<(u8, Vec<u8>)>> {
-        std::mem::take(&mut self.reg.borrow_mut().outbox)
+    /// Takes the keys to announce to other workers and the weights held.
+    pub fn take_flush(&self) -> Flush {
+        let mut reg = self.reg.borrow_mut();
+        Flush {
+            announce: std::mem::take(&mut reg.outbox),
+            held: std::mem::take(&mut reg.held),
+        }
     }
 
     /// Serves the clients blocked on `keys` (ready keys another worker
     /// announced) and on every key the engine signalled ready: call it after
     /// each command. Keys written here are also announced to the other
-    /// workers with waiters on them.
-    pub fn serve_ready(&self, engine: &mut Engine, keys: Vec<(u8, Vec<u8>)>) {
+    /// workers with waiters on them. Returns the round those announcements
+    /// started, if any (a reply may wait for it: [`Blocking::wait_round`]).
+    pub fn serve_ready(&self, engine: &mut Engine, keys: Vec<(u8, Vec<u8>)>) -> Option<u64> {
+        let outer = self.handling.get() == 0 && !self.local.get();
+        if outer {
+            self.local.set(true);
+        }
         let mut pending: VecDeque<(u8, Vec<u8>)> = keys.into();
         loop {
             let written = engine.take_ready_keys();
@@ -293,10 +455,94 @@ impl Blocking {
                 pending.extend(written);
             }
             let Some((db, key)) = pending.pop_front() else {
-                return;
+                break;
             };
             self.serve_key(engine, db, &key);
         }
+        if !outer {
+            return None;
+        }
+        self.local.set(false);
+        Some(self.opened.take()).filter(|&r| r != 0)
+    }
+
+    /// Serves the keys of an announcement from another worker, sent with
+    /// `request` (its round and weight): what this causes joins the round,
+    /// and the weight goes on with it or back to the origin.
+    pub fn serve_announced(&self, engine: &mut Engine, keys: Vec<(u8, Vec<u8>)>, request: u64) {
+        let (round, weight) = round_of_request(request);
+        if round == 0 {
+            self.handling.set(UNTRACKED);
+        } else {
+            *self.reg.borrow_mut().held.entry(round).or_default() += weight;
+            self.handling.set(round);
+        }
+        self.serve_ready(engine, keys);
+        self.handling.set(0);
+        if round != 0 {
+            self.outbox_ready.notify_one();
+        }
+    }
+
+    /// The round new announcements belong to (0: none), starting one when
+    /// a command's own serving makes its first.
+    fn current_round(&self) -> u64 {
+        match self.handling.get() {
+            UNTRACKED => 0,
+            0 if self.local.get() => {
+                if self.opened.get() != 0 {
+                    return self.opened.get();
+                }
+                let mut reg = self.reg.borrow_mut();
+                reg.rounds += 1;
+                let round = round_id(self.slot, reg.rounds);
+                if reg.origins.len() >= MAX_ORIGINS {
+                    reg.origins.pop_first();
+                }
+                reg.origins
+                    .insert(round, (ROUND_WEIGHT, Rc::new(Notify::new())));
+                *reg.held.entry(round).or_default() += ROUND_WEIGHT;
+                self.opened.set(round);
+                round
+            }
+            0 => 0,
+            round => round,
+        }
+    }
+
+    /// Weight of a round started here came back.
+    pub fn round_done(&self, round: u64, weight: u64) {
+        let mut reg = self.reg.borrow_mut();
+        let Some((out, done)) = reg.origins.get_mut(&round) else {
+            return;
+        };
+        *out = out.saturating_sub(weight);
+        if *out == 0 {
+            done.notify_one();
+            reg.origins.remove(&round);
+        }
+    }
+
+    /// Keeps `round` for the connection whose command started it: its
+    /// reply waits for the round (taken with [`Blocking::take_reply_round`]).
+    pub fn defer_reply(&self, round: u64) {
+        self.reply_round.set(round);
+    }
+
+    /// The round the current connection's reply must wait for, if any.
+    pub fn take_reply_round(&self) -> Option<u64> {
+        Some(self.reply_round.take()).filter(|&r| r != 0)
+    }
+
+    /// Waits until every wake-up of `round` (started here) is handled,
+    /// or `limit` passes (a worker that died mid-round never answers).
+    pub async fn wait_round(&self, round: u64, limit: std::time::Duration) {
+        let done = match self.reg.borrow().origins.get(&round) {
+            Some((_, done)) => done.clone(),
+            None => return,
+        };
+        let _ = tokio::time::timeout(limit, done.notified()).await;
+        self.reg.borrow_mut().origins.remove(&round);
     }
 
     /// Queues `keys` for the other workers whose bit is set on their words.
@@ -312,9 +558,12 @@ impl Blocking {
             if others == 0 {
                 continue;
             }
+            let round = self.current_round();
             let mut reg = self.reg.borrow_mut();
             for slot in (0..MAX_WORKERS).filter(|s| others & (1 << s) != 0) {
                 reg.outbox
+                    .entry(round)
+                    .or_default()
                     .entry(slot)
                     .or_default()
                     .insert((*db, key.clone()));
@@ -347,6 +596,10 @@ impl Blocking {
                 // place without running (Redis 7.0).
                 continue;
             }
+            if self.older_elsewhere(id, seq, db, key) {
+                // Its worker serves it, then announces the key again.
+                return;
+            }
             match self.rerun(engine, id) {
                 // A stream's readers each want their own part of it (their
                 // own group, or entries after their own ID): the next one
@@ -362,6 +615,26 @@ impl Blocking {
                 }
             }
         }
+    }
+
+    /// Whether another worker has a client that blocked before waiter `id`
+    /// (at `seq`) in the same queue of `key`.
+    fn older_elsewhere(&self, id: u64, seq: u64, db: u8, key: &[u8]) -> bool {
+        let wants = match self.reg.borrow().waiters.get(&id) {
+            Some(w) if w.wants != ValueType::Stream => w.wants,
+            _ => return false,
+        };
+        let Ok(slots) = self.store.waiters_on(waiter_word(db, key)) else {
+            return false;
+        };
+        if slots & !(1u32 << self.slot) == 0 {
+            return false;
+        }
+        let queue = waiter_queue(db, key, wants as u8);
+        matches!(
+            self.store.oldest_waiter_elsewhere(self.slot, queue, slots),
+            Ok(Some(other)) if other < seq
+        )
     }
 
     fn waits_for_stream(&self, id: u64) -> bool {
@@ -510,6 +783,17 @@ mod tests {
             }
         }
 
+        /// The keys queued for other workers, by slot, over every round.
+        fn announced(&self) -> Announcements {
+            let mut all = Announcements::new();
+            for (_, slots) in self.blocking.take_flush().announce {
+                for (slot, keys) in slots {
+                    all.entry(slot).or_default().extend(keys);
+                }
+            }
+            all
+        }
+
         fn bit(&self, key: &str) -> bool {
             self.store
                 .waiters_on(waiter_word(0, key.as_bytes()))
@@ -599,6 +883,95 @@ mod tests {
     }
 
     #[test]
+    fn an_older_waiter_on_another_worker_goes_first() {
+        let mut f = fixture("order");
+        let (a, w) = (client(1), client(2));
+        // Worker 5 has a client blocked on "q" before this worker's.
+        let older = f.store.next_waiter_seq().unwrap();
+        let queue = waiter_queue(0, b"q", ValueType::List as u8);
+        f.store.add_waiter(waiter_word(0, b"q"), 5).unwrap();
+        f.store.set_waiter_head(5, queue, Some(older)).unwrap();
+        assert_eq!(f.run(&a, &["BLPOP", "q", "0"]), None);
+        // A zset waiter elsewhere is in another queue: it does not count.
+        let zqueue = waiter_queue(0, b"q", ValueType::ZSet as u8);
+        assert_ne!(zqueue, queue);
+
+        // The push leaves the element to worker 5's client.
+        f.run(&w, &["RPUSH", "q", "x"]);
+        assert_eq!(f.served(&a), None);
+        assert!(f.announced()[&5].contains(&(0, b"q".to_vec())));
+        // That client served (worker 5 clears its head and announces "q"):
+        // this worker's client is next.
+        f.store.set_waiter_head(5, queue, None).unwrap();
+        f.blocking
+            .serve_ready(&mut f.engine, vec![(0, b"q".to_vec())]);
+        assert_eq!(f.served(&a).unwrap(), "*2\r\n$1\r\nq\r\n$1\r\nx\r\n");
+        // Its leaving is announced to worker 5, which still has its bit.
+        assert!(f.announced()[&5].contains(&(0, b"q".to_vec())));
+        assert_eq!(
+            f.store.oldest_waiter_elsewhere(5, queue, 1 << 2).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn round_weights_split_and_come_back_whole() {
+        let round = round_id(7, 3);
+        assert_eq!(round_origin(round), 7);
+        assert_eq!(round & 63, 0);
+        let request = round_request(round, 1 << 20);
+        assert_eq!(round_of_request(request), (round, 1 << 20));
+        assert_eq!(round_of_request(0), (0, 0));
+        assert_eq!(round_request(round, 3), 0);
+        // Three messages: each a power of two, the rest given back.
+        let (each, rest) = split_weight(ROUND_WEIGHT, 3);
+        assert!(each.is_power_of_two());
+        assert_eq!(each * 3 + rest, ROUND_WEIGHT);
+        assert!(rest > 0);
+        assert_eq!(split_weight(5, 0), (0, 5));
+        // Too little to split: the messages go untracked, all goes back.
+        assert_eq!(split_weight(1, 1), (0, 1));
+    }
+
+    #[test]
+    fn a_round_ends_when_its_weight_is_back() {
+        let mut f = fixture("round");
+        let w = client(1);
+        f.store.add_waiter(waiter_word(0, b"k"), 5).unwrap();
+        let cmd_args = args(&["RPUSH", "k", "x"]);
+        let cmd = f.engine.resolve(&w.borrow(), &cmd_args, false);
+        f.engine
+            .execute_resolved(&mut w.borrow_mut(), cmd, &cmd_args, &mut Vec::new());
+        let round = f
+            .blocking
+            .serve_ready(&mut f.engine, Vec::new())
+            .expect("a round");
+        assert_eq!(round_origin(round), 2);
+        let flush = f.blocking.take_flush();
+        assert_eq!(flush.held[&round], ROUND_WEIGHT);
+        assert!(flush.announce[&round][&5].contains(&(0, b"k".to_vec())));
+        let (each, rest) = split_weight(ROUND_WEIGHT, 1);
+        f.blocking.round_done(round, rest);
+        assert!(f.blocking.reg.borrow().origins.contains_key(&round));
+        // Worker 5 hands it back; an announcement it forwards to this
+        // worker joins the same round (nothing here to serve: all back).
+        f.blocking.serve_announced(
+            &mut f.engine,
+            vec![(0, b"k".to_vec())],
+            round_request(round, each),
+        );
+        let flush = f.blocking.take_flush();
+        assert_eq!(flush.held[&round], each);
+        f.blocking.round_done(round, each);
+        assert!(!f.blocking.reg.borrow().origins.contains_key(&round));
+        // No one else waits: a push starts no round.
+        f.store.remove_waiter(waiter_word(0, b"k"), 5).unwrap();
+        f.engine
+            .execute_resolved(&mut w.borrow_mut(), cmd, &cmd_args, &mut Vec::new());
+        assert_eq!(f.blocking.serve_ready(&mut f.engine, Vec::new()), None);
+    }
+
+    #[test]
     fn the_announcement_goes_to_other_workers_with_bits_set() {
         let mut f = fixture("outbox");
         let w = client(1);
@@ -606,9 +979,9 @@ mod tests {
         f.store.add_waiter(waiter_word(0, b"k"), 5).unwrap();
         f.store.add_waiter(waiter_word(0, b"k"), 2).unwrap();
         f.run(&w, &["RPUSH", "k", "x"]);
-        let outbox = f.blocking.take_outbox();
+        let outbox = f.announced();
         assert_eq!(outbox.len(), 1);
         assert!(outbox[&5].contains(&(0, b"k".to_vec())));
-        assert!(f.blocking.take_outbox().is_empty());
+        assert!(f.announced().is_empty());
     }
 }

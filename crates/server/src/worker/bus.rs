@@ -53,6 +53,9 @@ pub(crate) const GATHER_REPLY: u32 = 13;
 
 /// Notice: CLIENT UNPAUSE ran on the sender: held clients look again.
 pub(crate) const PAUSE_CHANGED: u32 = 14;
+/// Notice: the weight of a round of wake-ups the receiver started comes
+/// back (request: the round; payload: the weight, u64 LE; blocking.rs).
+pub(crate) const ROUND_DONE: u32 = 24;
 
 /// How long a request waits for the other workers.
 const GATHER_TIMEOUT: Duration = Duration::from_secs(1);

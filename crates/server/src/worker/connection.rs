@@ -203,6 +203,10 @@ fn apply_moved_state(s: &mut Session, m: &serde_json::Value) {
     }
 }
 
+/// How long a reply waits for the wake-ups its command caused on other
+/// workers: only a worker that died mid-round makes it wait this long.
+const ROUND_LIMIT: Duration = Duration::from_secs(2);
+
 async fn serve<S>(
     worker: &Rc<Worker>,
     stream: &mut S,
@@ -262,8 +266,22 @@ where
                 )
             })
         };
+        let round = worker.blocking.take_reply_round();
         // `appendfsync always`: no reply before the fsync of its writes.
         runner.settle(worker).await;
+        if let Some(round) = round {
+            // Blocked clients that the command's writes serve on other
+            // workers (and the chains they start) are served before the reply.
+            worker.blocking.wait_round(round, ROUND_LIMIT).await;
+            if matches!(step, Flow::Continue) && !buf.is_empty() {
+                // The requests after it run before the socket is read again.
+                if !out.is_empty() {
+                    write_out(stream, &out, kill, push).await?;
+                    out.clear();
+                }
+                continue;
+            }
+        }
         if output_limit != 0 && out.len() as u64 > output_limit {
             // client-output-buffer-limit: the client is closed, its replies
             // dropped, as Redis does.
@@ -605,6 +623,7 @@ fn process(
     let mut consumed = pos;
     let mut executed = 0;
     let mut start = 0;
+    let mut cut = false;
     for (args, end, cmd) in &batch {
         let mut flow = engine.execute_resolved(session, *cmd, args, out);
         if flow == Flow::Hold {
@@ -625,7 +644,17 @@ fn process(
         }
         // Clients blocked on keys this command wrote are served before the
         // next command runs, as in Redis.
-        worker.blocking.serve_ready(engine, Vec::new());
+        if let Some(round) = worker.blocking.serve_ready(engine, Vec::new()) {
+            // Clients on other workers are served too before this reply
+            // leaves and the next request runs: the batch stops here and the
+            // reply waits for the round (`serve`).
+            worker.blocking.defer_reply(round);
+            if flow == Flow::Continue {
+                consumed = *end;
+                cut = true;
+                break;
+            }
+        }
         match flow {
             Flow::Continue => continue,
             Flow::Close => step = Flow::Close,
@@ -643,7 +672,7 @@ fn process(
         break;
     }
     drop(batch);
-    if !matches!(step, Flow::Continue) {
+    if cut || !matches!(step, Flow::Continue) {
         // Requests after this one are parsed again from the new start.
         parser.reset();
     } else if let Some(e) = protocol_error {

@@ -18,7 +18,7 @@ mod pubsub;
 mod transport;
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -717,34 +717,60 @@ async fn sweeper(worker: Rc<Worker>) {
 }
 
 /// Tells other workers about written keys their blocked clients wait on
-/// (the outbox `Blocking::serve_ready` fills).
+/// (the outbox `Blocking::serve_ready` fills), each message with its share
+/// of its round's weight, and gives back to each round's origin the weight
+/// not passed on (`blocking.rs`).
 async fn send_ready(worker: Rc<Worker>) {
     loop {
         worker.blocking.outbox_ready.notified().await;
-        let outbox = worker.blocking.take_outbox();
+        let flush = worker.blocking.take_flush();
         let max = worker
             .bus_handle
             .borrow()
             .mailbox_max_payload()
             .min(32 << 10);
-        for (slot, keys) in outbox {
-            let (payloads, too_long) = bus::encode_keys(&keys, max);
-            for p in payloads {
+        let mut rounds: BTreeMap<u64, u64> = flush.held;
+        for (round, slots) in flush.announce {
+            let mut messages: Vec<(u32, u32, Vec<u8>)> = Vec::new();
+            for (slot, keys) in slots {
+                let (payloads, too_long) = bus::encode_keys(&keys, max);
+                for p in payloads {
+                    messages.push((slot, bus::KEY_READY, p));
+                }
+                for (db, key) in too_long {
+                    let word = store::waiter_word(*db, key);
+                    messages.push((slot, bus::WORD_READY, word.to_le_bytes().to_vec()));
+                }
+            }
+            let held = rounds.remove(&round).unwrap_or(0);
+            let (each, rest) = blocking::split_weight(held, messages.len() as u64);
+            let request = blocking::round_request(round, each);
+            if round != 0 {
+                rounds.insert(round, rest);
+            }
+            for (slot, kind, p) in messages {
                 worker
                     .bus
-                    .send(&worker.bus_handle, slot, bus::KEY_READY, 0, &p)
+                    .send(&worker.bus_handle, slot, kind, request, &p)
                     .await;
             }
-            for (db, key) in too_long {
-                let word = store::waiter_word(*db, key);
+        }
+        for (round, rest) in rounds {
+            if rest == 0 || round == 0 {
+                continue;
+            }
+            let origin = blocking::round_origin(round);
+            if origin == worker.slot {
+                worker.blocking.round_done(round, rest);
+            } else {
                 worker
                     .bus
                     .send(
                         &worker.bus_handle,
-                        slot,
-                        bus::WORD_READY,
-                        0,
-                        &word.to_le_bytes(),
+                        origin,
+                        bus::ROUND_DONE,
+                        round,
+                        &rest.to_le_bytes(),
                     )
                     .await;
             }
@@ -829,7 +855,19 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
         bus::KEY_READY => {
             let keys = bus::decode_keys(&m.payload);
             let mut engine = worker.engine.borrow_mut();
-            worker.blocking.serve_ready(&mut engine, keys);
+            worker
+                .blocking
+                .serve_announced(&mut engine, keys, m.request);
+        }
+        bus::ROUND_DONE => {
+            let weight = m
+                .payload
+                .get(..8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_le_bytes);
+            if let Some(weight) = weight {
+                worker.blocking.round_done(m.request, weight);
+            }
         }
         bus::WORD_READY => {
             let word = m
@@ -840,7 +878,9 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
             if let Some(word) = word {
                 let keys = worker.blocking.keys_of_word(word);
                 let mut engine = worker.engine.borrow_mut();
-                worker.blocking.serve_ready(&mut engine, keys);
+                worker
+                    .blocking
+                    .serve_announced(&mut engine, keys, m.request);
             }
         }
         bus::UNBLOCK_REQUEST => {

@@ -9,6 +9,19 @@
 //! looks at the keys one last time; the writing worker publishes its write
 //! before it reads the word ([`Store::waiters_on`]). Either the writer sees
 //! the bit, or the blocker's last look sees the write.
+//!
+//! Blocked clients are served in one order across workers, the order they
+//! blocked: each takes a server-wide sequence number
+//! ([`Store::next_waiter_seq`]), and each worker publishes, per queue it has
+//! waiters in (a key of a db, for one value type), the smallest sequence
+//! number of its waiters there in its own table of queue heads. A worker
+//! about to serve its oldest waiter on a ready key first looks at the other
+//! workers' heads for that queue ([`Store::oldest_waiter_elsewhere`]) and
+//! leaves the key to an older waiter's worker. A queue is named by a 64-bit
+//! hash, like a subscription (pubsub.rs): two queues with one hash on two
+//! workers would only make one wait for the other's turn. A table that
+//! overflows says so, and its heads stop counting: its worker's clients are
+//! then served in the order wake-ups arrive, as before this table.
 
 use std::sync::atomic::{fence, Ordering};
 
@@ -22,6 +35,13 @@ use crate::store::Store;
 /// compute it the same way.
 pub fn waiter_word(db: u8, key: &[u8]) -> u32 {
     (xxh3_64_with_seed(key, 0x3a17_0000 ^ db as u64) % WAITER_WORDS as u64) as u32
+}
+
+/// The name of the queue of clients blocked on `key` of db `db` that pop a
+/// value of type `wants` (a `ValueType` code): never 0, which marks a free
+/// record.
+pub fn waiter_queue(db: u8, key: &[u8], wants: u8) -> u64 {
+    xxh3_64_with_seed(key, 0x9e0e_0000 ^ (db as u64) << 8 ^ wants as u64).max(1)
 }
 
 fn word_off(word: u32) -> Result<u64> {
@@ -91,6 +111,121 @@ impl Store {
     }
 }
 
+impl Store {
+    fn heads(&self, slot: u32) -> Result<u64> {
+        slot_bit(slot)?;
+        let geo = &self.sh.geo;
+        Ok(geo.wq_off + slot as u64 * geo.wq_size)
+    }
+
+    /// The next place in the server-wide order of blocked clients (from 1).
+    pub fn next_waiter_seq(&self) -> Result<u64> {
+        Ok(self
+            .sh
+            .region
+            .a64(H_WAITER_SEQ)?
+            .fetch_add(1, Ordering::SeqCst)
+            + 1)
+    }
+
+    /// Publishes `seq` as the oldest of `slot`'s waiters in `queue`, or, with
+    /// None, that it has none there. Only the slot's own worker calls it.
+    /// Publish before the waiter's last look at its keys (like its bit).
+    pub fn set_waiter_head(&self, slot: u32, queue: u64, seq: Option<u64>) -> Result<()> {
+        let base = self.heads(slot)?;
+        let r = &self.sh.region;
+        let mut free = None;
+        for i in 0..self.sh.geo.wq_cap {
+            let at = base + WQ_RECORDS + i * WQ_RECORD;
+            let name = r.a64(at)?.load(Ordering::SeqCst);
+            if name == queue {
+                match seq {
+                    Some(seq) => r.a64(at + 8)?.store(seq, Ordering::SeqCst),
+                    None => r.a64(at)?.store(0, Ordering::SeqCst),
+                }
+                return Ok(());
+            }
+            if name == 0 && free.is_none() {
+                free = Some(at);
+            }
+        }
+        let Some(seq) = seq else {
+            return Ok(());
+        };
+        match free {
+            Some(at) => {
+                // The number first: a reader that sees the name sees it.
+                r.a64(at + 8)?.store(seq, Ordering::SeqCst);
+                r.a64(at)?.store(queue, Ordering::SeqCst);
+            }
+            None => r.a32(base + WQ_OVERFLOW)?.store(1, Ordering::SeqCst),
+        }
+        fence(Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The oldest sequence number other workers than `slot` publish for
+    /// `queue`, looking only at the slots in `slots` (the bits of the
+    /// queue's key in the waiter table). Tables that overflowed are skipped.
+    pub fn oldest_waiter_elsewhere(
+        &self,
+        slot: u32,
+        queue: u64,
+        slots: u32,
+    ) -> Result<Option<u64>> {
+        let r = &self.sh.region;
+        let mut oldest: Option<u64> = None;
+        for other in (0..MAX_WORKERS).filter(|&s| s != slot && slots & (1 << s) != 0) {
+            let base = self.heads(other)?;
+            if r.a32(base + WQ_OVERFLOW)?.load(Ordering::SeqCst) != 0 {
+                continue;
+            }
+            for i in 0..self.sh.geo.wq_cap {
+                let at = base + WQ_RECORDS + i * WQ_RECORD;
+                if r.a64(at)?.load(Ordering::SeqCst) != queue {
+                    continue;
+                }
+                let seq = r.a64(at + 8)?.load(Ordering::SeqCst);
+                // Gone meanwhile (the name was cleared): not a head.
+                if r.a64(at)?.load(Ordering::SeqCst) == queue {
+                    oldest = Some(oldest.map_or(seq, |o| o.min(seq)));
+                }
+                break;
+            }
+        }
+        Ok(oldest)
+    }
+
+    /// Clears `slot`'s table of queue heads if it overflowed (its worker
+    /// calls it when it has no waiter left, so its heads count again).
+    pub fn reset_overflowed_waiter_heads(&self, slot: u32) -> Result<()> {
+        let base = self.heads(slot)?;
+        if self
+            .sh
+            .region
+            .a32(base + WQ_OVERFLOW)?
+            .load(Ordering::SeqCst)
+            == 0
+        {
+            return Ok(());
+        }
+        self.clear_waiter_heads(slot)
+    }
+
+    /// Clears `slot`'s table of queue heads (a new worker in the slot does
+    /// this first, like [`Store::clear_waiters`]).
+    pub fn clear_waiter_heads(&self, slot: u32) -> Result<()> {
+        let base = self.heads(slot)?;
+        let r = &self.sh.region;
+        for i in 0..self.sh.geo.wq_cap {
+            r.a64(base + WQ_RECORDS + i * WQ_RECORD)?
+                .store(0, Ordering::SeqCst);
+        }
+        r.a32(base + WQ_OVERFLOW)?.store(0, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,5 +260,44 @@ mod tests {
         assert_eq!(store.waiters_on(other).unwrap(), 1 << 31);
         assert!(store.add_waiter(w, MAX_WORKERS).is_err());
         assert!(store.waiters_on(WAITER_WORDS).is_err());
+
+        // Queue heads: the oldest over the other slots named in the mask.
+        let q = waiter_queue(0, b"queue", 2);
+        assert_ne!(q, waiter_queue(0, b"queue", 5));
+        assert_ne!(q, waiter_queue(1, b"queue", 2));
+        let (a, b) = (
+            store.next_waiter_seq().unwrap(),
+            store.next_waiter_seq().unwrap(),
+        );
+        assert!(a < b);
+        store.set_waiter_head(1, q, Some(b)).unwrap();
+        store.set_waiter_head(4, q, Some(a)).unwrap();
+        let both = (1 << 1) | (1 << 4);
+        assert_eq!(store.oldest_waiter_elsewhere(0, q, both).unwrap(), Some(a));
+        assert_eq!(store.oldest_waiter_elsewhere(4, q, both).unwrap(), Some(b));
+        assert_eq!(
+            store.oldest_waiter_elsewhere(0, q, 1 << 1).unwrap(),
+            Some(b)
+        );
+        store.set_waiter_head(4, q, None).unwrap();
+        assert_eq!(store.oldest_waiter_elsewhere(0, q, both).unwrap(), Some(b));
+        store.clear_waiter_heads(1).unwrap();
+        assert_eq!(store.oldest_waiter_elsewhere(0, q, both).unwrap(), None);
+
+        // A full table overflows: its heads stop counting until it is reset.
+        store.set_waiter_head(4, q, Some(a)).unwrap();
+        let cap = store.sh.geo.wq_cap;
+        for i in 0..cap {
+            store
+                .set_waiter_head(4, waiter_queue(0, &i.to_le_bytes(), 2), Some(b))
+                .unwrap();
+        }
+        assert_eq!(store.oldest_waiter_elsewhere(0, q, 1 << 4).unwrap(), None);
+        store.reset_overflowed_waiter_heads(4).unwrap();
+        store.set_waiter_head(4, q, Some(a)).unwrap();
+        assert_eq!(
+            store.oldest_waiter_elsewhere(0, q, 1 << 4).unwrap(),
+            Some(a)
+        );
     }
 }

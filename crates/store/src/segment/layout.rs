@@ -4,7 +4,7 @@
 /// "SHOALSEG": the first eight bytes of every segment.
 pub(crate) const MAGIC: [u8; 8] = *b"SHOALSEG";
 /// Bumped whenever any offset or record format below changes.
-pub const LAYOUT_VERSION: u32 = 9;
+pub const LAYOUT_VERSION: u32 = 10;
 
 /// Number of Redis-style logical databases.
 pub const NUM_DBS: usize = 16;
@@ -162,6 +162,9 @@ pub(crate) const H_MONITOR_SLOTS: u64 = 8264;
 /// Worker slots with key subscriptions (bit per slot): a write looks at
 /// the tables only while this is non-zero.
 pub(crate) const H_KEYSUB_SLOTS: u64 = 8272;
+/// The next blocked client's place in the server-wide order of blocking
+/// (waiters.rs): every worker takes its waiters' sequence numbers here.
+pub(crate) const H_WAITER_SEQ: u64 = 8280;
 /// Shared settings (CONFIG SET on one worker, seen by all): u64 words.
 pub(crate) const H_CONFIG: u64 = 8448;
 /// Number of shared setting words.
@@ -241,6 +244,13 @@ pub(crate) const PS_PAT_COUNT: u64 = 20;
 /// Start of the entries: `cap` × 16 bytes {hash u64, count u32, kind u32}.
 pub(crate) const PS_ENTRIES: u64 = 64;
 pub(crate) const PS_ENTRY: u64 = 16;
+
+// --- queue heads (waiters.rs): one table per worker slot, after the users ---
+/// Set to 1 when the slot's table overflowed (its heads are then unknown).
+pub(crate) const WQ_OVERFLOW: u64 = 0;
+/// Start of the records: `cap` × 16 bytes {queue hash u64 (0 = free), seq u64}.
+pub(crate) const WQ_RECORDS: u64 = 64;
+pub(crate) const WQ_RECORD: u64 = 16;
 
 // --- context record (context.rs) ---
 pub(crate) const CTX_SIZE: u64 = 4096;

@@ -129,6 +129,11 @@ pub(crate) struct Geometry {
     /// The user table area (users.rs).
     pub users_off: u64,
     pub users_size: u64,
+    /// The queue head tables (waiters.rs): `MAX_WORKERS` tables of
+    /// `wq_size` bytes, each with `wq_cap` records.
+    pub wq_off: u64,
+    pub wq_size: u64,
+    pub wq_cap: u64,
 }
 
 /// Smallest segment accepted.
@@ -181,7 +186,15 @@ impl Geometry {
             _ => U_BYTES + 2 * (8 << 10),
         };
         let users_off = align_up(log_off + log_size, 4096);
-        let index_off = align_up(users_off + users_size, 4096);
+        // Keys with blocked clients a worker can order against other
+        // workers' (waiters.rs): beyond them its heads are unknown.
+        let wq_cap: u64 = match seg_size {
+            s if s >= 16 << 20 => 1 << 10,
+            _ => 32,
+        };
+        let wq_off = align_up(users_off + users_size, 4096);
+        let wq_size = WQ_RECORDS + wq_cap * WQ_RECORD;
+        let index_off = align_up(wq_off + MAX_WORKERS as u64 * wq_size, 4096);
         // One sixteenth of the segment for the table: about 8 bytes of index per
         // key when the arena is full of small entries, with chains absorbing more.
         let buckets = (seg_size / 16 / BUCKET_SIZE).max(64);
@@ -208,6 +221,9 @@ impl Geometry {
             log_size,
             users_off,
             users_size,
+            wq_off,
+            wq_size,
+            wq_cap,
         })
     }
 }
@@ -428,6 +444,11 @@ fn attach(path: PathBuf, clock: Clock, hooks: RecoveryHooks) -> Result<Shared> {
         log_size: header.load64(H_LOG_SIZE)?,
         users_off: header.load64(H_USERS_OFF)?,
         users_size: header.load64(H_USERS_SIZE)?,
+        // Derived from the stored offsets' geometry (the index offset, which
+        // is stored, follows it).
+        wq_off: geo.wq_off,
+        wq_size: geo.wq_size,
+        wq_cap: geo.wq_cap,
     };
     if stored != geo
         || header.load32(H_HEADER_SIZE)? as u64 != HEADER_SIZE
