@@ -729,13 +729,20 @@ impl Engine {
             // Over maxmemory with nothing to evict, a command that may grow
             // memory is refused before it runs, and inside MULTI so is any
             // command but the ones that end it (queueing takes memory too),
-            // so that EXEC then aborts: Redis's processCommand.
+            // so that EXEC then aborts; so is EXEC whose queue holds one
+            // that may grow memory: Redis's processCommand.
             Some(cmd)
                 if (cmd.flags & command::flags::DENYOOM != 0
-                    || (cx.session.in_multi() && cmd.flags & command::flags::ENDS_MULTI == 0))
+                    || (cx.session.in_multi() && cmd.flags & command::flags::ENDS_MULTI == 0)
+                    || (transaction::is_exec(cmd)
+                        && cx.session.tx.queued_flags_any(command::flags::DENYOOM)))
                     && cx.engine.refuses_oom() =>
             {
-                Err(cx.reject(CmdError::msg(crate::error::OOM)))
+                let e = cx.reject(CmdError::msg(crate::error::OOM));
+                match transaction::is_exec(cmd) {
+                    true => Err(transaction::exec_abort(cx.session, e)),
+                    false => Err(e),
+                }
             }
             // A script of another worker runs: wait for it, or past
             // `busy-reply-threshold` refuse (Redis's processCommand).
