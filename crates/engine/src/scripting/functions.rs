@@ -354,7 +354,7 @@ pub(super) fn function_load(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 /// LOAD and RESTORE are `denyoom`: refused over `maxmemory` with nothing
 /// to evict (the dispatcher checks the container's flags, not these).
-fn refuse_oom(cx: &Cx<'_>) -> Result<(), CmdError> {
+fn refuse_oom(cx: &mut Cx<'_>) -> Result<(), CmdError> {
     match cx.engine.refuses_oom() {
         true => Err(CmdError::msg(crate::error::OOM)),
         false => Ok(()),

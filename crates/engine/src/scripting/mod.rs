@@ -526,6 +526,10 @@ fn run(
     vm.flags.running.set(true);
     let saved_db = cx.session.db;
     let was_executing = cx.session.in_exec();
+    let saved_keys = cx
+        .session
+        .script_keys
+        .replace(keys.iter().map(|k| k.to_vec()).collect());
     let result = Handle::exclusive_in(cx, Cx::h, |cx| -> Result<_, CmdError> {
         let running = Rc::new(busy::Running::begin(
             &cx.engine.store,
@@ -583,6 +587,7 @@ fn run(
     });
     vm.flags.running.set(false);
     cx.session.db = saved_db;
+    cx.session.script_keys = saved_keys;
     let resp = vm.flags.resp.get();
     match result? {
         Ok((true, value)) => {
