@@ -141,5 +141,5 @@ def test_read_only_scripts_may_not_publish(server, raw):
                  ("EVAL", "#!lua flags=no-writes\nreturn redis.call('publish', 'ch', 'm')", "0")):
         reply = raw.cmd(*args)
         assert isinstance(reply, Err)
-        assert reply.startswith("ERR Write commands are not allowed from read-only scripts. script: ")
+        assert reply.startswith("ERR Write commands are not allowed from read-only scripts.")
     assert raw.cmd("EVAL", "return redis.call('publish', 'ch', 'm')", "0") == 0

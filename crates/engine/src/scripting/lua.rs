@@ -169,8 +169,6 @@ impl Vm {
         ] {
             redis.raw_set(name, v)?;
         }
-        redis.raw_set("call", lua.create_function(redis_call)?)?;
-        lua.set_named_registry_value(STATE_KEY, state.clone())?;
         globals.raw_set("redis", redis.clone())?;
         native.raw_set("redis", redis_natives(&lua, &flags)?)?;
         crate::scripting::libs::install(&lua, &globals, &native)?;
@@ -205,40 +203,6 @@ impl Vm {
             .set_mode(ChunkMode::Text)
             .set_environment(self.env()?)
             .into_function()
-    }
-}
-
-/// Where the prelude's private table is kept for [`redis_call`].
-const STATE_KEY: &str = "shoal.state";
-
-/// `redis.call`: runs the command through the entry point the engine sets
-/// in `state.call` for a run, and raises its error table through
-/// `state.pending` (a native error is a userdata to Lua; the prelude's
-/// handler and pcall take the table back and give it the script's
-/// position). Native, unlike `redis.pcall`, because a script's
-/// `return redis.call(...)` is a tail call, which would drop the script's
-/// frame were this a Lua function.
-fn redis_call(lua: &Lua, args: MultiValue) -> mlua::Result<Value> {
-    let state: Table = lua.named_registry_value(STATE_KEY)?;
-    let raise = |err: Value| -> mlua::Result<Value> {
-        state.raw_set("pending", err)?;
-        Err(mlua::Error::RuntimeError("redis.call failed".into()))
-    };
-    let Value::Function(entry) = state.raw_get::<Value>("call")? else {
-        return raise(error_table(
-            lua,
-            b"redis.call/pcall can only be called inside a script invocation",
-        )?);
-    };
-    let packed = lua.create_table_with_capacity(args.len(), 1)?;
-    packed.raw_set("n", args.len())?;
-    for (i, v) in args.into_iter().enumerate() {
-        packed.raw_set(i + 1, v)?;
-    }
-    let (reply, failed): (Value, bool) = entry.call(packed)?;
-    match failed {
-        true => raise(reply),
-        false => Ok(reply),
     }
 }
 

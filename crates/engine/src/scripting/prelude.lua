@@ -59,17 +59,27 @@ state.run = function(f, a, b)
   return xpcall(function() return f(a, b) end, handler)
 end
 
--- redis.pcall hands its arguments, packed in one table (a script may pass
--- nearly as many as the stack holds), to the native entry point the engine
--- sets in state.call for the length of a run. redis.call is native (the
--- engine's `lua.rs`), so that a script's `return redis.call(...)`, a tail
--- call, keeps the script's frame for the error's position, as in Redis.
+-- redis.call and redis.pcall hand their arguments, packed in one table
+-- (a script may pass nearly as many as the stack holds), to the native
+-- entry point the engine sets in state.call for the length of a run.
 local function native(...)
   local call = rawget(state, 'call')
   if call == nil then
     error({err = 'ERR redis.call/pcall can only be called inside a script invocation'})
   end
   return call({n = select('#', ...), ...})
+end
+redis.call = function(...)
+  local v, failed = native(...)
+  if failed then
+    local src, line = position(2)
+    if src then
+      rawset(v, 'source', src)
+      rawset(v, 'line', line)
+    end
+    error(v)
+  end
+  return v
 end
 redis.pcall = function(...)
   return (native(...))
