@@ -101,3 +101,45 @@ def test_a_pause_keeps_expired_keys_in_place(two, conns):
     assert ctl.cmd("CLIENT", "UNPAUSE") == "OK"
     assert other.cmd("GET", "a") is None
     wait_for(lambda: expired() == 1, what="a removed")
+
+
+@pytest.mark.shoal_only
+def test_a_write_pause_holds_scripts_by_their_declared_flags(two, conns):
+    ctl = conns(two, 0)
+    other = conns(two, 1)
+    assert ctl.cmd("SET", "x", "y") == "OK"
+    assert ctl.cmd(
+        "FUNCTION", "LOAD", "REPLACE",
+        "#!lua name=pauselib\n"
+        "redis.register_function{function_name='ro_f', callback=function() return 'ro' end, flags={'no-writes'}}\n"
+        "redis.register_function{function_name='rw_f', callback=function() return 'rw' end}",
+    ) == b"pauselib"
+    assert ctl.cmd("CLIENT", "PAUSE", "100000", "WRITE") == "OK"
+    # Scripts that declare no-writes run at once on the other worker.
+    assert other.cmd("EVAL", "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])", "1", "x") == b"y"
+    sha = other.cmd("SCRIPT", "LOAD", "#!lua flags=no-writes\nreturn 2")
+    assert other.cmd("EVALSHA", sha, "0") == 2
+    assert other.cmd("FCALL", "ro_f", "0") == b"ro"
+    # A transaction of no-writes scripts is not held either.
+    assert other.cmd("MULTI") == "OK"
+    assert other.cmd("EVAL", "#!lua flags=no-writes\nreturn 12", "0") == "QUEUED"
+    assert other.cmd("EXEC") == [12]
+    # A function that may write, and a script without a shebang, wait.
+    held = conns(two, 1)
+    held.send(b"*3\r\n$5\r\nFCALL\r\n$4\r\nrw_f\r\n$1\r\n0\r\n")
+    wait_for(lambda: blocked(ctl) == 1, what="FCALL rw_f held")
+    held2 = conns(two, 1)
+    held2.send(b"*3\r\n$4\r\nEVAL\r\n$8\r\nreturn 1\r\n$1\r\n0\r\n")
+    wait_for(lambda: blocked(ctl) == 2, what="EVAL held")
+    assert ctl.cmd("CLIENT", "UNPAUSE") == "OK"
+    assert held.reply() == b"rw"
+    assert held2.reply() == 1
+
+
+def test_read_only_scripts_may_not_publish(server, raw):
+    for args in (("EVAL_RO", "return redis.call('publish', 'ch', 'm')", "0"),
+                 ("EVAL", "#!lua flags=no-writes\nreturn redis.call('publish', 'ch', 'm')", "0")):
+        reply = raw.cmd(*args)
+        assert isinstance(reply, Err)
+        assert reply.startswith("ERR Write commands are not allowed from read-only scripts.")
+    assert raw.cmd("EVAL", "return redis.call('publish', 'ch', 'm')", "0") == 0

@@ -111,3 +111,20 @@ def test_redirect_to_an_unknown_id_and_counters(two, k):
         assert int(fields["tracking_total_prefixes"]) >= 1
         c.cmd("CLIENT", "TRACKING", "off")
         other.cmd("CLIENT", "TRACKING", "off")
+
+
+def test_a_script_s_read_tracks_the_keys_it_declared(two, k):
+    with resp3(on(two, 0)) as c, on(two, 1) as w:
+        assert c.cmd("CLIENT", "TRACKING", "on") == "OK"
+        a, b, other = k + "a", k + "b", k + "other"
+        # A script that reads nothing tracks nothing.
+        c.cmd("EVAL", "redis.call('set', KEYS[1], 'x')", "1", other)
+        w.cmd("MSET", a, "1", b, "1")
+        # A script's read tracks its declared keys, not the key it read.
+        assert c.cmd("EVAL", "return redis.call('get', ARGV[1])", "2", a, b, other) == b"x"
+        w.cmd("SET", other, "y")
+        w.cmd("MSET", a, "2", b, "2")
+        assert c.reply() == Push([b"invalidate", [a.encode()]])
+        assert c.reply() == Push([b"invalidate", [b.encode()]])
+        assert c.cmd("PING") == "PONG"
+        assert c.cmd("CLIENT", "TRACKING", "off") == "OK"

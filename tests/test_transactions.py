@@ -551,3 +551,44 @@ def test_denyoom_command_refused_over_maxmemory(raw, other):
     finally:
         assert other.cmd("CONFIG", "SET", "maxmemory", "0") == "OK"
     assert raw.cmd("SET", "oom3", "v") == "OK"
+
+
+def test_exec_with_a_denyoom_command_is_aborted_over_maxmemory(raw, other):
+    raw.cmd("SET", "seed", "v")
+    assert raw.cmd("MULTI") == "OK"
+    assert raw.cmd("SET", "x", "1") == "QUEUED"
+    assert raw.cmd("GET", "x") == "QUEUED"
+    try:
+        assert other.cmd("CONFIG", "SET", "maxmemory", "1") == "OK"
+        assert raw.cmd("EXEC") == Err(
+            "EXECABORT Transaction discarded because of: "
+            "OOM command not allowed when used memory > 'maxmemory'.")
+    finally:
+        assert other.cmd("CONFIG", "SET", "maxmemory", "0") == "OK"
+    # Reads alone still run.
+    assert raw.cmd("MULTI") == "OK"
+    assert raw.cmd("GET", "seed") == "QUEUED"
+    assert raw.cmd("PING") == "QUEUED"
+    try:
+        assert other.cmd("CONFIG", "SET", "maxmemory", "1") == "OK"
+        assert raw.cmd("EXEC") == [b"v", "PONG"]
+    finally:
+        assert other.cmd("CONFIG", "SET", "maxmemory", "0") == "OK"
+    assert raw.cmd("EXISTS", "x") == 0
+
+
+@pytest.mark.parametrize("flush", [["FLUSHALL"], ["FLUSHDB"]])
+def test_a_flush_does_not_fail_exec_of_keys_missing_at_watch(raw, other, flush):
+    raw.cmd("DEL", "k")
+    assert raw.cmd("WATCH", "k") == "OK"
+    assert other.cmd(*flush) == "OK"
+    raw.cmd("MULTI")
+    raw.cmd("PING")
+    assert raw.cmd("EXEC") == ["PONG"]
+    # A key created after WATCH and there at EXEC fails it.
+    assert raw.cmd("WATCH", "k") == "OK"
+    assert other.cmd(*flush) == "OK"
+    other.cmd("SET", "k", "v")
+    raw.cmd("MULTI")
+    raw.cmd("PING")
+    assert raw.cmd("EXEC") is None

@@ -25,6 +25,10 @@ pub type Handler = fn(&mut Cx<'_>, &[Arg<'_>]) -> CmdResult;
 /// arguments (Redis's `movablekeys`: a numkeys argument, SORT's STORE).
 pub type KeysFn = fn(&[Arg<'_>]) -> Vec<usize>;
 
+/// The flags a request of a command whose flags depend on what it runs
+/// (a script's declared flags) has, from the table's flags.
+pub type FlagsFn = fn(&mut Cx<'_>, u32, &[Arg<'_>]) -> u32;
+
 /// Redis's command flags, as COMMAND INFO names them.
 pub mod flags {
     /// May modify the data set.
@@ -145,6 +149,9 @@ pub struct Command {
     pub movable_keys: Option<KeysFn>,
     /// Which arguments are pub/sub channels (ACL channel rules check them).
     pub channels: Channels,
+    /// Where a request's flags differ from `flags` (None: they never do):
+    /// Redis's `getCommandFlags` for EVAL and FCALL.
+    pub request_flags: Option<FlagsFn>,
 }
 
 /// The arguments of a command that name pub/sub channels, for ACL
@@ -248,6 +255,7 @@ pub(crate) const fn spec(
         subcommands: &[],
         movable_keys: None,
         channels: Channels::None,
+        request_flags: None,
     }
 }
 

@@ -438,14 +438,22 @@ impl Engine {
     }
 
     /// Whether a `denyoom` command must be refused now: over `maxmemory`
-    /// under `noeviction` (an evicting policy frees room as the write
-    /// allocates, or fails it with OOM there).
-    pub(crate) fn refuses_oom(&self) -> bool {
+    /// under `noeviction`, or under an evicting policy that cannot get back
+    /// under it (a write may have gone past it once nothing more could be
+    /// evicted): Redis's performEvictions before a command.
+    pub(crate) fn refuses_oom(&mut self) -> bool {
+        if !self.store.over_maxmemory().unwrap_or(false) {
+            return false;
+        }
+        if self
+            .store
+            .eviction_policy()
+            .is_ok_and(|p| p == store::EvictionPolicy::NoEviction)
+        {
+            return true;
+        }
+        let _ = self.h.evict_to_maxmemory();
         self.store.over_maxmemory().unwrap_or(false)
-            && self
-                .store
-                .eviction_policy()
-                .is_ok_and(|p| p == store::EvictionPolicy::NoEviction)
     }
 
     /// Whether a password is required before any command (the default
@@ -729,13 +737,20 @@ impl Engine {
             // Over maxmemory with nothing to evict, a command that may grow
             // memory is refused before it runs, and inside MULTI so is any
             // command but the ones that end it (queueing takes memory too),
-            // so that EXEC then aborts: Redis's processCommand.
+            // so that EXEC then aborts; so is EXEC whose queue holds one
+            // that may grow memory: Redis's processCommand.
             Some(cmd)
                 if (cmd.flags & command::flags::DENYOOM != 0
-                    || (cx.session.in_multi() && cmd.flags & command::flags::ENDS_MULTI == 0))
+                    || (cx.session.in_multi() && cmd.flags & command::flags::ENDS_MULTI == 0)
+                    || (transaction::is_exec(cmd)
+                        && cx.session.tx.queued_flags_any(command::flags::DENYOOM)))
                     && cx.engine.refuses_oom() =>
             {
-                Err(cx.reject(CmdError::msg(crate::error::OOM)))
+                let e = cx.reject(CmdError::msg(crate::error::OOM));
+                match transaction::is_exec(cmd) {
+                    true => Err(transaction::exec_abort(cx.session, e)),
+                    false => Err(e),
+                }
             }
             // A script of another worker runs: wait for it, or past
             // `busy-reply-threshold` refuse (Redis's processCommand).
@@ -1015,12 +1030,21 @@ pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> C
     } else {
         (cmd.handler)(cx, args)
     };
-    // A tracking client remembers the keys its reads fetched.
+    // A tracking client remembers the keys its reads fetched (a script's
+    // reads, the keys the script declared).
     if cmd.flags & command::flags::READONLY != 0 && cx.engine.tracking.any_client() {
-        let keys = cmd
-            .key_positions(args.len())
-            .filter_map(|i| args.get(i).map(|k| k.to_vec()));
-        cx.engine.tracking_remember(cx.session.id, keys);
+        match &cx.session.script_keys {
+            Some(keys) => {
+                let keys = keys.clone();
+                cx.engine.tracking_remember(cx.session.id, keys.into_iter());
+            }
+            None => {
+                let keys = cmd
+                    .key_positions(args.len())
+                    .filter_map(|i| args.get(i).map(|k| k.to_vec()));
+                cx.engine.tracking_remember(cx.session.id, keys);
+            }
+        }
     }
     // A container's subcommand (config|get) is counted under its own name;
     // a blocking command that parks is counted once, by the run that

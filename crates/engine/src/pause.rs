@@ -45,9 +45,15 @@ fn decode(w: u64) -> Option<(PauseMode, u64)> {
     Some((mode, w >> 2))
 }
 
-/// Whether `cmd` (with `args`, for a container's subcommand) may write or
-/// propagate: what a WRITE pause holds.
-fn may_replicate(cmd: &'static Command, args: &[Arg<'_>]) -> bool {
+/// Whether a request of `cmd` (with `args`: a container's subcommand, a
+/// script's declared flags) may write or propagate: what a WRITE pause
+/// holds.
+fn may_replicate(
+    engine: &mut Engine,
+    session: &mut Session,
+    cmd: &'static Command,
+    args: &[Arg<'_>],
+) -> bool {
     let cmd = if cmd.subcommands.is_empty() || args.len() < 2 {
         cmd
     } else {
@@ -57,7 +63,21 @@ fn may_replicate(cmd: &'static Command, args: &[Arg<'_>]) -> bool {
             Err(_) => return false,
         }
     };
-    cmd.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0
+    let flags = match cmd.request_flags {
+        Some(request_flags) => {
+            let mut scratch = Vec::new();
+            let protocol = session.protocol;
+            let mut cx = Cx {
+                engine,
+                session,
+                out: proto::resp::ReplyWriter::new(&mut scratch, protocol),
+                flow: crate::engine::Flow::Continue,
+            };
+            request_flags(&mut cx, cmd.flags, args)
+        }
+        None => cmd.flags,
+    };
+    flags & (flags::WRITE | flags::MAY_REPLICATE) != 0
 }
 
 impl Engine {
@@ -81,7 +101,7 @@ impl Engine {
     /// held when its queue may write.
     pub(crate) fn held_by_pause(
         &mut self,
-        session: &Session,
+        session: &mut Session,
         cmd: &'static Command,
         args: &[Arg<'_>],
     ) -> bool {
@@ -104,8 +124,10 @@ impl Engine {
         }
         match mode {
             PauseMode::All => true,
-            PauseMode::Write if crate::transaction::is_exec(cmd) => session.tx.may_replicate(),
-            PauseMode::Write => may_replicate(cmd, args),
+            PauseMode::Write if crate::transaction::is_exec(cmd) => session
+                .tx
+                .queued_flags_any(flags::WRITE | flags::MAY_REPLICATE),
+            PauseMode::Write => may_replicate(self, session, cmd, args),
         }
     }
 
@@ -115,15 +137,6 @@ impl Engine {
         let paused = self.pause().is_some();
         self.h.keep_expired(paused);
         !paused
-    }
-}
-
-impl crate::transaction::Transaction {
-    /// Whether a queued command may write or propagate (Redis's
-    /// `mstate.cmd_flags`): a WRITE pause holds such an EXEC.
-    pub(crate) fn may_replicate(&self) -> bool {
-        self.queued_commands()
-            .any(|(cmd, args)| may_replicate(cmd, args))
     }
 }
 

@@ -472,11 +472,12 @@ fn info_section(
                 .map_or(EvictionPolicy::NoEviction, |i| i.policy);
             // The segment's fixed structures (header, contexts, mailboxes,
             // index) are overhead; values and overflow nodes are the dataset,
-            // which is what maxmemory limits.
+            // which is what maxmemory limits: the overhead is memory not
+            // counted for eviction.
             let overhead = seg.saturating_sub(total);
             let _ = write!(
                 s,
-                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:{overhead}\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_not_counted_for_evict:0\r\nlazyfree_pending_objects:0\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
+                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:{overhead}\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_not_counted_for_evict:{overhead}\r\nlazyfree_pending_objects:0\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
                 overhead + used,
                 human(overhead + used),
                 human(maxmemory),

@@ -82,6 +82,10 @@ pub struct Session {
     /// The protocol and subscribed state client-side caching last noted
     /// for this client (it notes changes only).
     pub(crate) tracking_noted: Option<(Protocol, bool)>,
+    /// While a script runs: the keys it declared, which each read it makes
+    /// remembers for client-side caching (as Redis, rather than the keys
+    /// the read itself names).
+    pub(crate) script_keys: Option<Vec<Vec<u8>>>,
 }
 
 impl Session {
@@ -113,6 +117,7 @@ impl Session {
             tx: Transaction::default(),
             subs: ClientSubs::default(),
             tracking_noted: None,
+            script_keys: None,
         }
     }
 

@@ -15,8 +15,10 @@
 //! null array when any moved. Where this differs from Redis:
 //!
 //! * FLUSHDB, FLUSHALL and SWAPDB fail every EXEC whose WATCH came before
-//!   them, even one that watched only keys they did not touch (Redis fails
-//!   only those whose watched keys were removed or moved).
+//!   them and that watched a key existing then, in any database (Redis
+//!   fails only those whose watched keys they removed or moved). An EXEC
+//!   whose watched keys were all missing at WATCH fails only if one exists
+//!   at EXEC, as in Redis.
 //! * A key that is missing at WATCH and again at EXEC counts as unchanged,
 //!   even if it was created and deleted in between (Redis fails the EXEC).
 //! * CLIENT LIST and CLIENT KILL need the server to finish them after the
@@ -75,6 +77,9 @@ pub(crate) struct Transaction {
 struct Queued {
     cmd: &'static Command,
     args: Vec<Arg<'static>>,
+    /// The request's flags when queued (a container's subcommand's, a
+    /// script's declared ones): Redis's `mstate.cmd_flags` gathers them.
+    flags: u32,
 }
 
 impl Transaction {
@@ -93,20 +98,16 @@ impl Transaction {
         self.queue.is_none() && self.watched.is_empty() && !self.executing
     }
 
-    /// The queued commands with their arguments, in order.
-    pub(crate) fn queued_commands(
-        &self,
-    ) -> impl Iterator<Item = (&'static Command, &[Arg<'static>])> {
-        self.queue
-            .iter()
-            .flatten()
-            .map(|q| (q.cmd, q.args.as_slice()))
-    }
-
     /// Marks the client as running commands that cannot block or be
     /// queued: EXEC's queue, or a script's `redis.call`.
     pub(crate) fn set_executing(&mut self, on: bool) {
         self.executing = on;
+    }
+
+    /// Whether any queued command has one of `wanted` flags (Redis's
+    /// `mstate.cmd_flags`): EXEC is refused or held as its queue would be.
+    pub(crate) fn queued_flags_any(&self, wanted: u32) -> bool {
+        self.queue.iter().flatten().any(|q| q.flags & wanted != 0)
     }
 
     /// Dooms an open transaction (a command was refused while queuing).
@@ -150,9 +151,13 @@ pub(crate) fn queue(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) ->
     if (cmd.flags | checked.flags) & NO_MULTI != 0 {
         return Err(cx.reject(CmdError::msg(NOT_IN_MULTI)));
     }
+    let flags = match checked.request_flags {
+        Some(request_flags) => request_flags(cx, checked.flags, args),
+        None => checked.flags,
+    };
     let args = args.iter().map(|a| Arg::Owned(a.to_vec())).collect();
     if let Some(queue) = &mut cx.session.tx.queue {
-        queue.push(Queued { cmd, args });
+        queue.push(Queued { cmd, args, flags });
     }
     cx.out.simple(b"QUEUED");
     Ok(())
@@ -245,7 +250,9 @@ fn unchanged(h: &mut Handle, tx: &Transaction) -> Result<bool, CmdError> {
     if tx.watched.is_empty() {
         return Ok(true);
     }
-    if h.flush_epoch()? != tx.epoch {
+    // A flush or SWAPDB since WATCH touched the watched keys that existed
+    // then (a key created later was touched by its own write).
+    if h.flush_epoch()? != tx.epoch && tx.watched.values().any(Option::is_some) {
         return Ok(false);
     }
     for ((db, key), version) in &tx.watched {

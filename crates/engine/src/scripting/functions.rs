@@ -354,7 +354,7 @@ pub(super) fn function_load(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 /// LOAD and RESTORE are `denyoom`: refused over `maxmemory` with nothing
 /// to evict (the dispatcher checks the container's flags, not these).
-fn refuse_oom(cx: &Cx<'_>) -> Result<(), CmdError> {
+fn refuse_oom(cx: &mut Cx<'_>) -> Result<(), CmdError> {
     match cx.engine.refuses_oom() {
         true => Err(CmdError::msg(crate::error::OOM)),
         false => Ok(()),
@@ -593,6 +593,16 @@ pub(super) fn function_stats(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
 }
 
 /// FCALL / FCALL_RO function numkeys key… arg….
+/// The declared flags of function `name`, if it exists.
+pub(super) fn function_flags(cx: &mut Cx<'_>, name: &[u8]) -> Option<u32> {
+    let name = String::from_utf8_lossy(name);
+    with_libraries(cx, |_, _, libs| {
+        Ok(libs.find_function(&name).map(|(_, f)| f.flags))
+    })
+    .ok()
+    .flatten()
+}
+
 pub(super) fn fcall_command(cx: &mut Cx<'_>, args: &[Arg<'_>], ro: bool) -> CmdResult {
     let name = String::from_utf8_lossy(&args[1]).into_owned();
     let (vm, callback, flags) = with_libraries(cx, |_, vm, libs| {

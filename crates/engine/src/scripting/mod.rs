@@ -95,15 +95,72 @@ const fn movable(c: Command) -> Command {
     }
 }
 
+/// A script command whose request flags are its script's declared ones.
+const fn declared(c: Command, request_flags: command::FlagsFn) -> Command {
+    Command {
+        request_flags: Some(request_flags),
+        ..c
+    }
+}
+
+/// The command flags a script's declared flags give the command that runs
+/// it (Redis's `scriptFlagsToCmdFlags`): a write, refused over maxmemory,
+/// unless it says `no-writes` (or `allow-oom`). A script without a shebang
+/// keeps the command's flags.
+fn flags_of_script(cmd_flags: u32, script: u32) -> u32 {
+    if script & EVAL_COMPAT != 0 {
+        return cmd_flags;
+    }
+    let mut f = cmd_flags & !(STALE | DENYOOM | WRITE | MAY_REPLICATE);
+    if script & (ALLOW_OOM | NO_WRITES) == 0 {
+        f |= DENYOOM;
+    }
+    if script & NO_WRITES == 0 {
+        f |= WRITE;
+    }
+    if script & ALLOW_STALE != 0 {
+        f |= STALE;
+    }
+    f
+}
+
+/// EVAL's flags for its script (its shebang).
+fn eval_flags(_cx: &mut Cx<'_>, cmd_flags: u32, args: &[Arg<'_>]) -> u32 {
+    match shebang_flags(&args[1]) {
+        Ok((script, _)) => flags_of_script(cmd_flags, script),
+        Err(_) => cmd_flags,
+    }
+}
+
+/// EVALSHA's flags for its script, if the cache has it.
+fn evalsha_flags(cx: &mut Cx<'_>, cmd_flags: u32, args: &[Arg<'_>]) -> u32 {
+    let sha = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
+    if sha.len() != 40 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return cmd_flags;
+    }
+    match script_function(cx, &sha, None) {
+        Ok((_, _, script)) => flags_of_script(cmd_flags, script),
+        Err(_) => cmd_flags,
+    }
+}
+
+/// FCALL's flags for its function, if it exists.
+fn fcall_flags(cx: &mut Cx<'_>, cmd_flags: u32, args: &[Arg<'_>]) -> u32 {
+    match functions::function_flags(cx, &args[1]) {
+        Some(script) => flags_of_script(cmd_flags, script),
+        None => cmd_flags,
+    }
+}
+
 /// The scripting commands.
 #[rustfmt::skip]
 pub(crate) const COMMANDS: &[Command] = &[
-    movable(cmd("eval", -3, NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE, "2.6.0", "Execute a Lua script server side", eval)),
-    movable(cmd("evalsha", -3, NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE, "2.6.0", "Execute a Lua script server side", evalsha)),
-    movable(cmd("eval_ro", -3, NOSCRIPT | SKIP_MONITOR | NO_MANDATORY_KEYS | STALE | READONLY, "7.0.0", "Execute a read-only Lua script server side", eval_ro)),
-    movable(cmd("evalsha_ro", -3, NOSCRIPT | SKIP_MONITOR | NO_MANDATORY_KEYS | STALE | READONLY, "7.0.0", "Execute a read-only Lua script server side", evalsha_ro)),
-    movable(cmd("fcall", -3, NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE, "7.0.0", "Invoke a function", fcall)),
-    movable(cmd("fcall_ro", -3, NOSCRIPT | SKIP_MONITOR | NO_MANDATORY_KEYS | STALE | READONLY, "7.0.0", "Invoke a read-only function", fcall_ro)),
+    declared(movable(cmd("eval", -3, NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE, "2.6.0", "Execute a Lua script server side", eval)), eval_flags),
+    declared(movable(cmd("evalsha", -3, NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE, "2.6.0", "Execute a Lua script server side", evalsha)), evalsha_flags),
+    declared(movable(cmd("eval_ro", -3, NOSCRIPT | SKIP_MONITOR | NO_MANDATORY_KEYS | STALE | READONLY, "7.0.0", "Execute a read-only Lua script server side", eval_ro)), eval_flags),
+    declared(movable(cmd("evalsha_ro", -3, NOSCRIPT | SKIP_MONITOR | NO_MANDATORY_KEYS | STALE | READONLY, "7.0.0", "Execute a read-only Lua script server side", evalsha_ro)), evalsha_flags),
+    declared(movable(cmd("fcall", -3, NOSCRIPT | SKIP_MONITOR | MAY_REPLICATE | NO_MANDATORY_KEYS | STALE, "7.0.0", "Invoke a function", fcall)), fcall_flags),
+    declared(movable(cmd("fcall_ro", -3, NOSCRIPT | SKIP_MONITOR | NO_MANDATORY_KEYS | STALE | READONLY, "7.0.0", "Invoke a read-only function", fcall_ro)), fcall_flags),
     Command { subcommands: SCRIPT_SUBCOMMANDS, ..cmd("script", -2, 0, "2.6.0", "A container for Lua scripts management commands", script) },
     Command { subcommands: FUNCTION_SUBCOMMANDS, ..cmd("function", -2, 0, "7.0.0", "A container for function commands", function) },
 ];
@@ -469,6 +526,10 @@ fn run(
     vm.flags.running.set(true);
     let saved_db = cx.session.db;
     let was_executing = cx.session.in_exec();
+    let saved_keys = cx
+        .session
+        .script_keys
+        .replace(keys.iter().map(|k| k.to_vec()).collect());
     let result = Handle::exclusive_in(cx, Cx::h, |cx| -> Result<_, CmdError> {
         let running = Rc::new(busy::Running::begin(
             &cx.engine.store,
@@ -526,6 +587,7 @@ fn run(
     });
     vm.flags.running.set(false);
     cx.session.db = saved_db;
+    cx.session.script_keys = saved_keys;
     let resp = vm.flags.resp.get();
     match result? {
         Ok((true, value)) => {
@@ -733,10 +795,12 @@ fn script_command(
     if let Err(e) = cx.engine.acl_check_script(cx.session, args) {
         return Err(e.text().to_string());
     }
+    // A read-only script may not propagate either (PUBLISH): it may run
+    // while CLIENT PAUSE WRITE holds writes.
+    if flags & (WRITE | MAY_REPLICATE) != 0 && ctx.read_only {
+        return Err("Write commands are not allowed from read-only scripts.".into());
+    }
     if flags & WRITE != 0 {
-        if ctx.read_only {
-            return Err("Write commands are not allowed from read-only scripts.".into());
-        }
         // A read-only replica, or too few replicas: refused before the
         // script's first write (Redis's scriptVerifyWriteCommandAllow).
         if !ctx.wrote && crate::replication::refuses_writes(cx.engine) {

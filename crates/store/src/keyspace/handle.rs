@@ -429,9 +429,25 @@ impl Handle {
                     busy_rounds += 1;
                     std::thread::yield_now();
                 }
-                Evicted::Busy | Evicted::Nothing => return Err(Error::OutOfMemory),
+                Evicted::Busy | Evicted::Nothing => {
+                    return self.alloc_past_maxmemory(payload, pending)
+                }
             }
         }
+    }
+
+    /// The last resort of an allocation once eviction freed all it could:
+    /// under an evicting policy the write goes on past `maxmemory`, as a
+    /// command Redis admitted does (Redis evicts before each command, not
+    /// during it); the engine refuses the next `denyoom` command while the
+    /// arena stays over (`evict_to_maxmemory` first). Under `noeviction`, or
+    /// with the arena itself full, the write fails with OOM.
+    fn alloc_past_maxmemory(&mut self, payload: u64, pending: u64) -> Result<u64> {
+        let policy = crate::EvictionPolicy::from_u32(self.ctx.region().load32(H_POLICY)?);
+        if policy == crate::EvictionPolicy::NoEviction {
+            return Err(Error::OutOfMemory);
+        }
+        alloc::alloc(&mut self.ctx, payload, pending)?.ok_or(Error::OutOfMemory)
     }
 
     /// Evicts by the configured policy until the arena is within
