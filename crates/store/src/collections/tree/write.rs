@@ -70,6 +70,13 @@ impl Tree {
 
     /// Puts `key` -> `val` in a keyed tree; returns the old value.
     pub(crate) fn upsert(&mut self, key: &[u8], val: &[u8]) -> Result<Option<Vec<u8>>> {
+        // A search in place first: when the item is already there with this
+        // value (SADD of a member, HSET of the same value), no node is copied.
+        if let Some((_, old)) = self.find_key(key)?.item {
+            if old == val {
+                return Ok(Some(old));
+            }
+        }
         let path = self.seek_key(key)?;
         let found = path.found;
         let old = if found {
@@ -86,6 +93,10 @@ impl Tree {
 
     /// Removes `key` from a keyed tree; returns its value.
     pub(crate) fn remove_key(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        // A search in place first: a missing key copies no node.
+        if self.find_key(key)?.item.is_none() {
+            return Ok(None);
+        }
         let path = self.seek_key(key)?;
         if !path.found {
             return Ok(None);
@@ -439,8 +450,9 @@ impl Tree {
                             let at = node.start(c);
                             for w in [at, at + 8] {
                                 let new = word(&node.body, w);
-                                if new != word(&o.body, w) {
-                                    words.push((o.body_at + w as u64, new));
+                                let off = o.body_at + w as u64;
+                                if new != self.sh.region.load64(off)? {
+                                    words.push((off, new));
                                 }
                             }
                         }
