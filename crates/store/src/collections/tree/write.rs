@@ -77,6 +77,12 @@ impl Tree {
                 return Ok(Some(old));
             }
         }
+        self.put_key(key, val)
+    }
+
+    /// [`upsert`](Self::upsert) for a caller that knows the value changes
+    /// (a sorted set's new score): straight to the path copy.
+    pub(crate) fn put_key(&mut self, key: &[u8], val: &[u8]) -> Result<Option<Vec<u8>>> {
         let path = self.seek_key(key)?;
         let found = path.found;
         let old = if found {
@@ -97,6 +103,13 @@ impl Tree {
         if self.find_key(key)?.item.is_none() {
             return Ok(None);
         }
+        self.remove_present(key)
+    }
+
+    /// [`remove_key`](Self::remove_key) for a caller that knows the key is
+    /// there (a sorted set's member whose score it read): straight to the
+    /// path copy. Still returns None if it is not.
+    pub(crate) fn remove_present(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let path = self.seek_key(key)?;
         if !path.found {
             return Ok(None);
