@@ -22,8 +22,8 @@ pub(super) const P_KIND: u64 = 8;
 /// Body length u32, 0 u32.
 pub(super) const P_BODY_LEN: u64 = 16;
 /// The entry offset table: one u32 per entry (its start in the body),
-/// padded to a whole word; the body follows. A search reads single
-/// entries through it without copying the node.
+/// padded to a whole word; the body follows. A search finds single
+/// entries through it without parsing the node whole.
 pub(super) const P_TABLE: u64 = 24;
 
 /// Bytes of the offset table of a node of `n` entries.
