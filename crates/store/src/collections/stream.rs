@@ -228,7 +228,7 @@ impl Kv {
                 m.insert(key.to_vec(), val.to_vec());
             }
             Kv::Paged(t) => {
-                t.upsert(key, val)?;
+                t.put_key(key, val)?;
             }
         }
         Ok(())

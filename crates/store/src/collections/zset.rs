@@ -316,10 +316,10 @@ impl ZSet {
                 by_member,
             } => {
                 if let Some(old) = old {
-                    by_score.remove_key(&score_key(old, member))?;
+                    by_score.remove_present(&score_key(old, member))?;
                 }
-                by_score.upsert(&score_key(score, member), &score_value(score))?;
-                by_member.upsert(&hashed_key(member), &score_value(score))?;
+                by_score.put_key(&score_key(score, member), &score_value(score))?;
+                by_member.put_key(&hashed_key(member), &score_value(score))?;
             }
         }
         self.changed = true;
@@ -343,8 +343,8 @@ impl ZSet {
                 by_score,
                 by_member,
             } => {
-                by_member.remove_key(&hashed_key(member))?;
-                by_score.remove_key(&score_key(score, member))?;
+                by_member.remove_present(&hashed_key(member))?;
+                by_score.remove_present(&score_key(score, member))?;
             }
         }
         self.changed = true;
@@ -474,7 +474,7 @@ impl ZSet {
             } => {
                 by_score.remove_range(start, end)?;
                 for (m, _) in &doomed {
-                    by_member.remove_key(&hashed_key(m))?;
+                    by_member.remove_present(&hashed_key(m))?;
                 }
             }
         }

@@ -139,6 +139,24 @@ impl Region {
         Ok(())
     }
 
+    /// The `n` aligned words from `off` (8-aligned) as atomics, checked once
+    /// for the whole run: byte copies then cost one check, not one a word.
+    #[inline]
+    fn words(&self, off: u64, n: usize) -> Result<&[AtomicU64]> {
+        let size = (n as u64).checked_mul(8).ok_or(Error::Corrupted(off))?;
+        if n == 0 {
+            return Ok(&[]);
+        }
+        let p = self.checked(off, size.max(8))?;
+        if !off.is_multiple_of(8) {
+            return Err(Error::Corrupted(off));
+        }
+        // SAFETY: `p` is 8-aligned and `off + 8 * n <= len` (checked above), so
+        // the `n` words lie inside the mapping, which lives as long as `self`;
+        // the memory is only ever accessed atomically (I1).
+        Ok(unsafe { std::slice::from_raw_parts(p.cast::<AtomicU64>(), n) })
+    }
+
     /// Appends `len` bytes at `off` to `out`, word by word.
     pub(crate) fn read_bytes(&self, off: u64, len: u64, out: &mut Vec<u8>) -> Result<()> {
         let end = off.checked_add(len).ok_or(Error::Corrupted(off))?;
@@ -152,12 +170,10 @@ impl Region {
             pos += 1;
         }
         let words = ((end - pos) / 8) as usize;
-        let at = out.len();
-        out.resize(at + words * 8, 0);
-        for chunk in out[at..].chunks_exact_mut(8) {
-            chunk.copy_from_slice(&self.a64(pos)?.load(Ordering::Relaxed).to_le_bytes());
-            pos += 8;
+        for w in self.words(pos, words)? {
+            out.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
         }
+        pos += 8 * words as u64;
         while pos < end {
             out.push(self.a8(pos)?.load(Ordering::Relaxed));
             pos += 1;
@@ -182,16 +198,17 @@ impl Region {
             pos += 1;
             i += 1;
         }
-        while pos + 8 <= end {
-            let w = self.a64(pos)?.load(Ordering::Relaxed);
-            let mut chunk = [0u8; 8];
-            chunk.copy_from_slice(&bytes[i..i + 8]);
-            if w != u64::from_le_bytes(chunk) {
+        let words = ((end - pos) / 8) as usize;
+        let chunks = bytes[i..i + words * 8].chunks_exact(8);
+        for (w, chunk) in self.words(pos, words)?.iter().zip(chunks) {
+            let mut want = [0u8; 8];
+            want.copy_from_slice(chunk);
+            if w.load(Ordering::Relaxed) != u64::from_le_bytes(want) {
                 return Ok(false);
             }
-            pos += 8;
-            i += 8;
         }
+        pos += 8 * words as u64;
+        i += words * 8;
         while pos < end {
             if self.a8(pos)?.load(Ordering::Relaxed) != bytes[i] {
                 return Ok(false);
@@ -219,13 +236,13 @@ impl Region {
             i += 1;
         }
         let words = ((end - pos) / 8) as usize;
-        for chunk in bytes[i..i + words * 8].chunks_exact(8) {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(chunk);
-            self.a64(pos)?
-                .store(u64::from_le_bytes(w), Ordering::Relaxed);
-            pos += 8;
+        let chunks = bytes[i..i + words * 8].chunks_exact(8);
+        for (w, chunk) in self.words(pos, words)?.iter().zip(chunks) {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(chunk);
+            w.store(u64::from_le_bytes(v), Ordering::Relaxed);
         }
+        pos += 8 * words as u64;
         i += words * 8;
         while pos < end {
             self.a8(pos)?.store(bytes[i], Ordering::Relaxed);

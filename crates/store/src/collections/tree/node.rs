@@ -22,8 +22,8 @@ pub(super) const P_KIND: u64 = 8;
 /// Body length u32, 0 u32.
 pub(super) const P_BODY_LEN: u64 = 16;
 /// The entry offset table: one u32 per entry (its start in the body),
-/// padded to a whole word; the body follows. A search reads single
-/// entries through it without copying the node.
+/// padded to a whole word; the body follows. A search finds single
+/// entries through it without parsing the node whole.
 pub(super) const P_TABLE: u64 = 24;
 
 /// Bytes of the offset table of a node of `n` entries.
@@ -107,20 +107,21 @@ pub(crate) struct Node {
     pub(super) body: Vec<u8>,
     pub(super) offs: Vec<u32>,
     /// For an inner node read from the segment: where it came from.
-    pub(super) origin: Option<Box<Origin>>,
+    pub(super) origin: Option<Origin>,
+    /// Whether an entry was added, removed or replaced since the node was
+    /// read (a child pointer or count set in place does not count).
+    pub(super) reshaped: bool,
 }
 
-/// An inner node's block and its entries as read, so that a commit can
-/// tell whether only child pointers and counts changed: then those words
-/// are changed in place (logged, in the publish transaction) instead of
-/// copying the node.
-#[derive(Clone, Debug)]
+/// An inner node's block, so that a commit of a node whose entries changed
+/// only in child pointers and counts changes those words in place (logged,
+/// in the publish transaction) instead of copying the node. The old words
+/// are read back from the block, which the bucket lock keeps as it was.
+#[derive(Clone, Copy, Debug)]
 pub(super) struct Origin {
     pub(super) blk: u64,
     /// Offset of the body in the segment.
     pub(super) body_at: u64,
-    pub(super) body: Vec<u8>,
-    pub(super) offs: Vec<u32>,
 }
 
 /// Logged word writes that change published inner nodes in place.
@@ -168,6 +169,7 @@ impl Node {
             body,
             offs,
             origin: None,
+            reshaped: false,
         })
     }
 
@@ -236,6 +238,7 @@ impl Node {
             (self.body.len(), self.body.len())
         };
         let delta = bytes.len() as i64 - (to - from) as i64;
+        self.reshaped = true;
         self.body.splice(from..to, bytes.iter().copied());
         let tail: Vec<u32> = self.offs[(i + remove).min(self.len())..]
             .iter()
@@ -267,6 +270,7 @@ impl Node {
         }
         let (a, b) = (self.start(from), self.end(to - 1));
         let delta = (b - a) as u32;
+        self.reshaped = true;
         self.body.drain(a..b);
         let tail: Vec<u32> = self.offs[to..].iter().map(|&o| o - delta).collect();
         self.offs.truncate(from);
@@ -287,6 +291,7 @@ impl Node {
 
     pub(super) fn append(&mut self, other: &Node) {
         let base = self.body.len() as u32;
+        self.reshaped = true;
         self.body.extend_from_slice(&other.body);
         self.offs.extend(other.offs.iter().map(|&o| o + base));
     }
@@ -340,16 +345,7 @@ impl Node {
     /// Whether this inner node, read from the segment, still has the same
     /// entries but for their child pointers and counts.
     pub(super) fn only_children_changed(&self) -> bool {
-        let Some(o) = &self.origin else {
-            return false;
-        };
-        self.level > 0
-            && self.offs == o.offs
-            && self.body.len() == o.body.len()
-            && (0..self.len()).all(|i| {
-                let (a, b) = (self.start(i) + 16, self.end(i));
-                self.body[a..b] == o.body[a..b]
-            })
+        self.origin.is_some() && self.level > 0 && !self.reshaped
     }
 
     /// Bytes of [`Node::payload`].
@@ -388,12 +384,10 @@ pub(super) fn read_node(r: &Region, blk: u64, level: u8, count: u64) -> Result<N
         return bad();
     }
     if level > 0 {
-        node.origin = Some(Box::new(Origin {
+        node.origin = Some(Origin {
             blk,
             body_at: h.body,
-            body: node.body.clone(),
-            offs: node.offs.clone(),
-        }));
+        });
     }
     Ok(node)
 }

@@ -1,5 +1,5 @@
 //! Reading a tree: searches by key or by rank, and visits in order, over
-//! nodes in process memory or in place in the segment.
+//! nodes in process memory or published in the segment.
 
 use super::*;
 
@@ -12,11 +12,11 @@ pub(super) struct Step {
 }
 
 /// A node as a read-only search sees it: in process memory (changed, or
-/// read whole earlier in the command), or in place in the segment.
+/// read whole earlier in the command), or a [`View`] of a published one.
 pub(super) enum Src<'a> {
     Mem(&'a Node),
     Read(Rc<Node>),
-    Shm(View<'a>),
+    Shm(View),
 }
 
 impl Src<'_> {
@@ -52,28 +52,18 @@ impl Src<'_> {
         }
     }
 
-    pub(super) fn cmp_sep(
-        &self,
-        i: usize,
-        key: &[u8],
-        scratch: &mut Vec<u8>,
-    ) -> Result<std::cmp::Ordering> {
+    pub(super) fn cmp_sep(&self, i: usize, key: &[u8]) -> Result<std::cmp::Ordering> {
         match (self.node(), self) {
             (Some(n), _) => Ok(n.child(i).2.cmp(key)),
-            (None, Src::Shm(v)) => v.cmp_sep(i, key, scratch),
+            (None, Src::Shm(v)) => v.cmp_sep(i, key),
             _ => bad(),
         }
     }
 
-    pub(super) fn cmp_key(
-        &self,
-        i: usize,
-        key: &[u8],
-        scratch: &mut Vec<u8>,
-    ) -> Result<std::cmp::Ordering> {
+    pub(super) fn cmp_key(&self, i: usize, key: &[u8]) -> Result<std::cmp::Ordering> {
         match (self.node(), self) {
             (Some(n), _) => Ok(n.item(i).0.cmp(key)),
-            (None, Src::Shm(v)) => v.cmp_key(i, key, scratch),
+            (None, Src::Shm(v)) => v.cmp_key(i, key),
             _ => bad(),
         }
     }
@@ -187,22 +177,21 @@ impl Tree {
         Ok(Src::Shm(View::open(&self.sh.region, ptr, level, count)?))
     }
 
-    /// Finds `key` without changing or copying nodes: its rank (where it is
-    /// or would go) and its item when it is there.
+    /// Finds `key` without changing nodes or parsing them whole: its rank
+    /// (where it is or would go) and its item when it is there.
     pub(super) fn find_key(&self, key: &[u8]) -> Result<Found> {
         let mut rank = 0;
         if self.height == 0 {
             return Ok(Found { rank, item: None });
         }
         let (mut ptr, mut count) = (self.root, self.count);
-        let mut scratch = Vec::with_capacity(64);
         for level in (0..self.height).rev() {
             let node = self.src(ptr, level, count)?;
             if level == 0 {
                 let (mut lo, mut hi) = (0, node.len());
                 while lo < hi {
                     let mid = (lo + hi) / 2;
-                    match node.cmp_key(mid, key, &mut scratch)? {
+                    match node.cmp_key(mid, key)? {
                         std::cmp::Ordering::Less => lo = mid + 1,
                         std::cmp::Ordering::Equal => {
                             return Ok(Found {
@@ -221,7 +210,7 @@ impl Tree {
             let (mut lo, mut hi) = (1, node.len());
             while lo < hi {
                 let mid = (lo + hi) / 2;
-                if node.cmp_sep(mid, key, &mut scratch)? != std::cmp::Ordering::Greater {
+                if node.cmp_sep(mid, key)? != std::cmp::Ordering::Greater {
                     lo = mid + 1;
                 } else {
                     hi = mid;
@@ -236,7 +225,7 @@ impl Tree {
         bad()
     }
 
-    /// The item at `rank` (< len), without changing or copying nodes.
+    /// The item at `rank` (< len), without changing nodes.
     pub(super) fn find_rank(&self, rank: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         if rank >= self.count {
             return Ok(None);

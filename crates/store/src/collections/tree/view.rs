@@ -1,35 +1,51 @@
-//! Nodes read in place in the segment, without copying: what a search and
-//! a walk over a published tree use.
+//! Published nodes read for a search (copied in bulk, decoded lazily) and
+//! walked over (the consistency check, freeing, COPY).
 
 use super::*;
 
-/// A node read in place in the segment, one entry at a time: what a
-/// search uses, so that it copies a few keys rather than whole nodes.
+/// A published node as a search reads it: its offset table and body
+/// copied out in two bulk reads, checked once, and entries decoded only
+/// where the search looks (no per-entry parse, no per-entry allocation).
 /// Every offset is checked before use (I1).
-pub(super) struct View<'r> {
-    pub(super) r: &'r Region,
-    pub(super) at: Layout,
+pub(super) struct View {
+    level: u8,
+    /// Entry starts in `body`, ascending, each below the next (and the
+    /// last below the body's end); word-aligned in an inner node.
+    table: Vec<u32>,
+    body: Vec<u8>,
 }
 
-impl<'r> View<'r> {
+impl View {
     /// The node in `blk`, which must be at `level` and hold `count` items.
-    pub(super) fn open(r: &'r Region, blk: u64, level: u8, count: u64) -> Result<View<'r>> {
+    pub(super) fn open(r: &Region, blk: u64, level: u8, count: u64) -> Result<View> {
         let at = node_header(r, blk)?;
         if at.level != level {
             return bad();
         }
-        let v = View { r, at };
-        let total = if level == 0 {
-            Some(v.at.n as u64)
-        } else {
-            let mut sum = 0u64;
-            for i in 0..v.at.n {
-                sum = match sum.checked_add(v.count(i)?) {
-                    Some(s) => s,
-                    None => return bad(),
-                };
+        let mut raw = Vec::with_capacity(4 * at.n);
+        r.read_bytes(at.table, 4 * at.n as u64, &mut raw)?;
+        let table: Vec<u32> = raw
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let mut body = Vec::with_capacity(at.body_len as usize);
+        r.read_bytes(at.body, at.body_len, &mut body)?;
+        let v = View { level, table, body };
+        let ends = v.table.iter().skip(1).copied().map(|o| o as usize);
+        let ends = ends.chain(std::iter::once(v.body.len()));
+        for (&start, end) in v.table.iter().zip(ends) {
+            let start = start as usize;
+            if start >= end || (level > 0 && (!start.is_multiple_of(8) || end - start < 16)) {
+                return bad();
             }
-            Some(sum)
+        }
+        if v.table.first().is_some_and(|&o| o != 0) {
+            return bad();
+        }
+        let total = if level == 0 {
+            Some(v.len() as u64)
+        } else {
+            (0..v.len()).try_fold(0u64, |sum, i| sum.checked_add(v.count_unchecked(i)))
         };
         if total != Some(count) {
             return bad();
@@ -38,94 +54,66 @@ impl<'r> View<'r> {
     }
 
     pub(super) fn len(&self) -> usize {
-        self.at.n
+        self.table.len()
     }
 
-    /// Entry `i`'s (start, end) in the body.
-    pub(super) fn span(&self, i: usize) -> Result<(u64, u64)> {
-        let start = self.r.load32(self.at.table + 4 * i as u64)? as u64;
-        let end = if i + 1 < self.at.n {
-            self.r.load32(self.at.table + 4 * (i + 1) as u64)? as u64
-        } else {
-            self.at.body_len
-        };
-        if start >= end || end > self.at.body_len || (self.at.level > 0 && !start.is_multiple_of(8))
-        {
-            return bad();
-        }
-        Ok((start, end))
+    /// Entry `i`'s bytes (the table was checked when the view opened).
+    fn entry(&self, i: usize) -> Result<&[u8]> {
+        let start = *self.table.get(i).ok_or(Error::BadValue)? as usize;
+        let end = self
+            .table
+            .get(i + 1)
+            .map_or(self.body.len(), |&o| o as usize);
+        self.body.get(start..end).ok_or(Error::BadValue)
     }
 
-    pub(super) fn entry(&self, i: usize) -> Result<Vec<u8>> {
-        let (start, end) = self.span(i)?;
-        let mut out = Vec::with_capacity((end - start) as usize);
-        self.r
-            .read_bytes(self.at.body + start, end - start, &mut out)?;
-        Ok(out)
+    /// An inner entry's count word, for an index below `len` of a checked
+    /// table (entries of an inner node are at least 16 bytes).
+    fn count_unchecked(&self, i: usize) -> u64 {
+        let at = self.table[i] as usize;
+        word(&self.body, at + 8)
     }
 
     pub(super) fn ptr(&self, i: usize) -> Result<u64> {
-        let (start, end) = self.span(i)?;
-        if end - start < 16 {
+        if self.level == 0 {
             return bad();
         }
-        self.r.load64(self.at.body + start)
+        Ok(word(self.entry(i)?, 0))
     }
 
     pub(super) fn count(&self, i: usize) -> Result<u64> {
-        let (start, end) = self.span(i)?;
-        if end - start < 16 {
+        if self.level == 0 {
             return bad();
         }
-        self.r.load64(self.at.body + start + 8)
+        Ok(word(self.entry(i)?, 8))
     }
 
-    /// Compares a leaf's key `i` with `key`, reading the entry into
-    /// `scratch`.
-    pub(super) fn cmp_key(
-        &self,
-        i: usize,
-        key: &[u8],
-        scratch: &mut Vec<u8>,
-    ) -> Result<std::cmp::Ordering> {
-        self.cmp_bytes_at(i, 0, key, scratch)
+    /// Compares a leaf's key `i` with `key`.
+    pub(super) fn cmp_key(&self, i: usize, key: &[u8]) -> Result<std::cmp::Ordering> {
+        self.cmp_bytes_at(i, 0, key)
     }
 
     /// Compares an inner node's separator `i` with `key` (it follows the
     /// child pointer and count words).
-    pub(super) fn cmp_sep(
-        &self,
-        i: usize,
-        key: &[u8],
-        scratch: &mut Vec<u8>,
-    ) -> Result<std::cmp::Ordering> {
-        self.cmp_bytes_at(i, 16, key, scratch)
+    pub(super) fn cmp_sep(&self, i: usize, key: &[u8]) -> Result<std::cmp::Ordering> {
+        self.cmp_bytes_at(i, 16, key)
     }
 
     /// Compares the length-prefixed bytes `skip` bytes into entry `i`
-    /// with `key`, reading the entry into `scratch`.
-    fn cmp_bytes_at(
-        &self,
-        i: usize,
-        skip: usize,
-        key: &[u8],
-        scratch: &mut Vec<u8>,
-    ) -> Result<std::cmp::Ordering> {
-        let (start, end) = self.span(i)?;
-        scratch.clear();
-        self.r
-            .read_bytes(self.at.body + start, end - start, scratch)?;
+    /// with `key`.
+    fn cmp_bytes_at(&self, i: usize, skip: usize, key: &[u8]) -> Result<std::cmp::Ordering> {
+        let e = self.entry(i)?;
         let mut pos = skip;
-        let (a, b) = read_bytes(scratch, &mut pos).ok_or(Error::BadValue)?;
-        Ok(scratch[a..b].cmp(key))
+        let (a, b) = read_bytes(e, &mut pos).ok_or(Error::BadValue)?;
+        Ok(e[a..b].cmp(key))
     }
 
     /// A leaf's item `i`: (key, value).
     pub(super) fn item(&self, i: usize) -> Result<(Vec<u8>, Vec<u8>)> {
         let e = self.entry(i)?;
         let mut pos = 0;
-        let k = read_bytes(&e, &mut pos).ok_or(Error::BadValue)?;
-        let v = read_bytes(&e, &mut pos).ok_or(Error::BadValue)?;
+        let k = read_bytes(e, &mut pos).ok_or(Error::BadValue)?;
+        let v = read_bytes(e, &mut pos).ok_or(Error::BadValue)?;
         Ok((e[k.0..k.1].to_vec(), e[v.0..v.1].to_vec()))
     }
 }

@@ -70,6 +70,19 @@ impl Tree {
 
     /// Puts `key` -> `val` in a keyed tree; returns the old value.
     pub(crate) fn upsert(&mut self, key: &[u8], val: &[u8]) -> Result<Option<Vec<u8>>> {
+        // A search in place first: when the item is already there with this
+        // value (SADD of a member, HSET of the same value), no node is copied.
+        if let Some((_, old)) = self.find_key(key)?.item {
+            if old == val {
+                return Ok(Some(old));
+            }
+        }
+        self.put_key(key, val)
+    }
+
+    /// [`upsert`](Self::upsert) for a caller that knows the value changes
+    /// (a sorted set's new score): straight to the path copy.
+    pub(crate) fn put_key(&mut self, key: &[u8], val: &[u8]) -> Result<Option<Vec<u8>>> {
         let path = self.seek_key(key)?;
         let found = path.found;
         let old = if found {
@@ -86,6 +99,17 @@ impl Tree {
 
     /// Removes `key` from a keyed tree; returns its value.
     pub(crate) fn remove_key(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        // A search in place first: a missing key copies no node.
+        if self.find_key(key)?.item.is_none() {
+            return Ok(None);
+        }
+        self.remove_present(key)
+    }
+
+    /// [`remove_key`](Self::remove_key) for a caller that knows the key is
+    /// there (a sorted set's member whose score it read): straight to the
+    /// path copy. Still returns None if it is not.
+    pub(crate) fn remove_present(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let path = self.seek_key(key)?;
         if !path.found {
             return Ok(None);
@@ -439,8 +463,9 @@ impl Tree {
                             let at = node.start(c);
                             for w in [at, at + 8] {
                                 let new = word(&node.body, w);
-                                if new != word(&o.body, w) {
-                                    words.push((o.body_at + w as u64, new));
+                                let off = o.body_at + w as u64;
+                                if new != self.sh.region.load64(off)? {
+                                    words.push((off, new));
                                 }
                             }
                         }
