@@ -61,6 +61,9 @@ pub struct Session {
     pub last_cmd: &'static str,
     /// Bytes in the query buffer (filled in by the server for CLIENT LIST).
     pub qbuf: usize,
+    /// Bytes the query buffer holds room for, used or not (CLIENT LIST's
+    /// `qbuf` + `qbuf-free`; filled in by the server).
+    pub qbuf_cap: usize,
     /// Bytes in the output buffer (filled in by the server).
     pub omem: usize,
     /// Number of the worker serving the connection.
@@ -105,6 +108,8 @@ impl Session {
             last_ms: now_ms,
             last_cmd: "NULL",
             qbuf: 0,
+            // A front end's usual read buffer until it reports its own.
+            qbuf_cap: 16384,
             omem: 0,
             worker: 0,
             user: b"default".to_vec(),
@@ -205,9 +210,9 @@ impl Session {
             self.subs.pattern_count(),
             self.subs.shard_count(),
             self.qbuf,
-            16384usize.saturating_sub(self.qbuf),
+            self.qbuf_cap.saturating_sub(self.qbuf),
             self.omem,
-            self.qbuf + self.omem + 16384,
+            self.qbuf_cap.max(self.qbuf) + self.omem + 16384,
             self.last_cmd,
             String::from_utf8_lossy(&self.user),
             self.protocol.version(),
