@@ -610,6 +610,8 @@ impl Engine {
             }
             swept += chunk;
         }
+        // A slow pass is the `expire-cycle` latency event, as in Redis.
+        self.latency_sample_if_needed("expire-cycle", started.elapsed().as_millis() as u64);
         self.drain_key_log();
         self.tracking_flush();
         expired
@@ -1009,6 +1011,11 @@ impl Engine {
 pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> CmdResult {
     cx.engine.stats.commands += 1;
     cx.session.last_cmd = cmd.name;
+    // A script command is shown before the commands its script runs, as
+    // Redis's EVAL and FCALL feed MONITOR themselves.
+    if cmd.flags & command::flags::SKIP_MONITOR != 0 && cx.engine.pubsub.monitored() {
+        cx.engine.feed_monitors(cx.session, args);
+    }
     let started = Instant::now();
     let result = if cmd.needs_exclusive(args.len()) {
         Handle::exclusive_in(cx, Cx::h, |cx| (cmd.handler)(cx, args))
@@ -1026,12 +1033,14 @@ pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> C
     // a blocking command that parks is counted once, by the run that
     // serves it (Redis counts no call of a client that blocks).
     let usec = started.elapsed().as_micros() as u64;
-    if !matches!(cx.flow, Flow::Block(_)) {
+    let gathering = matches!(cx.flow, Flow::Server(ServerRequest::Gather(_)));
+    if gathering {
+        cx.engine.diag.deferred_call = Some((cx.session.last_cmd, usec, result.is_err()));
+    } else if !matches!(cx.flow, Flow::Block(_)) {
         cx.engine
             .cmdstats
             .called(cx.session.last_cmd, usec, result.is_err());
     }
-    let gathering = matches!(cx.flow, Flow::Server(ServerRequest::Gather(_)));
     cx.engine
         .record_slow(cmd, cx.session, args, usec, gathering);
     // MONITOR shows a command once it ran (EXEC's queued commands when EXEC

@@ -59,6 +59,9 @@ pub struct Session {
     pub last_ms: u64,
     /// Name of the last command run (CLIENT LIST's `cmd`).
     pub last_cmd: &'static str,
+    /// Set while a script's `redis.call` runs a command for this client:
+    /// MONITOR shows that command as coming from `lua`, as Redis does.
+    pub running_script: bool,
     /// Bytes in the query buffer (filled in by the server for CLIENT LIST).
     pub qbuf: usize,
     /// Bytes the query buffer holds room for, used or not (CLIENT LIST's
@@ -107,6 +110,7 @@ impl Session {
             created_ms: now_ms,
             last_ms: now_ms,
             last_cmd: "NULL",
+            running_script: false,
             qbuf: 0,
             // A front end's usual read buffer until it reports its own.
             qbuf_cap: 16384,
