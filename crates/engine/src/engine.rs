@@ -829,6 +829,18 @@ impl Engine {
         self.busy_server = Some(server);
     }
 
+    /// A blocked command that ends with no run serving it (its timeout, or
+    /// CLIENT UNBLOCK with `error`, the reply it gets): counted as a call
+    /// of the command, failed with that error, as Redis counts a client's
+    /// call when it is unblocked.
+    pub fn blocked_call_ended(&mut self, session: &Session, error: Option<&str>) {
+        self.cmdstats.called(session.last_cmd, 0, error.is_some());
+        if let Some(text) = error {
+            self.stats.failed += 1;
+            self.cmdstats.error(text);
+        }
+    }
+
     /// Answers one request of another client while a script of this
     /// worker is busy: the commands flagged `allow-busy` run (SCRIPT KILL,
     /// MULTI, SHUTDOWN NOSAVE…), unknown commands and wrong arities get

@@ -534,7 +534,7 @@ where
     });
     let resumed = loop {
         if let Some(o) = worker.blocking.take_outcome(id) {
-            break outcome(o, protocol, out);
+            break outcome(worker, session, o, protocol, out);
         }
         let Some(wake) = &wake else {
             // Neither blocked nor decided: nothing can wake it (not expected).
@@ -550,9 +550,13 @@ where
             _ = until(deadline) => {
                 // Served in the same instant? Then the reply wins.
                 if let Some(o) = worker.blocking.take_outcome(id) {
-                    break outcome(o, protocol, out);
+                    break outcome(worker, session, o, protocol, out);
                 }
                 worker.blocking.unblock(id);
+                worker
+                    .engine
+                    .borrow_mut()
+                    .blocked_call_ended(&session.borrow(), None);
                 ReplyWriter::new(out, protocol).null_array();
                 break Some(Flow::Continue);
             }
@@ -614,19 +618,33 @@ where
     closed
 }
 
-/// Writes what ended a wait and says how the connection goes on.
-fn outcome(o: Outcome, protocol: proto::resp::Protocol, out: &mut Vec<u8>) -> Option<Flow> {
+/// Writes what ended a wait and says how the connection goes on; a wait
+/// ended by CLIENT UNBLOCK counts as the command's call (failed with
+/// ERROR), as the run that serves a client counts it.
+fn outcome(
+    worker: &Worker,
+    session: &RefCell<Session>,
+    o: Outcome,
+    protocol: proto::resp::Protocol,
+    out: &mut Vec<u8>,
+) -> Option<Flow> {
+    const UNBLOCKED: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
     match o {
         Outcome::Served { reply, flow } => {
             out.extend_from_slice(&reply);
             Some(flow)
         }
-        Outcome::Unblocked { error: false } => {
-            ReplyWriter::new(out, protocol).null_array();
-            Some(Flow::Continue)
-        }
-        Outcome::Unblocked { error: true } => {
-            ReplyWriter::new(out, protocol).error(b"UNBLOCKED client unblocked via CLIENT UNBLOCK");
+        Outcome::Unblocked { error } => {
+            let mut w = ReplyWriter::new(out, protocol);
+            if error {
+                w.error(UNBLOCKED.as_bytes());
+            } else {
+                w.null_array();
+            }
+            worker
+                .engine
+                .borrow_mut()
+                .blocked_call_ended(&session.borrow(), error.then_some(UNBLOCKED));
             Some(Flow::Continue)
         }
     }
