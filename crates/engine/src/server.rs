@@ -474,9 +474,12 @@ fn info_section(
             // index) are overhead; values and overflow nodes are the dataset,
             // which is what maxmemory limits.
             let overhead = seg.saturating_sub(total);
+            // UNLINK and FLUSH ASYNC free at once, as DEL does (a freed
+            // block returns to the arena at once): nothing is ever pending
+            // or freed later, so both lazyfree figures stay 0.
             let _ = write!(
                 s,
-                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:{overhead}\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_not_counted_for_evict:0\r\nlazyfree_pending_objects:0\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
+                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:{overhead}\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_not_counted_for_evict:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
                 overhead + used,
                 human(overhead + used),
                 human(maxmemory),
