@@ -102,3 +102,17 @@ def test_monitor_shows_evalsha_before_its_script_commands(srv, conns):
     assert who1 != "lua"
     assert (who2, args2) == ("lua", '"incr" "introspection:counter"')
     assert db1 == db2
+
+
+def test_maxclients_counts_every_workers_clients(make_server, conns):
+    s = make_server(workers=2, extra_args=["--maxclients", "4"])
+    admitted, refused = [], None
+    for _ in range(12):
+        c = conns(s)
+        reply = c.cmd("PING")
+        if isinstance(reply, Err):
+            refused = reply
+            break
+        admitted.append(c)
+    assert refused == "ERR max number of clients reached"
+    assert len(admitted) == 4

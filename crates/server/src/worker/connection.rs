@@ -126,7 +126,7 @@ where
         let e = worker.engine.borrow();
         (e.now_ms(), e.config().maxclients)
     };
-    if worker.clients.len() as u64 >= maxclients {
+    if worker.at_max_clients(maxclients) {
         let _ = stream
             .write_all(b"-ERR max number of clients reached\r\n")
             .await;
