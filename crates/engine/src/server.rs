@@ -487,13 +487,16 @@ fn info_section(
             );
         }
         "stats" => {
+            // `maxmemory-clients` is accepted and has no effect (the limit
+            // is the arena's, which holds no client buffers): no client is
+            // ever evicted.
             let conns: u64 = workers.iter().map(|w| w.total_connections).sum();
             let cmds: u64 = workers.iter().map(|w| w.commands).sum();
             let (channels, patterns, shard) = e.pubsub.info_counts();
             let [_, tracking_keys, tracking_items, tracking_prefixes] = e.tracking_totals();
             let _ = write!(
                 s,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{channels}\r\npubsub_patterns:{patterns}\r\npubsubshard_channels:{shard}\r\nmigrate_cached_sockets:0\r\ntracking_total_keys:{tracking_keys}\r\ntracking_total_items:{tracking_items}\r\ntracking_total_prefixes:{tracking_prefixes}\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{channels}\r\npubsub_patterns:{patterns}\r\npubsubshard_channels:{shard}\r\nmigrate_cached_sockets:0\r\ntracking_total_keys:{tracking_keys}\r\ntracking_total_items:{tracking_items}\r\ntracking_total_prefixes:{tracking_prefixes}\r\ntotal_error_replies:{}\r\n",
                 conns.saturating_sub(base(word::BASE_CONNECTIONS)),
                 cmds.saturating_sub(base(word::BASE_COMMANDS)),
                 stat("expired_keys").saturating_sub(base(word::BASE_EXPIRED)),
