@@ -377,6 +377,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::types::sort::COMMANDS,
         crate::connection::COMMANDS,
         crate::server::COMMANDS,
+        crate::cluster::COMMANDS,
         crate::scripting::COMMANDS,
         crate::memory::COMMANDS,
         crate::diagnostics::COMMANDS,

@@ -438,16 +438,7 @@ fn client_list(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let mut i = 2;
     while i < args.len() {
         if parse::is(&args[i], "type") && i + 1 < args.len() {
-            let t = &args[i + 1];
-            if !["normal", "master", "replica", "slave", "pubsub"]
-                .iter()
-                .any(|w| parse::is(t, w))
-            {
-                return Err(CmdError::owned(format!(
-                    "ERR Unknown client type '{}'",
-                    crate::command::clip(t, 128)
-                )));
-            }
+            check_client_type(&args[i + 1])?;
             i += 2;
         } else if parse::is(&args[i], "id") && i + 1 < args.len() {
             for a in &args[i + 1..] {
@@ -463,6 +454,21 @@ fn client_list(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     }
     cx.flow = Flow::Server(ServerRequest::ClientList { ids });
     Ok(())
+}
+
+/// Refuses a `TYPE` argument of CLIENT LIST/KILL that names no client type
+/// Redis knows, with Redis's error.
+fn check_client_type(name: &[u8]) -> CmdResult {
+    if ["normal", "master", "replica", "slave", "pubsub"]
+        .iter()
+        .any(|w| parse::is(name, w))
+    {
+        return Ok(());
+    }
+    Err(CmdError::owned(format!(
+        "ERR Unknown client type '{}'",
+        crate::command::clip(name, 128)
+    )))
 }
 
 fn client_kill(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
@@ -513,6 +519,7 @@ fn client_kill(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 }
                 filter.users = vec![val.to_vec()];
             } else if parse::is(opt, "type") {
+                check_client_type(val)?;
                 // Every client is a normal client.
                 if !parse::is(val, "normal") {
                     filter.id = Some(0);

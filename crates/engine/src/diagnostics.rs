@@ -54,6 +54,10 @@ pub(crate) struct Diagnostics {
     /// the log after the reply is made, so SLOWLOG GET does not see itself
     /// (Redis logs a command once it has replied).
     deferred: Option<SlowEntry>,
+    /// That command's call (name, microseconds, failed), counted in INFO
+    /// commandstats and LATENCY HISTOGRAM once the reply is made, so that
+    /// neither shows the call that asks (Redis counts a call after it).
+    pub(crate) deferred_call: Option<(&'static str, u64, bool)>,
     events: HashMap<String, Event>,
 }
 
@@ -127,15 +131,20 @@ impl Engine {
         if threshold >= 0 && usec >= threshold as u64 && cmd.flags & SKIP_SLOWLOG == 0 {
             self.add_slow_entry(session, args, usec, deferred);
         }
-        let ms = usec / 1000;
+        let event = if cmd.flags & FAST != 0 {
+            "fast-command"
+        } else {
+            "command"
+        };
+        self.latency_sample_if_needed(event, usec / 1000);
+    }
+
+    /// Records `ms` for latency event `name` when it reaches
+    /// `latency-monitor-threshold` (0: the monitor is off).
+    pub(crate) fn latency_sample_if_needed(&mut self, name: &str, ms: u64) {
         let monitor = self.config.latency_monitor_threshold;
         if monitor > 0 && ms >= monitor {
-            let event = if cmd.flags & FAST != 0 {
-                "fast-command"
-            } else {
-                "command"
-            };
-            self.add_latency_sample(event, ms);
+            self.add_latency_sample(name, ms);
         }
     }
 
@@ -277,6 +286,9 @@ impl Engine {
         self.write_gathered(q, answers, protocol, out);
         if let Some(entry) = self.diag.deferred.take() {
             self.push_slow_entry(entry);
+        }
+        if let Some((name, usec, failed)) = self.diag.deferred_call.take() {
+            self.cmdstats.called(name, usec, failed);
         }
     }
 

@@ -618,6 +618,8 @@ impl Engine {
             }
             swept += chunk;
         }
+        // A slow pass is the `expire-cycle` latency event, as in Redis.
+        self.latency_sample_if_needed("expire-cycle", started.elapsed().as_millis() as u64);
         self.drain_key_log();
         self.tracking_flush();
         expired
@@ -842,6 +844,18 @@ impl Engine {
         self.busy_server = Some(server);
     }
 
+    /// A blocked command that ends with no run serving it (its timeout, or
+    /// CLIENT UNBLOCK with `error`, the reply it gets): counted as a call
+    /// of the command, failed with that error, as Redis counts a client's
+    /// call when it is unblocked.
+    pub fn blocked_call_ended(&mut self, session: &Session, error: Option<&str>) {
+        self.cmdstats.called(session.last_cmd, 0, error.is_some());
+        if let Some(text) = error {
+            self.stats.failed += 1;
+            self.cmdstats.error(text);
+        }
+    }
+
     /// Answers one request of another client while a script of this
     /// worker is busy: the commands flagged `allow-busy` run (SCRIPT KILL,
     /// MULTI, SHUTDOWN NOSAVE…), unknown commands and wrong arities get
@@ -1024,6 +1038,11 @@ impl Engine {
 pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> CmdResult {
     cx.engine.stats.commands += 1;
     cx.session.last_cmd = cmd.name;
+    // A script command is shown before the commands its script runs, as
+    // Redis's EVAL and FCALL feed MONITOR themselves.
+    if cmd.flags & command::flags::SKIP_MONITOR != 0 && cx.engine.pubsub.monitored() {
+        cx.engine.feed_monitors(cx.session, args);
+    }
     let started = Instant::now();
     let result = if cmd.needs_exclusive(args.len()) {
         Handle::exclusive_in(cx, Cx::h, |cx| (cmd.handler)(cx, args))
@@ -1050,12 +1069,14 @@ pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> C
     // a blocking command that parks is counted once, by the run that
     // serves it (Redis counts no call of a client that blocks).
     let usec = started.elapsed().as_micros() as u64;
-    if !matches!(cx.flow, Flow::Block(_)) {
+    let gathering = matches!(cx.flow, Flow::Server(ServerRequest::Gather(_)));
+    if gathering {
+        cx.engine.diag.deferred_call = Some((cx.session.last_cmd, usec, result.is_err()));
+    } else if !matches!(cx.flow, Flow::Block(_)) {
         cx.engine
             .cmdstats
             .called(cx.session.last_cmd, usec, result.is_err());
     }
-    let gathering = matches!(cx.flow, Flow::Server(ServerRequest::Gather(_)));
     cx.engine
         .record_slow(cmd, cx.session, args, usec, gathering);
     // MONITOR shows a command once it ran (EXEC's queued commands when EXEC

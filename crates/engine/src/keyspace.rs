@@ -374,11 +374,22 @@ fn del(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     Ok(())
 }
 
+/// EXISTS: counts the keys that exist, leaving their LRU clocks.
 fn exists(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    count_existing(cx, args, false)
+}
+
+/// EXISTS and TOUCH: `touch` moves each key's LRU clock.
+fn count_existing(cx: &mut Cx<'_>, args: &[Arg<'_>], touch: bool) -> CmdResult {
     let db = cx.db();
     let mut n = 0;
     for key in &args[1..] {
-        if cx.h().exists(db, key)? {
+        let found = if touch {
+            cx.h().exists(db, key)?
+        } else {
+            cx.h().exists_untouched(db, key)?
+        };
+        if found {
             n += 1;
         } else {
             cx.miss(key);
@@ -390,7 +401,7 @@ fn exists(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 
 /// TOUCH: like EXISTS, and each lookup moves the key's LRU clock.
 fn touch(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    exists(cx, args)
+    count_existing(cx, args, true)
 }
 
 fn type_(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {

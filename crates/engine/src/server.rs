@@ -475,9 +475,12 @@ fn info_section(
             // which is what maxmemory limits: the overhead is memory not
             // counted for eviction.
             let overhead = seg.saturating_sub(total);
+            // UNLINK and FLUSH ASYNC free at once, as DEL does (a freed
+            // block returns to the arena at once): nothing is ever pending
+            // or freed later, so both lazyfree figures stay 0.
             let _ = write!(
                 s,
-                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:{overhead}\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_not_counted_for_evict:{overhead}\r\nlazyfree_pending_objects:0\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
+                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:{overhead}\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_not_counted_for_evict:{overhead}\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
                 overhead + used,
                 human(overhead + used),
                 human(maxmemory),
@@ -485,13 +488,16 @@ fn info_section(
             );
         }
         "stats" => {
+            // `maxmemory-clients` is accepted and has no effect (the limit
+            // is the arena's, which holds no client buffers): no client is
+            // ever evicted.
             let conns: u64 = workers.iter().map(|w| w.total_connections).sum();
             let cmds: u64 = workers.iter().map(|w| w.commands).sum();
             let (channels, patterns, shard) = e.pubsub.info_counts();
             let [_, tracking_keys, tracking_items, tracking_prefixes] = e.tracking_totals();
             let _ = write!(
                 s,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{channels}\r\npubsub_patterns:{patterns}\r\npubsubshard_channels:{shard}\r\nmigrate_cached_sockets:0\r\ntracking_total_keys:{tracking_keys}\r\ntracking_total_items:{tracking_items}\r\ntracking_total_prefixes:{tracking_prefixes}\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{channels}\r\npubsub_patterns:{patterns}\r\npubsubshard_channels:{shard}\r\nmigrate_cached_sockets:0\r\ntracking_total_keys:{tracking_keys}\r\ntracking_total_items:{tracking_items}\r\ntracking_total_prefixes:{tracking_prefixes}\r\ntotal_error_replies:{}\r\n",
                 conns.saturating_sub(base(word::BASE_CONNECTIONS)),
                 cmds.saturating_sub(base(word::BASE_COMMANDS)),
                 stat("expired_keys").saturating_sub(base(word::BASE_EXPIRED)),

@@ -59,8 +59,14 @@ pub struct Session {
     pub last_ms: u64,
     /// Name of the last command run (CLIENT LIST's `cmd`).
     pub last_cmd: &'static str,
+    /// Set while a script's `redis.call` runs a command for this client:
+    /// MONITOR shows that command as coming from `lua`, as Redis does.
+    pub running_script: bool,
     /// Bytes in the query buffer (filled in by the server for CLIENT LIST).
     pub qbuf: usize,
+    /// Bytes the query buffer holds room for, used or not (CLIENT LIST's
+    /// `qbuf` + `qbuf-free`; filled in by the server).
+    pub qbuf_cap: usize,
     /// Bytes in the output buffer (filled in by the server).
     pub omem: usize,
     /// Number of the worker serving the connection.
@@ -108,7 +114,10 @@ impl Session {
             created_ms: now_ms,
             last_ms: now_ms,
             last_cmd: "NULL",
+            running_script: false,
             qbuf: 0,
+            // A front end's usual read buffer until it reports its own.
+            qbuf_cap: 16384,
             omem: 0,
             worker: 0,
             user: b"default".to_vec(),
@@ -210,9 +219,9 @@ impl Session {
             self.subs.pattern_count(),
             self.subs.shard_count(),
             self.qbuf,
-            16384usize.saturating_sub(self.qbuf),
+            self.qbuf_cap.saturating_sub(self.qbuf),
             self.omem,
-            self.qbuf + self.omem + 16384,
+            self.qbuf_cap.max(self.qbuf) + self.omem + 16384,
             self.last_cmd,
             String::from_utf8_lossy(&self.user),
             self.protocol.version(),

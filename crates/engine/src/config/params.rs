@@ -350,7 +350,15 @@ pub(crate) fn normalize(param: &Param, value: &[u8]) -> Result<String, Refusal> 
                 store::parse_i64(text.as_bytes())
                     .ok_or("argument couldn't be parsed into an integer")?
             };
-            if n < min || n > max {
+            if percent && n < 0 {
+                // A percentage is stored negated, so only the lower bound applies.
+                if n < min {
+                    return Err(format!(
+                        "percentage argument must be less or equal to {}",
+                        -min
+                    ));
+                }
+            } else if n < min || n > max {
                 return Err(format!(
                     "argument must be between {min} and {max} inclusive"
                 ));

@@ -1129,12 +1129,16 @@ impl Engine {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
+        let from = if session.running_script {
+            "lua"
+        } else {
+            &session.addr
+        };
         let mut line = format!(
-            "{}.{:06} [{} {}]",
+            "{}.{:06} [{} {from}]",
             now.as_secs(),
             now.subsec_micros(),
             session.db,
-            session.addr
         );
         let redacted = redacted_args(args);
         for (i, a) in args.iter().enumerate() {
@@ -1164,7 +1168,7 @@ pub(crate) fn shown_in_monitor(cmd: &crate::command::Command, args: &[Arg<'_>]) 
     } else {
         crate::command::find_sub(cmd, args).map_or(cmd.flags, |c| c.flags)
     };
-    flags & crate::command::flags::ADMIN == 0
+    flags & (crate::command::flags::ADMIN | crate::command::flags::SKIP_MONITOR) == 0
 }
 
 /// Positions of secrets MONITOR must not show: AUTH's arguments and

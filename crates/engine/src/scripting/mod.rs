@@ -824,7 +824,14 @@ fn script_command(
         out: ReplyWriter::new(&mut buf, resp),
         flow: Flow::Continue,
     };
-    if let Err(e) = crate::engine::run(&mut inner, cmd, args) {
+    // The script's own command keeps its name (its INFO commandstats
+    // entry, CLIENT LIST's `cmd`) once the command it calls is done.
+    let script_cmd = inner.session.last_cmd;
+    inner.session.running_script = true;
+    let result = crate::engine::run(&mut inner, cmd, args);
+    inner.session.running_script = false;
+    inner.session.last_cmd = script_cmd;
+    if let Err(e) = result {
         inner.engine.stats.failed += 1;
         inner.engine.cmdstats.error(e.text());
         inner.out.error(e.text().as_bytes());

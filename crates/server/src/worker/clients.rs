@@ -53,6 +53,19 @@ impl Worker {
         (session, kill)
     }
 
+    /// Whether `maxclients` clients are connected already, counting every
+    /// serving worker's (Redis's limit is the server's, not a worker's).
+    /// Read from the worker registry, so two workers accepting at the same
+    /// instant may both admit the last client.
+    pub(crate) fn at_max_clients(&self, maxclients: u64) -> bool {
+        let everywhere: u64 = self
+            .store
+            .serving_connections()
+            .map(|slots| slots.iter().map(|(_, n)| n).sum())
+            .unwrap_or(0);
+        everywhere.max(self.clients.len() as u64) >= maxclients
+    }
+
     /// Unregisters the client `id` that [`Worker::admit`] registered; its
     /// subscriptions end with it.
     pub(crate) fn release(&self, id: u64) {

@@ -25,6 +25,67 @@ use crate::worker::pubsub::Push;
 use crate::worker::transport::Movable;
 use crate::worker::Worker;
 
+/// Redis's `PROTO_RESIZE_THRESHOLD`: a query buffer larger than this is
+/// trimmed when its recent peak used less than half of it.
+const QUERY_RESIZE_THRESHOLD: usize = 32 * 1024;
+
+/// How often a connection's query buffer is looked at for trimming: the
+/// period of Redis's client cron at its default `hz`.
+const QUERY_RESIZE_PERIOD: Duration = Duration::from_millis(100);
+
+/// An idle client's empty query buffer is freed after this long, as Redis
+/// frees one idle for more than 2 seconds.
+const QUERY_IDLE_FREE: Duration = Duration::from_secs(2);
+
+/// Sizes a connection's query buffer as Redis does: one that grew for a
+/// large request shrinks back towards what the client recently sent.
+struct QuerySizing {
+    /// The most the buffer held since the last look.
+    peak: usize,
+    /// When the buffer was last looked at.
+    looked: tokio::time::Instant,
+}
+
+impl QuerySizing {
+    fn new() -> QuerySizing {
+        QuerySizing {
+            peak: 0,
+            looked: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Notes how much the buffer holds after a read.
+    fn observe(&mut self, len: usize) {
+        self.peak = self.peak.max(len);
+    }
+
+    /// At most once a period: a buffer above the threshold whose recent
+    /// peak is under half of it, and that wastes more than a few KiB, is
+    /// reallocated to the larger of its content and that peak.
+    fn trim(&mut self, buf: &mut BytesMut) {
+        let now = tokio::time::Instant::now();
+        if now.duration_since(self.looked) < QUERY_RESIZE_PERIOD {
+            return;
+        }
+        self.looked = now;
+        let cap = buf.capacity();
+        if cap > QUERY_RESIZE_THRESHOLD && cap / 2 > self.peak && cap - buf.len() > 4096 {
+            let mut smaller = BytesMut::with_capacity(buf.len().max(self.peak));
+            smaller.extend_from_slice(buf);
+            *buf = smaller;
+        }
+        self.peak = buf.len();
+    }
+}
+
+/// Resolves after [`QUERY_IDLE_FREE`] when `armed` (never otherwise).
+async fn idle_free(armed: bool) {
+    if !armed {
+        std::future::pending::<()>().await;
+    }
+    tokio::time::sleep(QUERY_IDLE_FREE).await;
+}
+
 /// How `serve` ended.
 enum Ended {
     /// The client closed, was closed, or broke a limit.
@@ -65,7 +126,7 @@ where
         let e = worker.engine.borrow();
         (e.now_ms(), e.config().maxclients)
     };
-    if worker.clients.len() as u64 >= maxclients {
+    if worker.at_max_clients(maxclients) {
         let _ = stream
             .write_all(b"-ERR max number of clients reached\r\n")
             .await;
@@ -222,6 +283,9 @@ where
     let mut out: Vec<u8> = Vec::with_capacity(PROTO_IOBUF_LEN);
     let mut shutdown = worker.shutdown.subscribe();
     let mut runner = Runner::new();
+    let mut sizing = QuerySizing::new();
+    // The buffer was freed while the client idled: the next read allocates.
+    let mut freed = false;
     loop {
         // Limits are read each round: CONFIG SET on any worker changes them.
         let subscribed = session.borrow().subs().total() > 0;
@@ -350,6 +414,8 @@ where
             Flow::Close => true,
             Flow::Server(req) => {
                 let close = server_request(worker, session, req, &mut out).await;
+                // The request is done: it no longer counts in the buffer.
+                session.borrow_mut().qbuf = buf.len();
                 worker.flush_pubsub();
                 if !close {
                     // More requests may wait in the buffer: go round again
@@ -385,12 +451,24 @@ where
         if !push.is_empty() {
             continue;
         }
-        buf.reserve(PROTO_IOBUF_LEN);
+        sizing.trim(&mut buf);
+        if !freed {
+            buf.reserve(PROTO_IOBUF_LEN);
+        }
+        session.borrow_mut().qbuf_cap = buf.capacity();
+        let idle_armed = buf.is_empty() && buf.capacity() > 0;
         tokio::select! {
             n = stream.read_buf(&mut buf) => {
                 if n? == 0 {
                     return Ok(Ended::Closed);
                 }
+                freed = false;
+                sizing.observe(buf.len());
+            }
+            _ = idle_free(idle_armed) => {
+                buf = BytesMut::new();
+                freed = true;
+                continue;
             }
             _ = push.ready.notified() => {}
             _ = kill.notified() => return Ok(Ended::Closed),
@@ -474,7 +552,7 @@ where
     });
     let resumed = loop {
         if let Some(o) = worker.blocking.take_outcome(id) {
-            break outcome(o, protocol, out);
+            break outcome(worker, session, o, protocol, out);
         }
         let Some(wake) = &wake else {
             // Neither blocked nor decided: nothing can wake it (not expected).
@@ -490,9 +568,13 @@ where
             _ = until(deadline) => {
                 // Served in the same instant? Then the reply wins.
                 if let Some(o) = worker.blocking.take_outcome(id) {
-                    break outcome(o, protocol, out);
+                    break outcome(worker, session, o, protocol, out);
                 }
                 worker.blocking.unblock(id);
+                worker
+                    .engine
+                    .borrow_mut()
+                    .blocked_call_ended(&session.borrow(), None);
                 ReplyWriter::new(out, protocol).null_array();
                 break Some(Flow::Continue);
             }
@@ -554,19 +636,33 @@ where
     closed
 }
 
-/// Writes what ended a wait and says how the connection goes on.
-fn outcome(o: Outcome, protocol: proto::resp::Protocol, out: &mut Vec<u8>) -> Option<Flow> {
+/// Writes what ended a wait and says how the connection goes on; a wait
+/// ended by CLIENT UNBLOCK counts as the command's call (failed with
+/// ERROR), as the run that serves a client counts it.
+fn outcome(
+    worker: &Worker,
+    session: &RefCell<Session>,
+    o: Outcome,
+    protocol: proto::resp::Protocol,
+    out: &mut Vec<u8>,
+) -> Option<Flow> {
+    const UNBLOCKED: &str = "UNBLOCKED client unblocked via CLIENT UNBLOCK";
     match o {
         Outcome::Served { reply, flow } => {
             out.extend_from_slice(&reply);
             Some(flow)
         }
-        Outcome::Unblocked { error: false } => {
-            ReplyWriter::new(out, protocol).null_array();
-            Some(Flow::Continue)
-        }
-        Outcome::Unblocked { error: true } => {
-            ReplyWriter::new(out, protocol).error(b"UNBLOCKED client unblocked via CLIENT UNBLOCK");
+        Outcome::Unblocked { error } => {
+            let mut w = ReplyWriter::new(out, protocol);
+            if error {
+                w.error(UNBLOCKED.as_bytes());
+            } else {
+                w.null_array();
+            }
+            worker
+                .engine
+                .borrow_mut()
+                .blocked_call_ended(&session.borrow(), error.then_some(UNBLOCKED));
             Some(Flow::Continue)
         }
     }
@@ -624,6 +720,9 @@ fn process(
     let mut executed = 0;
     let mut start = 0;
     let mut cut = false;
+    // Where the request the server finishes began: until it is done it
+    // still counts in the buffer (CLIENT LIST's `qbuf`), as in Redis.
+    let mut server_from = None;
     for (args, end, cmd) in &batch {
         let mut flow = engine.execute_resolved(session, *cmd, args, out);
         if flow == Flow::Hold {
@@ -658,7 +757,10 @@ fn process(
         match flow {
             Flow::Continue => continue,
             Flow::Close => step = Flow::Close,
-            Flow::Server(req) => step = Flow::Server(req),
+            Flow::Server(req) => {
+                step = Flow::Server(req);
+                server_from = Some(this_start);
+            }
             Flow::Block(req) => step = Flow::Block(req),
             // A blocking command's last run, held by a pause that began
             // meanwhile: it runs again after the pause.
@@ -679,7 +781,11 @@ fn process(
         ReplyWriter::new(out, session.protocol).error(&e.message());
         step = Flow::Close;
     }
-    Ran::consumed(session, buf, consumed, out, step, executed)
+    let ran = Ran::consumed(session, buf, consumed, out, step, executed);
+    if let Some(from) = server_from {
+        session.qbuf = buf.len() + (consumed - from);
+    }
+    ran
 }
 
 /// Registers a client whose command found nothing as blocked, then runs the

@@ -141,7 +141,7 @@ pub(crate) async fn run(worker: Rc<Worker>, mut stream: TcpStream, peer: (String
         let c = e.config();
         (e.now_ms(), c.maxclients, c.nats_max_payload, c.nats_port)
     };
-    if worker.clients.len() as u64 >= maxclients {
+    if worker.at_max_clients(maxclients) {
         let _ = stream
             .write_all(b"-ERR 'maximum connections exceeded'\r\n")
             .await;

@@ -67,9 +67,14 @@ impl Handle {
         })
     }
 
-    /// EXISTS of one key.
+    /// Whether the key exists; the lookup moves its LRU clock (TOUCH).
     pub fn exists(&mut self, db: u8, key: &[u8]) -> Result<bool> {
         Ok(self.lookup(db, key, |_, _| Ok(()))?.is_some())
+    }
+
+    /// EXISTS of one key: leaves the LRU clock, as Redis's EXISTS does.
+    pub fn exists_untouched(&mut self, db: u8, key: &[u8]) -> Result<bool> {
+        Ok(self.lookup_opts(db, key, false, |_, _| Ok(()))?.is_some())
     }
 
     /// TYPE: the value type, or None for a missing key. Leaves the LRU clock.

@@ -112,7 +112,7 @@ pub(crate) async fn serve(worker: Rc<Worker>, mut stream: Transport, peer: Socke
         let e = worker.engine.borrow();
         (e.now_ms(), e.config().maxclients)
     };
-    if worker.clients.len() as u64 >= maxclients {
+    if worker.at_max_clients(maxclients) {
         let mut out = Vec::new();
         plain(
             &mut out,
