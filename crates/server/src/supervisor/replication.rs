@@ -588,15 +588,17 @@ fn full_base(dir: &Path, ring: &store::log::LogRing) -> std::io::Result<(Option<
 // ---- the replica's side ----
 
 fn link_loop(shared: &Arc<Shared>) {
-    let mut was_replica = repl::is_replica(&shared.store);
+    // A server that stopped in the middle of its promotion (its directory
+    // still has the marker) finishes it.
+    let mut was_replica = repl::is_replica(&shared.store)
+        || (!repl::is_replica(&shared.store) && holds_replicated_data(shared.dir.as_deref()));
+    let mut unsettled = false;
+    let mut last_try: Option<Instant> = None;
     while !shared.stop.load(Ordering::Acquire) {
         let generation = repl::generation(&shared.store);
         if !repl::is_replica(&shared.store) {
             if was_replica {
-                // REPLICAOF NO ONE: a new history starts here, and what it
-                // applied no longer describes the store (writes come now).
-                let _ = repl::set_applied_lsn(&shared.store, 0);
-                let _ = repl::set_followed_tag(&shared.store, 0);
+                // REPLICAOF NO ONE: a new history starts here.
                 let dir = shared.dir.clone();
                 let mut inner = lock(shared);
                 inner.replid = new_replid(dir.as_deref());
@@ -609,10 +611,19 @@ fn link_loop(shared: &Arc<Shared>) {
                 drop(inner);
                 changed(shared);
                 was_replica = false;
+                unsettled = true;
             }
-            std::thread::sleep(Duration::from_millis(100));
+            if unsettled && last_try.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                last_try = Some(Instant::now());
+                match settle_promotion(shared) {
+                    Ok(()) => unsettled = false,
+                    Err(e) => println!("shoal: promotion: {e}; trying again"),
+                }
+            }
+            std::thread::sleep(Duration::from_millis(if unsettled { 20 } else { 100 }));
             continue;
         }
+        unsettled = false;
         was_replica = true;
         if let Some(dir) = &shared.dir {
             if !holds_replicated_data(Some(dir)) {
@@ -658,6 +669,70 @@ fn link_loop(shared: &Arc<Shared>) {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// Makes a promoted server one that replicas can follow
+/// (docs/replication.md, "Promotion"): its keys carry the old primary's
+/// LSNs as versions, which its own log never held. So its log restarts
+/// past every version (the LSN space moves on, as Redis's PSYNC2 keeps the
+/// offset), then a snapshot taken after that restart puts the replicated
+/// data in its directory, and only then does the marker go that made
+/// `SHOAL.SYNC` refuse replicas. Until then what it applied stays known.
+fn settle_promotion(shared: &Shared) -> Result<(), String> {
+    let store = &shared.store;
+    let Some(dir) = shared.dir.as_deref() else {
+        return forget_applied(store);
+    };
+    let mut h = store.handle().map_err(|e| e.to_string())?;
+    let ring = h.log_ring();
+    // The highest version a key carries: the replicated keys' are the old
+    // primary's LSNs (a walk, because a store recovered from a snapshot no
+    // longer knows what it applied).
+    let mut top = repl::applied_lsn(store);
+    h.snapshot_records(&mut |lsn, _| {
+        top = top.max(lsn);
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())?;
+    // Past the frame at `top`: every new LSN is then above every version.
+    let target = top.saturating_add(8);
+    let restarted = h
+        .exclusive(|_| Ok(super::persistence::restart_log_at(&ring, target)))
+        .map_err(|e| e.to_string())??;
+    drop(h);
+    println!("shoal: promotion: the log goes on at LSN {restarted}, above every replicated version; snapshot follows");
+    let n = ring.request_snapshot().map_err(|e| e.to_string())?;
+    while ring.snapshot_answered() < n {
+        if shared.stop.load(Ordering::Acquire) {
+            return Err("stopping".into());
+        }
+        ring.wait_snapshot_change(Duration::from_millis(100));
+    }
+    let status = ring.status();
+    if status.snapshot_last_failed || status.snapshot_start_lsn < restarted {
+        return Err("the snapshot after the promotion failed".into());
+    }
+    std::fs::remove_file(dir.join(REPLICATED_MARKER))
+        .or_else(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Ok(()),
+            _ => Err(e),
+        })
+        .map_err(|e| format!("removing {REPLICATED_MARKER}: {e}"))?;
+    forget_applied(store)?;
+    println!(
+        "shoal: promotion: snapshot at LSN {} holds the replicated data; replicas may follow",
+        status.snapshot_start_lsn
+    );
+    changed(shared);
+    Ok(())
+}
+
+/// What a promoted server applied no longer describes its store (writes
+/// come now): following any primary again starts with a full resync.
+fn forget_applied(store: &Store) -> Result<(), String> {
+    repl::set_applied_lsn(store, 0).map_err(|e| e.to_string())?;
+    repl::set_followed_tag(store, 0).map_err(|e| e.to_string())
 }
 
 /// Reads one message; None on a read timeout before any byte of it.

@@ -799,6 +799,31 @@ impl LogRing {
         Ok(head)
     }
 
+    /// Moves the log's head, and with it the written and fsynced
+    /// positions, forward to `lsn` (8-aligned): the LSNs in between are
+    /// never used. A promoted replica does this so that its own writes get
+    /// LSNs above the versions of the keys it replicated
+    /// (docs/replication.md). Only the supervisor calls it, inside an
+    /// exclusive section (no frame can be reserved meanwhile), once the log
+    /// writer has written every frame before the head and started a file at
+    /// `lsn`. Ring bytes outside `[released, head)` are already zero, so
+    /// none of them looks like a frame at `lsn`. Returns the new head, or
+    /// None (nothing moved) while frames before the head are not written.
+    pub fn restart_at(&self, lsn: u64) -> Result<Option<u64>> {
+        let r = self.r();
+        let head = r.load64(H_WRITE_VERSION)?;
+        if r.load64(H_LOG_RELEASED)? != head {
+            return Ok(None);
+        }
+        let lsn = align_up(lsn.max(head), 8);
+        r.store64(H_WRITE_VERSION, lsn)?;
+        r.store64(H_LOG_RELEASED, lsn)?;
+        r.store64(H_LOG_FSYNCED, lsn)?;
+        futex_bump(r.a32(H_LOG_SPACE_FUTEX)?);
+        futex_bump(r.a32(H_LOG_FSYNC_FUTEX)?);
+        Ok(Some(lsn))
+    }
+
     /// Turns logging off (the log's state stays for INFO).
     pub fn disable(&self) -> Result<()> {
         self.r().store64(H_LOG_ENABLED, 0)
