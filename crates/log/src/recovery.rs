@@ -360,7 +360,7 @@ impl Replay<'_, '_> {
             if log.lsn > cursor
                 && i == last
                 && snapshot_end.is_none_or(|end| log.lsn > end)
-                && fs::metadata(&log.path).map_or(false, |m| m.len() <= FILE_HEADER as u64)
+                && fs::metadata(&log.path).is_ok_and(|m| m.len() <= FILE_HEADER as u64)
             {
                 // A restart of the log at a higher LSN (a promotion) that
                 // never got past creating its file: it holds nothing.

@@ -322,7 +322,10 @@ fn a_log_restarted_at_a_higher_lsn_replays_from_a_snapshot_after_the_restart() {
     let summary = summary.unwrap();
     assert_eq!(summary.end_lsn, end_b);
     assert!(end_a < restart);
-    assert_eq!(applied[0], (Phase::Snapshot, restart - 64, set("replicated", "v", false)));
+    assert_eq!(
+        applied[0],
+        (Phase::Snapshot, restart - 64, set("replicated", "v", false))
+    );
     assert_eq!(applied[1..].to_vec(), at(restart, &b));
 }
 

@@ -411,7 +411,11 @@ fn a_restart_fsyncs_and_starts_a_file_at_the_higher_lsn() {
         vec![8, 1 << 20]
     );
     // Everything before the restart was fsynced even under `no`.
-    assert!(ring.fsynced_calls.contains(&old_head), "{:?}", ring.fsynced_calls);
+    assert!(
+        ring.fsynced_calls.contains(&old_head),
+        "{:?}",
+        ring.fsynced_calls
+    );
     assert_eq!(verify_log(&logs[0].path).unwrap().end_lsn, old_head);
     let second = verify_log(&logs[1].path).unwrap();
     assert_eq!(second.records, 5);
@@ -439,5 +443,8 @@ fn an_empty_file_past_the_head_is_a_restart_that_never_happened() {
     );
     let logs = list_logs(dir.path()).unwrap();
     assert!(logs.iter().all(|l| l.lsn < 1 << 20));
-    assert_eq!(verify_log(&logs.last().unwrap().path).unwrap().end_lsn, ring2.head);
+    assert_eq!(
+        verify_log(&logs.last().unwrap().path).unwrap().end_lsn,
+        ring2.head
+    );
 }
