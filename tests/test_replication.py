@@ -290,6 +290,38 @@ def test_promoted_replica_recovers_replicated_and_new_keys_from_its_directory(tm
         primary.stop()
 
 
+def test_a_promotion_cut_short_is_finished_at_the_next_start(tmp_path):
+    """A server whose directory still has the replicated-data marker (it
+    stopped between its promotion and the promotion's snapshot) finishes
+    the promotion when it starts as a primary: replicas may then follow."""
+    server = DurableServer(tmp_path / "promoted")
+    rep = DurableServer(tmp_path / "replica")
+    try:
+        server.start()
+        c = server.client()
+        for i in range(50):
+            c.set(f"k{i}", i)
+        assert server.shutdown() == 0
+        (tmp_path / "promoted" / "replicated-data").write_text("")
+        server.start()
+        wait_for(lambda: "replicas may follow" in server.text(), timeout=60,
+                 what="the promotion to be finished")
+        assert not (tmp_path / "promoted" / "replicated-data").exists()
+        rep.persist_args = ["--replicaof", f"127.0.0.1:{server.port}"]
+        rep.start()
+        wait_for(lambda: link(rep).get("master_link_status") == "up", timeout=30,
+                 what="the replica to follow")
+        c = server.client()
+        c.set("after", "1")
+        assert c.execute_command("WAIT", 1, 10000) == 1
+        r = rep.client()
+        assert [r.get(f"k{i}") for i in range(50)] == [str(i) for i in range(50)]
+        assert r.get("after") == "1"
+    finally:
+        rep.stop()
+        server.stop()
+
+
 def test_one_run_id_for_every_worker(tmp_path):
     primary = DurableServer(tmp_path / "p", workers=2).start()
     try:
