@@ -590,8 +590,8 @@ fn full_base(dir: &Path, ring: &store::log::LogRing) -> std::io::Result<(Option<
 fn link_loop(shared: &Arc<Shared>) {
     // A server that stopped in the middle of its promotion (its directory
     // still has the marker) finishes it.
-    let mut was_replica = repl::is_replica(&shared.store)
-        || (!repl::is_replica(&shared.store) && holds_replicated_data(shared.dir.as_deref()));
+    let mut was_replica =
+        repl::is_replica(&shared.store) || holds_replicated_data(shared.dir.as_deref());
     let mut unsettled = false;
     let mut last_try: Option<Instant> = None;
     while !shared.stop.load(Ordering::Acquire) {
@@ -623,7 +623,12 @@ fn link_loop(shared: &Arc<Shared>) {
             std::thread::sleep(Duration::from_millis(if unsettled { 20 } else { 100 }));
             continue;
         }
-        unsettled = false;
+        if unsettled {
+            // Following again before the promotion settled: writes it took
+            // meanwhile are not the old history, so no partial resync.
+            let _ = forget_applied(&shared.store);
+            unsettled = false;
+        }
         was_replica = true;
         if let Some(dir) = &shared.dir {
             if !holds_replicated_data(Some(dir)) {
