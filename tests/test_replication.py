@@ -290,6 +290,45 @@ def test_promoted_replica_recovers_replicated_and_new_keys_from_its_directory(tm
         primary.stop()
 
 
+def test_a_replica_of_the_same_old_primary_continues_partially_from_the_promoted_one(tmp_path):
+    """Two replicas at the same LSN of one primary; one is promoted before
+    it takes any write: its log continues the old history at that LSN
+    (master_replid2, second_repl_offset), so the other gets a partial
+    resync from it."""
+    primary, (a, b) = primary_and_replicas(tmp_path, 2)
+    try:
+        a.start()
+        b.start()
+        p = primary.client()
+        for i in range(100):
+            p.set(f"k{i}", i)
+        assert p.execute_command("WAIT", 2, 10000) == 2
+        old_id = link(primary)["master_replid"]
+        wait_for(lambda: link(a)["slave_repl_offset"] == link(b)["slave_repl_offset"],
+                 what="both replicas at the same LSN")
+        offset = link(a)["slave_repl_offset"]
+        primary.kill_all()
+        ca = a.client()
+        assert ca.execute_command("REPLICAOF", "NO", "ONE") == "OK"
+        wait_for(lambda: "replicas may follow" in a.text(), timeout=60,
+                 what="the promotion's snapshot")
+        info = link(a)
+        assert info["master_replid2"] == old_id
+        assert info["second_repl_offset"] == offset
+        cb = b.client()
+        assert cb.execute_command("REPLICAOF", "127.0.0.1", a.port) == "OK"
+        wait_for(lambda: link(b).get("master_link_status") == "up", timeout=30,
+                 what="the other replica to follow the promoted one")
+        assert f"partial resync from LSN {offset}" in b.text()
+        ca.set("after", "1")
+        assert ca.execute_command("WAIT", 1, 10000) == 1
+        assert cb.get("after") == "1"
+        assert [cb.get(f"k{i}") for i in range(100)] == [str(i) for i in range(100)]
+    finally:
+        for server in (a, b, primary):
+            server.stop()
+
+
 def test_a_promotion_cut_short_is_finished_at_the_next_start(tmp_path):
     """A server whose directory still has the replicated-data marker (it
     stopped between its promotion and the promotion's snapshot) finishes
