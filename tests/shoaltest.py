@@ -544,9 +544,10 @@ class DurableServer(Server):
             args += ["--appendfsync", self.appendfsync]
         return args + self.persist_args
 
-    def _spawn(self):
-        self.port, self.mc_port, self.http_port = free_port(), free_port(), free_port()
-        self.nats_port = free_port()
+    def _spawn(self, same_ports=False):
+        if not same_ports:
+            self.port, self.mc_port, self.http_port = free_port(), free_port(), free_port()
+            self.nats_port = free_port()
         self.output = []
         self.ready = threading.Event()
         self.proc = subprocess.Popen(self.argv(), stdout=subprocess.PIPE,
@@ -564,9 +565,11 @@ class DurableServer(Server):
         self.drainer.start()
         _LIVE.add(self)
 
-    def start(self, timeout=120.0):
-        """Starts and waits for "shoal ready" (recovery may take a while)."""
-        self._spawn()
+    def start(self, timeout=120.0, same_ports=False):
+        """Starts and waits for "shoal ready" (recovery may take a while).
+        `same_ports` keeps the last start's ports (a server others know by
+        its address, as Sentinel does)."""
+        self._spawn(same_ports)
         deadline = time.monotonic() + timeout
         while not self.ready.wait(0.05):
             if self.proc.poll() is not None or time.monotonic() > deadline:

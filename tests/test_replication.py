@@ -7,9 +7,11 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 
 import pytest
 import redis
+import redis.sentinel
 
 from shoaltest import SHOAL_BIN, DurableServer, Raw, Server, free_port, info_section, wait_for
 
@@ -228,14 +230,135 @@ def test_wait_readonly_role_and_info(tmp_path):
         assert link(rep)["role"] == "master"
         assert c.execute_command("ROLE")[0] == "master"
         assert c.get("a") == "1"
-        # Its own log does not hold what it replicated: nobody may follow it.
+        # The old primary can follow the promoted replica (a full resync
+        # once the promotion's snapshot is in its directory).
         assert p.execute_command("REPLICAOF", "127.0.0.1", rep.port) == "OK"
-        wait_for(lambda: "holds data it replicated" in link(primary).get("shoal_master_link_error", ""),
-                 what="the refusal of a promoted replica")
+        wait_for(lambda: link(primary).get("master_link_status") == "up", timeout=30,
+                 what="the old primary to follow the promoted replica")
+        assert c.execute_command("WAIT", 1, 10000) == 1
+        assert p.get("b") == "2" and p.get("a") == "1"
         assert p.execute_command("REPLICAOF", "NO", "ONE") == "OK"
     finally:
         rep.stop()
         primary.stop()
+
+
+def test_promoted_replica_recovers_replicated_and_new_keys_from_its_directory(tmp_path):
+    """A promoted replica's log restarts past the versions of the keys it
+    replicated and a snapshot puts them in its directory: rebooted (SIGKILL,
+    segment lost), it has the replicated keys and the writes made after its
+    promotion, including overwrites of replicated keys."""
+    primary, (rep,) = primary_and_replicas(tmp_path, 1)
+    rep.appendfsync = "always"
+    try:
+        rep.start()
+        p = primary.client()
+        for i in range(300):
+            p.set(f"replicated{i}", i)
+        p.set("counter", 10)
+        p.rpush("list", *range(50))
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        primary.kill_all()
+        c = rep.client()
+        assert c.execute_command("REPLICAOF", "NO", "ONE") == "OK"
+        # Writes at once, before the promotion's snapshot may have finished.
+        assert c.incr("counter") == 11
+        c.set("early", "1")
+        wait_for(lambda: "replicas may follow" in rep.text(), timeout=60,
+                 what="the promotion's snapshot")
+        assert c.incr("counter") == 12
+        c.set("replicated0", "changed")
+        c.rpush("list", "new")
+        c.delete("replicated1")
+        for i in range(100):
+            c.set(f"new{i}", i)
+        rep.persist_args = []  # restarted as the primary it now is
+        rep.reboot()
+        c = rep.client()
+        assert c.get("counter") == "12"
+        assert c.get("early") == "1"
+        assert c.get("replicated0") == "changed"
+        assert c.get("replicated1") is None
+        for i in range(2, 300):
+            assert c.get(f"replicated{i}") == str(i)
+        for i in range(100):
+            assert c.get(f"new{i}") == str(i)
+        assert c.lrange("list", 0, -1) == [str(i) for i in range(50)] + ["new"]
+        assert c.execute_command("ROLE")[0] == "master"
+    finally:
+        rep.stop()
+        primary.stop()
+
+
+def test_a_replica_of_the_same_old_primary_continues_partially_from_the_promoted_one(tmp_path):
+    """Two replicas at the same LSN of one primary; one is promoted before
+    it takes any write: its log continues the old history at that LSN
+    (master_replid2, second_repl_offset), so the other gets a partial
+    resync from it."""
+    primary, (a, b) = primary_and_replicas(tmp_path, 2)
+    try:
+        a.start()
+        b.start()
+        p = primary.client()
+        for i in range(100):
+            p.set(f"k{i}", i)
+        assert p.execute_command("WAIT", 2, 10000) == 2
+        old_id = link(primary)["master_replid"]
+        wait_for(lambda: link(a)["slave_repl_offset"] == link(b)["slave_repl_offset"],
+                 what="both replicas at the same LSN")
+        offset = link(a)["slave_repl_offset"]
+        primary.kill_all()
+        ca = a.client()
+        assert ca.execute_command("REPLICAOF", "NO", "ONE") == "OK"
+        wait_for(lambda: "replicas may follow" in a.text(), timeout=60,
+                 what="the promotion's snapshot")
+        info = link(a)
+        assert info["master_replid2"] == old_id
+        assert info["second_repl_offset"] == offset
+        cb = b.client()
+        assert cb.execute_command("REPLICAOF", "127.0.0.1", a.port) == "OK"
+        wait_for(lambda: link(b).get("master_link_status") == "up", timeout=30,
+                 what="the other replica to follow the promoted one")
+        assert f"partial resync from LSN {offset}" in b.text()
+        ca.set("after", "1")
+        assert ca.execute_command("WAIT", 1, 10000) == 1
+        assert cb.get("after") == "1"
+        assert [cb.get(f"k{i}") for i in range(100)] == [str(i) for i in range(100)]
+    finally:
+        for server in (a, b, primary):
+            server.stop()
+
+
+def test_a_promotion_cut_short_is_finished_at_the_next_start(tmp_path):
+    """A server whose directory still has the replicated-data marker (it
+    stopped between its promotion and the promotion's snapshot) finishes
+    the promotion when it starts as a primary: replicas may then follow."""
+    server = DurableServer(tmp_path / "promoted")
+    rep = DurableServer(tmp_path / "replica")
+    try:
+        server.start()
+        c = server.client()
+        for i in range(50):
+            c.set(f"k{i}", i)
+        assert server.shutdown() == 0
+        (tmp_path / "promoted" / "replicated-data").write_text("")
+        server.start()
+        wait_for(lambda: "replicas may follow" in server.text(), timeout=60,
+                 what="the promotion to be finished")
+        assert not (tmp_path / "promoted" / "replicated-data").exists()
+        rep.persist_args = ["--replicaof", f"127.0.0.1:{server.port}"]
+        rep.start()
+        wait_for(lambda: link(rep).get("master_link_status") == "up", timeout=30,
+                 what="the replica to follow")
+        c = server.client()
+        c.set("after", "1")
+        assert c.execute_command("WAIT", 1, 10000) == 1
+        r = rep.client()
+        assert [r.get(f"k{i}") for i in range(50)] == [str(i) for i in range(50)]
+        assert r.get("after") == "1"
+    finally:
+        rep.stop()
+        server.stop()
 
 
 def test_one_run_id_for_every_worker(tmp_path):
@@ -536,3 +659,105 @@ def _sentinel_replicas(s):
         else:
             out.append(dict(zip(row[::2], row[1::2])))
     return out
+
+
+@pytest.mark.skipif(shutil.which("redis-sentinel") is None, reason="redis-sentinel is not installed")
+def test_three_sentinels_fail_over_and_the_old_primary_rejoins(tmp_path):
+    """The issue's Sentinel scenario: three redis-sentinel processes watch a
+    primary and two replicas; the primary is killed; a replica is promoted,
+    the other follows it, a redis-py Sentinel client writes through the new
+    primary, and the old primary, restarted on its address, becomes a
+    replica of the new one with every acknowledged write."""
+    primary = DurableServer(tmp_path / "primary").start()
+    replicas = [
+        DurableServer(tmp_path / f"replica{i}",
+                      extra_args=["--replicaof", f"127.0.0.1:{primary.port}"]).start()
+        for i in range(2)
+    ]
+    ports = [free_port() for _ in range(3)]
+    sentinels = []
+    for i, port in enumerate(ports):
+        conf = tmp_path / f"sentinel{i}.conf"
+        conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {tmp_path}\n"
+                        f"sentinel monitor mymaster 127.0.0.1 {primary.port} 2\n"
+                        "sentinel down-after-milliseconds mymaster 1000\n"
+                        "sentinel failover-timeout mymaster 5000\n"
+                        "sentinel parallel-syncs mymaster 2\n")
+        sentinels.append(subprocess.Popen(["redis-sentinel", str(conf)],
+                                          stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
+    try:
+        p = primary.client()
+        for i in range(200):
+            p.set(f"before{i}", i)
+        assert p.execute_command("WAIT", 2, 10000) == 2
+        s = redis.Redis(port=ports[0], decode_responses=True)
+        wait_for(lambda: sum(r.get("master-link-status") == "ok"
+                             for r in _sentinel_replicas(s)) == 2,
+                 timeout=30, what="the sentinels to find both replicas")
+        wait_for(lambda: int(s.execute_command("SENTINEL", "MASTER", "mymaster")
+                             [s.execute_command("SENTINEL", "MASTER", "mymaster")
+                              .index("num-other-sentinels") + 1]) == 2,
+                 timeout=30, what="the sentinels to find each other")
+        old_port = primary.port
+        probes = [r.client() for r in replicas]
+        killed_at = time.monotonic()
+        primary.kill_all()
+
+        # RTO: from the SIGKILL to the first write a promoted replica
+        # accepts (each answers READONLY until Sentinel promotes it).
+        def first_write():
+            for c in probes:
+                try:
+                    c.set("rto-probe", 1)
+                    return True
+                except redis.ResponseError as e:
+                    assert str(e).startswith("You can't write against a read only replica")
+            return False
+        wait_for(first_write, timeout=60, step=0.005, what="a promoted replica to take a write")
+        print(f"RTO: {time.monotonic() - killed_at:.3f} s from SIGKILL of the primary "
+              "to the first write accepted on the promoted replica")
+
+        def promoted():
+            addr = s.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")
+            return addr and int(addr[1]) != old_port and int(addr[1])
+        wait_for(promoted, timeout=60, what="the sentinels' failover")
+        new_port = promoted()
+        new = next(r for r in replicas if r.port == new_port)
+        other = next(r for r in replicas if r.port != new_port)
+        assert new.client().execute_command("ROLE")[0] == "master"
+        try:
+            wait_for(lambda: link(other).get("master_port") == str(new_port)
+                     and link(other).get("master_link_status") == "up",
+                     timeout=60, what="the other replica to follow the new primary")
+        except AssertionError:
+            raise AssertionError(f"{link(other)}\n{other.text()[-3000:]}\n--- new primary:\n"
+                                 f"{new.text()[-3000:]}") from None
+
+        sentinel = redis.sentinel.Sentinel([("127.0.0.1", port) for port in ports],
+                                           socket_timeout=5)
+        master = sentinel.master_for("mymaster", decode_responses=True)
+        for i in range(100):
+            master.set(f"after{i}", i)
+        assert master.execute_command("WAIT", 1, 10000) == 1
+
+        # The old primary comes back on its address: Sentinel turns it
+        # into a replica of the new primary.
+        primary.start(same_ports=True)
+        wait_for(lambda: link(primary).get("master_port") == str(new_port)
+                 and link(primary).get("master_link_status") == "up",
+                 timeout=60, what="the old primary to rejoin as a replica")
+        assert new.client().execute_command("WAIT", 2, 20000) == 2
+        for server in (primary, other):
+            c = server.client()
+            for i in range(200):
+                assert c.get(f"before{i}") == str(i)
+            for i in range(100):
+                assert c.get(f"after{i}") == str(i)
+    finally:
+        for proc in sentinels:
+            proc.terminate()
+        for proc in sentinels:
+            proc.wait(10)
+        for server in replicas + [primary]:
+            server.stop()

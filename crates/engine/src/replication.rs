@@ -426,7 +426,15 @@ pub(crate) fn info_section(e: &mut Engine, s: &mut String) {
     }
     let _ = write!(
         s,
-        "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{}\r\n",
+        "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{}\r\n",
+        status["replid2"]
+            .as_str()
+            .filter(|id| !id.is_empty())
+            .unwrap_or("0000000000000000000000000000000000000000"),
+        status["second_offset"]
+            .as_u64()
+            .filter(|&o| o > 0)
+            .map_or("-1".to_string(), |o| o.to_string()),
         u8::from(status["dir"].is_string()),
         e.store.log_status().ring_size,
         status["first_lsn"].as_u64().unwrap_or(0),

@@ -357,6 +357,21 @@ impl Replay<'_, '_> {
         let mut tail_problem = None;
         let needed = self.needed;
         for (i, log) in needed.iter().enumerate() {
+            if log.lsn > cursor
+                && i == last
+                && snapshot_end.is_none_or(|end| log.lsn > end)
+                && fs::metadata(&log.path).is_ok_and(|m| m.len() <= FILE_HEADER as u64)
+            {
+                // A restart of the log at a higher LSN (a promotion) that
+                // never got past creating its file: it holds nothing.
+                fs::remove_file(&log.path).map_err(|e| Error::io(&log.path, e))?;
+                fsync_dir(dir).map_err(|e| Error::io(dir, e))?;
+                self.summary.notices.push(format!(
+                    "{}: removed an empty log file after a gap (a log restart that did not finish)",
+                    log.path.display()
+                ));
+                break;
+            }
             if log.lsn > cursor {
                 let after = match prev {
                     Some((p, end)) => {
@@ -386,7 +401,9 @@ impl Replay<'_, '_> {
                             &log.path,
                             format!(
                                 "gap in the log: this file starts at LSN {}, after {after}; \
-                                 the records in between are missing",
+                                 the records in between are missing (a promoted replica's log \
+                                 restarts at a higher LSN: only a snapshot taken after the \
+                                 restart holds the data replicated before it)",
                                 log.lsn
                             ),
                         ))

@@ -46,6 +46,18 @@ pub trait LogSource {
     fn wait(&mut self, from: u64, timeout: Duration);
     /// The fsync policy now in force (CONFIG SET can change it).
     fn policy(&self) -> FsyncPolicy;
+    /// Called when every frame before `pos` is written and none after it
+    /// is complete: an LSN past `pos` where the log is to restart, if one
+    /// was asked for (a promoted replica moves its LSNs past the ones it
+    /// replicated, docs/replication.md) and `pos` is the head. The writer
+    /// then fsyncs, starts a new file there and calls
+    /// [`LogSource::restarted`]; the source moves the ring's head and
+    /// positions to it, and nothing lies in between.
+    fn take_restart(&mut self, _pos: u64) -> Option<u64> {
+        None
+    }
+    /// The file the log restarts in exists (header and directory fsynced).
+    fn restarted(&mut self, _lsn: u64) {}
 }
 
 /// What the writer has done, for INFO persistence; shared with the thread
@@ -245,6 +257,20 @@ impl LogWriter {
                     },
                 ));
             }
+            if report.problem.is_none()
+                && report.end_lsn == report.first_lsn
+                && report.first_lsn > head
+            {
+                // A restart of the log (a promotion) whose new file was
+                // created but whose ring never moved: it holds nothing.
+                fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                fsync_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+                (self.notice)(format!(
+                    "{}: removed an empty log file past the ring's head {head} (a log restart that did not finish)",
+                    path.display()
+                ));
+                continue;
+            }
             if let Some(problem) = &report.problem {
                 cut_file(&path, report.file_bytes, report.valid_bytes)
                     .map_err(|e| Error::io(&path, e))?;
@@ -386,6 +412,10 @@ impl LogWriter {
                 self.fsync(src)?;
             }
             if !wrote {
+                if let Some(lsn) = src.take_restart(pos).filter(|&l| l > pos) {
+                    self.restart(src, lsn)?;
+                    continue;
+                }
                 src.wait(pos, Duration::from_millis(100));
             }
         }
@@ -502,6 +532,22 @@ impl LogWriter {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Starts the log again at `lsn`, past the head: the current file is
+    /// fsynced (whatever the policy: the source then counts everything
+    /// before `lsn` as fsynced) and a new file begins at `lsn`.
+    fn restart(&mut self, src: &mut dyn LogSource, lsn: u64) -> Result<(), Error> {
+        if self.synced < self.pos() {
+            self.fsync(src)?;
+        }
+        let next = self.create_file(lsn, false)?;
+        self.current = Some(next);
+        self.synced = lsn;
+        self.status.written.store(lsn, Ordering::Release);
+        self.status.fsynced.store(lsn, Ordering::Release);
+        src.restarted(lsn);
         Ok(())
     }
 

@@ -295,6 +295,55 @@ fn a_gap_the_snapshot_covers_is_a_notice() {
 }
 
 #[test]
+fn a_log_restarted_at_a_higher_lsn_replays_from_a_snapshot_after_the_restart() {
+    // A promoted replica: its old log ends, its log restarts higher, and
+    // the snapshot taken after the restart holds what lies between.
+    let dir = TempDir::new("restarted");
+    let (_, end_a) = write_log(dir.path(), 8, &keys(2, "a"));
+    let restart = 1 << 20;
+    let b = keys(3, "b");
+    let (_, end_b) = write_log(dir.path(), restart, &b);
+    // Before the snapshot: the gap is not covered, recovery refuses.
+    let (result, _, _) = run(&dir);
+    let msg = result.unwrap_err().to_string();
+    assert!(msg.contains("gap in the log"), "{msg}");
+    assert!(msg.contains("snapshot taken after the restart"), "{msg}");
+    write_snapshot(
+        dir.path(),
+        &mut FakeStore {
+            start: restart,
+            end: restart,
+            entries: vec![(restart - 64, set("replicated", "v", false))],
+            fail_after: None,
+        },
+    )
+    .unwrap();
+    let (summary, applied, _) = run(&dir);
+    let summary = summary.unwrap();
+    assert_eq!(summary.end_lsn, end_b);
+    assert!(end_a < restart);
+    assert_eq!(
+        applied[0],
+        (Phase::Snapshot, restart - 64, set("replicated", "v", false))
+    );
+    assert_eq!(applied[1..].to_vec(), at(restart, &b));
+}
+
+#[test]
+fn an_empty_file_after_an_uncovered_gap_is_removed() {
+    // A promotion that created its new file and stopped there.
+    let dir = TempDir::new("restart-empty");
+    let a = keys(2, "a");
+    let (_, end_a) = write_log(dir.path(), 8, &a);
+    let (empty, _) = write_log(dir.path(), 1 << 20, &[]);
+    let (summary, applied, _) = run(&dir);
+    let summary = summary.unwrap();
+    assert_eq!(summary.end_lsn, end_a);
+    assert!(!empty.exists());
+    assert_eq!(applied, at(8, &a));
+}
+
+#[test]
 fn an_invalid_newest_snapshot_is_skipped_for_an_older_one() {
     let dir = TempDir::new("skip");
     let a = keys(4, "a");

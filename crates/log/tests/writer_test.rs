@@ -393,3 +393,58 @@ fn rotation_under_no_fsyncs_nothing_until_stop() {
     assert_eq!(w.status().fsyncs(), 1);
     assert_eq!(log_bytes(&dir), ring.bytes);
 }
+
+#[test]
+fn a_restart_fsyncs_and_starts_a_file_at_the_higher_lsn() {
+    let dir = TempDir::new("restart");
+    let mut ring = FakeRing::new(8, FsyncPolicy::No);
+    ring.push_many(10, 20);
+    let old_head = ring.head;
+    ring.restart = Some(1 << 20);
+    ring.then(|r| r.push_many(5, 3));
+    let (mut w, _) = writer(&dir, &ring, 64 << 20);
+    let status = w.status();
+    run(&mut w, &mut ring);
+    let logs = list_logs(dir.path()).unwrap();
+    assert_eq!(
+        logs.iter().map(|l| l.lsn).collect::<Vec<_>>(),
+        vec![8, 1 << 20]
+    );
+    // Everything before the restart was fsynced even under `no`.
+    assert!(
+        ring.fsynced_calls.contains(&old_head),
+        "{:?}",
+        ring.fsynced_calls
+    );
+    assert_eq!(verify_log(&logs[0].path).unwrap().end_lsn, old_head);
+    let second = verify_log(&logs[1].path).unwrap();
+    assert_eq!(second.records, 5);
+    assert_eq!(second.end_lsn, ring.head);
+    assert_eq!(status.written_lsn(), ring.head);
+}
+
+#[test]
+fn an_empty_file_past_the_head_is_a_restart_that_never_happened() {
+    let dir = TempDir::new("restart-undone");
+    let mut ring = FakeRing::new(8, FsyncPolicy::Always);
+    ring.push_many(3, 10);
+    let (mut w, _) = writer(&dir, &ring, 64 << 20);
+    run(&mut w, &mut ring);
+    // The new file exists, but the ring still ends at its old head.
+    write_log(dir.path(), 1 << 20, &[]);
+    let mut ring2 = FakeRing::new(ring.head, FsyncPolicy::Always);
+    ring2.push_many(2, 10);
+    let (mut w, notices) = writer(&dir, &ring2, 64 << 20);
+    run(&mut w, &mut ring2);
+    assert!(
+        notices.lock().unwrap()[0].contains("log restart that did not finish"),
+        "{:?}",
+        notices.lock().unwrap()
+    );
+    let logs = list_logs(dir.path()).unwrap();
+    assert!(logs.iter().all(|l| l.lsn < 1 << 20));
+    assert_eq!(
+        verify_log(&logs.last().unwrap().path).unwrap().end_lsn,
+        ring2.head
+    );
+}

@@ -856,3 +856,79 @@ fn a_write_of_several_records_seen_by_a_snapshot_is_not_replayed_twice() {
     replay(&mut r, &log.frames[from..]);
     assert_same(&want, &dump_all(&mut r), "snapshot + log");
 }
+
+#[test]
+fn a_log_restarted_past_replicated_versions_replays_writes_to_replicated_keys() {
+    // A primary's frames, applied by a replica with the primary's LSNs as
+    // versions (its own head stays lower), as replication does.
+    let seg = TempSegment::new("logrestart-primary");
+    let primary = seg.open(SEGMENT);
+    let mut p = primary.handle().unwrap();
+    let mut plog = Drain::enable(&p);
+    for i in 0..200u32 {
+        p.set(
+            0,
+            format!("k{i}").as_bytes(),
+            b"old",
+            &SetOptions::default(),
+        )
+        .unwrap();
+    }
+    plog.drain();
+    let seg_r = TempSegment::new("logrestart-replica");
+    let replica = seg_r.open(SEGMENT);
+    let mut r = replica.handle().unwrap();
+    let mut rlog = Drain::enable(&r);
+    replay(&mut r, &plog.frames);
+    let top = plog.ring.head();
+    assert!(
+        rlog.ring.head() < top,
+        "the replica's own head is below the versions"
+    );
+
+    // Promotion: not while frames before the head are unwritten; once they
+    // are, inside an exclusive section, the log moves past every version.
+    r.set(0, b"early", b"1", &SetOptions::default()).unwrap();
+    assert_eq!(rlog.ring.restart_at(top + 8).unwrap(), None);
+    rlog.drain();
+    let ring = rlog.ring.clone();
+    let restarted = r
+        .exclusive(|_| Ok(ring.restart_at(top + 8).unwrap().unwrap()))
+        .unwrap();
+    assert!(restarted > top && restarted.is_multiple_of(8));
+    let status = ring.status();
+    assert_eq!(
+        (status.head, status.released, status.fsynced),
+        (restarted, restarted, restarted)
+    );
+    rlog.pos = restarted;
+
+    // The snapshot after the restart, then writes to replicated keys: the
+    // snapshot plus the log from its start rebuild the promoted store.
+    let mut snapshot: Vec<Frame> = Vec::new();
+    r.snapshot_records(&mut |lsn, payload| {
+        snapshot.push((lsn, payload.to_vec()));
+        Ok(())
+    })
+    .unwrap()
+    .unwrap();
+    assert!(snapshot.iter().all(|(lsn, _)| *lsn < restarted));
+    r.set(0, b"k0", b"new", &SetOptions::default()).unwrap();
+    r.set(0, b"k1", b"new", &SetOptions::default()).unwrap();
+    rlog.drain();
+    assert!(rlog
+        .frames
+        .iter()
+        .all(|(lsn, _)| *lsn < top || *lsn >= restarted));
+    let want = dump_all(&mut r);
+    let from = rlog.frames.partition_point(|(lsn, _)| *lsn < restarted);
+    let seg2 = TempSegment::new("logrestart-rebuilt");
+    let rebuilt = seg2.open(SEGMENT);
+    let mut h = rebuilt.handle().unwrap();
+    replay(&mut h, &snapshot);
+    replay(&mut h, &rlog.frames[from..]);
+    assert_same(&want, &dump_all(&mut h), "snapshot + log after the restart");
+    assert_eq!(h.get(0, b"k0").unwrap().as_deref(), Some(&b"new"[..]));
+    assert_eq!(h.get(0, b"k5").unwrap().as_deref(), Some(&b"old"[..]));
+    assert_eq!(h.get(0, b"early").unwrap().as_deref(), Some(&b"1"[..]));
+}

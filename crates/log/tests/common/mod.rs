@@ -136,6 +136,8 @@ pub struct FakeRing {
     /// Hand over every byte up to `visible` without looking at it (to test
     /// that the writer checks what the ring gives it).
     pub unchecked_reads: bool,
+    /// An LSN the log is asked to restart at (a promotion), until taken.
+    pub restart: Option<u64>,
 }
 
 impl FakeRing {
@@ -156,6 +158,7 @@ impl FakeRing {
             waits: 0,
             reads: 0,
             unchecked_reads: false,
+            restart: None,
         }
     }
 
@@ -238,6 +241,22 @@ impl LogSource for FakeRing {
 
     fn policy(&self) -> FsyncPolicy {
         self.policy
+    }
+
+    fn take_restart(&mut self, pos: u64) -> Option<u64> {
+        if pos != self.head || self.released != pos {
+            return None;
+        }
+        self.restart.take()
+    }
+
+    /// The ring moves to `lsn`: its frames now start there.
+    fn restarted(&mut self, lsn: u64) {
+        self.base = lsn;
+        self.bytes.clear();
+        self.head = lsn;
+        self.visible = lsn;
+        self.released = lsn;
     }
 }
 

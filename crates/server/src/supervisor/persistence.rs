@@ -6,8 +6,8 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -82,7 +82,11 @@ pub fn start(store: &Store, opts: &PersistOptions) -> Result<Persistence, Error>
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     let mut writer = LogWriter::new(opts.dir.clone(), opts.log_file_size);
-    let mut source = RingSource { ring: ring.clone() };
+    let restart = RESTART.get_or_init(Arc::default).clone();
+    let mut source = RingSource {
+        ring: ring.clone(),
+        restart,
+    };
     {
         let stop = stop.clone();
         threads.push(
@@ -284,6 +288,57 @@ impl SnapshotLoader {
 /// The ring as the log writer reads it.
 struct RingSource {
     ring: LogRing,
+    restart: Arc<LogRestart>,
+}
+
+/// A restart of the log at a higher LSN, asked of the log writer (a
+/// promoted replica, docs/replication.md): `want` is the LSN asked for
+/// (0: none, or taken by the writer), `done` the last one whose file exists.
+#[derive(Default)]
+struct LogRestart {
+    want: AtomicU64,
+    done: AtomicU64,
+}
+
+static RESTART: OnceLock<Arc<LogRestart>> = OnceLock::new();
+
+/// Restarts the log at `lsn` (8-aligned; nothing happens when the head is
+/// there already): waits until the log writer has written every frame
+/// before the head, has it fsync and start a new file at `lsn`, then moves
+/// the ring's head, written and fsynced positions there. Call it inside an
+/// exclusive section of the store, so no frame is reserved meanwhile.
+/// Returns the head after it.
+pub fn restart_log_at(ring: &LogRing, lsn: u64) -> Result<u64, String> {
+    let Some(restart) = RESTART.get() else {
+        return Err("this server keeps no transaction log".into());
+    };
+    let lsn = lsn.next_multiple_of(8);
+    if lsn <= ring.head() {
+        return Ok(ring.head());
+    }
+    restart.want.store(lsn, Ordering::Release);
+    let began = Instant::now();
+    while restart.done.load(Ordering::Acquire) != lsn {
+        if ring.status().write_failed {
+            return Err("the log writer failed".into());
+        }
+        if began.elapsed() > Duration::from_secs(30) {
+            // Withdraw the request unless the writer took it already.
+            if restart
+                .want
+                .compare_exchange(lsn, 0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return Err("the log writer did not restart the log".into());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    match ring.restart_at(lsn) {
+        Ok(Some(head)) => Ok(head),
+        Ok(None) => Err("the log ring was not drained".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 impl LogSource for RingSource {
@@ -327,6 +382,22 @@ impl LogSource for RingSource {
 
     fn policy(&self) -> FsyncPolicy {
         self.ring.policy()
+    }
+
+    fn take_restart(&mut self, pos: u64) -> Option<u64> {
+        let want = self.restart.want.load(Ordering::Acquire);
+        let drained = self.ring.head() == pos && self.ring.status().released == pos;
+        if want <= pos || !drained {
+            return None;
+        }
+        self.restart
+            .want
+            .compare_exchange(want, 0, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+    }
+
+    fn restarted(&mut self, lsn: u64) {
+        self.restart.done.store(lsn, Ordering::Release);
     }
 }
 

@@ -83,6 +83,15 @@ struct Inner {
     down_since_ms: u64,
     last_io_ms: u64,
     last_error: String,
+    /// The history this server followed before its promotion, and the LSN
+    /// where its own log continues it (Redis's `master_replid2` and
+    /// `second_repl_offset`): a replica of that history at exactly that
+    /// LSN gets a partial resync. Empty and 0 when there is none.
+    replid2: String,
+    second_offset: u64,
+    /// The log's head when the replica last applied: own writes after it
+    /// (a write taken at promotion) are not in the old history.
+    head_while_following: u64,
 }
 
 static SHARED: OnceLock<Arc<Shared>> = OnceLock::new();
@@ -268,6 +277,8 @@ fn write_status(shared: &Shared) {
             "dir": shared.dir.as_ref().map(|d| d.display().to_string()),
             "replid": if is_replica && !inner.master_replid.is_empty() { &inner.master_replid } else { &inner.replid },
             "own_replid": inner.replid,
+            "replid2": inner.replid2,
+            "second_offset": inner.second_offset,
             "master_replid": inner.master_replid,
             "first_lsn": first_lsn,
             "holds_replicated_data": holds_replicated_data(shared.dir.as_deref()),
@@ -398,7 +409,19 @@ fn send(
     stream.set_nodelay(true)?;
     stream.set_write_timeout(Some(LINK_TIMEOUT))?;
     let ring = shared.store.log_ring();
-    let own = lock(shared).replid.clone();
+    let (own, replid2, second_offset) = {
+        let inner = lock(shared);
+        (
+            inner.replid.clone(),
+            inner.replid2.clone(),
+            inner.second_offset,
+        )
+    };
+    // A replica of the history this server followed before its promotion,
+    // at exactly the LSN where its own log continues that history.
+    let continues_old_history = !replid2.is_empty()
+        && offset == second_offset
+        && replid == format!("{:016x}", repl::replid_tag(&replid2));
     // Acknowledgements arrive on their own thread.
     let closed = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(AtomicU64::new(0));
@@ -425,7 +448,7 @@ fn send(
     // still hold its position (and it is a frame's start).
     let mut first = Vec::new();
     let mut tail = None;
-    if replid == format!("{:016x}", repl::replid_tag(&own)) {
+    if replid == format!("{:016x}", repl::replid_tag(&own)) || continues_old_history {
         // A replica that had frames from the ring may be past what the log
         // writer has put in files yet: give the writer a moment.
         let began = Instant::now();
@@ -588,17 +611,21 @@ fn full_base(dir: &Path, ring: &store::log::LogRing) -> std::io::Result<(Option<
 // ---- the replica's side ----
 
 fn link_loop(shared: &Arc<Shared>) {
-    let mut was_replica = repl::is_replica(&shared.store);
+    // A server that stopped in the middle of its promotion (its directory
+    // still has the marker) finishes it.
+    let mut was_replica =
+        repl::is_replica(&shared.store) || holds_replicated_data(shared.dir.as_deref());
+    let mut unsettled = false;
+    let mut last_try: Option<Instant> = None;
     while !shared.stop.load(Ordering::Acquire) {
         let generation = repl::generation(&shared.store);
         if !repl::is_replica(&shared.store) {
             if was_replica {
-                // REPLICAOF NO ONE: a new history starts here, and what it
-                // applied no longer describes the store (writes come now).
-                let _ = repl::set_applied_lsn(&shared.store, 0);
-                let _ = repl::set_followed_tag(&shared.store, 0);
+                // REPLICAOF NO ONE: a new history starts here.
                 let dir = shared.dir.clone();
                 let mut inner = lock(shared);
+                inner.replid2.clear();
+                inner.second_offset = 0;
                 inner.replid = new_replid(dir.as_deref());
                 inner.link = "none";
                 inner.last_error.clear();
@@ -609,9 +636,23 @@ fn link_loop(shared: &Arc<Shared>) {
                 drop(inner);
                 changed(shared);
                 was_replica = false;
+                unsettled = true;
             }
-            std::thread::sleep(Duration::from_millis(100));
+            if unsettled && last_try.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                last_try = Some(Instant::now());
+                match settle_promotion(shared) {
+                    Ok(()) => unsettled = false,
+                    Err(e) => println!("shoal: promotion: {e}; trying again"),
+                }
+            }
+            std::thread::sleep(Duration::from_millis(if unsettled { 20 } else { 100 }));
             continue;
+        }
+        if unsettled {
+            // Following again before the promotion settled: writes it took
+            // meanwhile are not the old history, so no partial resync.
+            let _ = forget_applied(&shared.store);
+            unsettled = false;
         }
         was_replica = true;
         if let Some(dir) = &shared.dir {
@@ -658,6 +699,87 @@ fn link_loop(shared: &Arc<Shared>) {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// Makes a promoted server one that replicas can follow
+/// (docs/replication.md, "Promotion"): its keys carry the old primary's
+/// LSNs as versions, which its own log never held. So its log restarts
+/// past every version (the LSN space moves on, as Redis's PSYNC2 keeps the
+/// offset), then a snapshot taken after that restart puts the replicated
+/// data in its directory, and only then does the marker go that made
+/// `SHOAL.SYNC` refuse replicas. Until then what it applied stays known.
+fn settle_promotion(shared: &Shared) -> Result<(), String> {
+    let store = &shared.store;
+    let Some(dir) = shared.dir.as_deref() else {
+        return forget_applied(store);
+    };
+    let mut h = store.handle().map_err(|e| e.to_string())?;
+    let ring = h.log_ring();
+    // The highest version a key carries: the replicated keys' are the old
+    // primary's LSNs (a walk, because a store recovered from a snapshot no
+    // longer knows what it applied).
+    let mut top = 0;
+    h.snapshot_records(&mut |lsn, _| {
+        top = top.max(lsn);
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())?;
+    // Past the frame at `top` and at least where the replicated history
+    // ends (the frame at a version ends past it): every new LSN is then
+    // above every version.
+    let applied = repl::applied_lsn(store);
+    let target = applied.max(top.saturating_add(8));
+    let (following_head, old_history) = {
+        let inner = lock(shared);
+        (inner.head_while_following, inner.master_replid.clone())
+    };
+    let (restarted, untouched) = h
+        .exclusive(|_| {
+            // No write of its own since it last applied: its log from the
+            // restart on continues the old history exactly.
+            let untouched = ring.head() == following_head;
+            Ok(super::persistence::restart_log_at(&ring, target).map(|at| (at, untouched)))
+        })
+        .map_err(|e| e.to_string())??;
+    drop(h);
+    println!("shoal: promotion: the log goes on at LSN {restarted}, above every replicated version; snapshot follows");
+    let n = ring.request_snapshot().map_err(|e| e.to_string())?;
+    while ring.snapshot_answered() < n {
+        if shared.stop.load(Ordering::Acquire) {
+            return Err("stopping".into());
+        }
+        ring.wait_snapshot_change(Duration::from_millis(100));
+    }
+    let status = ring.status();
+    if status.snapshot_last_failed || status.snapshot_start_lsn < restarted {
+        return Err("the snapshot after the promotion failed".into());
+    }
+    std::fs::remove_file(dir.join(REPLICATED_MARKER))
+        .or_else(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Ok(()),
+            _ => Err(e),
+        })
+        .map_err(|e| format!("removing {REPLICATED_MARKER}: {e}"))?;
+    forget_applied(store)?;
+    if untouched && applied > 0 && restarted == applied && !old_history.is_empty() {
+        let mut inner = lock(shared);
+        inner.replid2 = old_history;
+        inner.second_offset = restarted;
+    }
+    println!(
+        "shoal: promotion: snapshot at LSN {} holds the replicated data; replicas may follow",
+        status.snapshot_start_lsn
+    );
+    changed(shared);
+    Ok(())
+}
+
+/// What a promoted server applied no longer describes its store (writes
+/// come now): following any primary again starts with a full resync.
+fn forget_applied(store: &Store) -> Result<(), String> {
+    repl::set_applied_lsn(store, 0).map_err(|e| e.to_string())?;
+    repl::set_followed_tag(store, 0).map_err(|e| e.to_string())
 }
 
 /// Reads one message; None on a read timeout before any byte of it.
@@ -894,9 +1016,13 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
                 if closed > repl::applied_lsn(&store) {
                     repl::set_applied_lsn(&store, closed).map_err(|e| e.to_string())?;
                 }
+                lock(shared).head_while_following = store.log_status().head;
                 ack(&mut writer, repl::applied_lsn(&store))?;
             }
-            b'H' => ack(&mut writer, repl::applied_lsn(&store))?,
+            b'H' => {
+                lock(shared).head_while_following = store.log_status().head;
+                ack(&mut writer, repl::applied_lsn(&store))?
+            }
             _ => {
                 return Err(format!(
                     "unexpected message {:?} after the sync",

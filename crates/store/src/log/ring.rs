@@ -799,6 +799,35 @@ impl LogRing {
         Ok(head)
     }
 
+    /// Moves the log's head, and with it the written and fsynced
+    /// positions, forward to `lsn` (8-aligned): the LSNs in between are
+    /// never used. A promoted replica does this so that its own writes get
+    /// LSNs above the versions of the keys it replicated
+    /// (docs/replication.md). Only the supervisor calls it, inside an
+    /// exclusive section (no frame can be reserved meanwhile), once the log
+    /// writer has written every frame before the head and started a file at
+    /// `lsn`. Ring bytes outside `[released, head)` are already zero, so
+    /// none of them looks like a frame at `lsn`. The head moves first: a
+    /// supervisor killed before the other words leaves released behind the
+    /// head, which the next log writer's start settles (its file at `lsn`
+    /// exists, and `release` zeroes at most the ring). Returns the new
+    /// head, or None (nothing moved) while frames before the head are not
+    /// written.
+    pub fn restart_at(&self, lsn: u64) -> Result<Option<u64>> {
+        let r = self.r();
+        let head = r.load64(H_WRITE_VERSION)?;
+        if r.load64(H_LOG_RELEASED)? != head {
+            return Ok(None);
+        }
+        let lsn = align_up(lsn.max(head), 8);
+        r.store64(H_WRITE_VERSION, lsn)?;
+        r.store64(H_LOG_RELEASED, lsn)?;
+        r.store64(H_LOG_FSYNCED, lsn)?;
+        futex_bump(r.a32(H_LOG_SPACE_FUTEX)?);
+        futex_bump(r.a32(H_LOG_FSYNC_FUTEX)?);
+        Ok(Some(lsn))
+    }
+
     /// Turns logging off (the log's state stays for INFO).
     pub fn disable(&self) -> Result<()> {
         self.r().store64(H_LOG_ENABLED, 0)
@@ -850,7 +879,10 @@ impl LogRing {
         if lsn <= released {
             return Ok(());
         }
-        RingArea::of(&self.sh).zero(r, released, lsn - released)?;
+        // Past a restart of the log (`restart_at`) the span can exceed the
+        // ring: zeroing it once is enough.
+        let ring = RingArea::of(&self.sh);
+        ring.zero(r, released, (lsn - released).min(ring.size))?;
         r.store64(H_LOG_RELEASED, lsn)?;
         futex_bump(r.a32(H_LOG_SPACE_FUTEX)?);
         Ok(())
