@@ -239,6 +239,10 @@ pub struct Engine {
     /// Serves this worker's other clients while one of its scripts is busy
     /// (set by the server: it knows the connections).
     pub(crate) busy_server: Option<BusyServer>,
+    /// The error the running command returns was counted already (a
+    /// script ending with the error of a command it called, as Redis's
+    /// `ERR_REPLY_FLAG_NO_STATS_UPDATE`): errorstats skip it.
+    pub(crate) error_counted: bool,
     /// Replicas good for `min-replicas-to-write`, and when that was read.
     pub(crate) good_replicas: Option<(Instant, u64)>,
     /// Checks a CONFIG SET of TLS settings before it applies (see
@@ -389,6 +393,7 @@ impl Engine {
             tracking: Default::default(),
             acl: Default::default(),
             busy_server: None,
+            error_counted: false,
             good_replicas: None,
             tls_check: None,
             mc_auth_file: None,
@@ -768,8 +773,10 @@ impl Engine {
             Some(cmd) => run(&mut cx, cmd, args),
         };
         if let Err(e) = result {
-            cx.engine.stats.failed += 1;
-            cx.engine.cmdstats.error(e.text());
+            if !std::mem::take(&mut cx.engine.error_counted) {
+                cx.engine.stats.failed += 1;
+                cx.engine.cmdstats.error(e.text());
+            }
             if let Some(cmd) = cmd.filter(|_| cx.engine.stats.rejected != rejected_before) {
                 let name = if cmd.subcommands.is_empty() || args.len() < 2 {
                     cmd.name

@@ -482,6 +482,7 @@ fn info_section(
                 human(maxmemory),
                 policy.name()
             );
+            crate::scripting::info_memory(&e.store, s);
         }
         "stats" => {
             let conns: u64 = workers.iter().map(|w| w.total_connections).sum();

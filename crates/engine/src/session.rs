@@ -82,6 +82,9 @@ pub struct Session {
     /// The protocol and subscribed state client-side caching last noted
     /// for this client (it notes changes only).
     pub(crate) tracking_noted: Option<(Protocol, bool)>,
+    /// A script of this client is running the command (Redis's
+    /// `CLIENT_SCRIPT`): SORT orders a set, XREAD refuses BLOCK.
+    pub(crate) in_script: bool,
 }
 
 impl Session {
@@ -113,6 +116,7 @@ impl Session {
             tx: Transaction::default(),
             subs: ClientSubs::default(),
             tracking_noted: None,
+            in_script: false,
         }
     }
 
