@@ -375,6 +375,7 @@ fn tables() -> &'static [&'static [Command]] {
         crate::debug::COMMANDS,
         crate::persistence::COMMANDS,
         crate::replication::COMMANDS,
+        crate::cluster::COMMANDS,
         crate::transaction::COMMANDS,
         crate::pubsub::COMMANDS,
         crate::acl::commands::COMMANDS,

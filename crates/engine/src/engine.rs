@@ -1022,8 +1022,12 @@ pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> C
     } else {
         (cmd.handler)(cx, args)
     };
-    // A tracking client remembers the keys its reads fetched.
-    if cmd.flags & command::flags::READONLY != 0 && cx.engine.tracking.any_client() {
+    // A tracking client remembers the keys its reads fetched (a script's
+    // reads track the keys the script declares: see scripting).
+    if cmd.flags & command::flags::READONLY != 0
+        && !cx.session.in_script
+        && cx.engine.tracking.any_client()
+    {
         let keys = cmd
             .key_positions(args.len())
             .filter_map(|i| args.get(i).map(|k| k.to_vec()));

@@ -29,6 +29,7 @@
 #![deny(missing_docs)]
 
 pub mod acl;
+mod cluster;
 pub mod command;
 mod config;
 mod connection;

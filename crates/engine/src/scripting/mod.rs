@@ -408,8 +408,8 @@ fn eval_command(cx: &mut Cx<'_>, args: &[Arg<'_>], by_sha: bool, ro: bool) -> Cm
         let (vm, f, flags) = script_function(cx, &sha, Some(&args[1]))?;
         (vm, f, flags, sha)
     };
-    let name = format!("f_{sha}");
-    run(cx, &vm, &f, flags, ro, true, &name, keys, argv)
+    // Errors name an EVAL script by its SHA1 alone, as Redis 7.0 does.
+    run(cx, &vm, &f, flags, ro, true, &sha, keys, argv)
 }
 
 /// What `redis.call` checks and remembers during one run.
@@ -419,6 +419,10 @@ struct CallCtx {
     wrote: bool,
     /// The run as other workers see it (SCRIPT KILL, BUSY).
     running: Option<Rc<busy::Running>>,
+    /// The keys the script declares, kept while a client tracks keys: a
+    /// read the script makes tracks them (not the keys it read), as in
+    /// Redis, where the caller's own command names what it fetched.
+    tracked_keys: Vec<Vec<u8>>,
 }
 
 /// Runs a compiled script or function (`eval_mode`: KEYS and ARGV are
@@ -462,6 +466,10 @@ fn run(
         allow_oom: !compat && flags & ALLOW_OOM != 0,
         wrote: false,
         running: None,
+        tracked_keys: match cx.engine.tracking.any_client() {
+            true => keys.iter().map(|k| k.to_vec()).collect(),
+            false => Vec::new(),
+        },
     };
     let lua = &vm.lua;
     let table = |items: &[Arg<'_>]| -> mlua::Result<mlua::Table> {
@@ -818,8 +826,8 @@ fn script_command(
     args: &[Arg<'static>],
 ) -> Result<Vec<u8>, String> {
     let checked = checked_command(cx, ctx, args);
-    let cmd = match checked {
-        Ok(cmd) => cmd,
+    let (cmd, flags) = match checked {
+        Ok(found) => found,
         Err((cmd, text)) => {
             cx.engine.stats.failed += 1;
             cx.engine
@@ -848,6 +856,11 @@ fn script_command(
     }
     let flow = inner.flow;
     cx.session.last_cmd = caller_cmd;
+    if flags & READONLY != 0 && !ctx.tracked_keys.is_empty() {
+        let id = cx.session.id;
+        cx.engine
+            .tracking_remember(id, ctx.tracked_keys.iter().cloned());
+    }
     if !matches!(flow, Flow::Continue | Flow::Block(_)) {
         // Only the server could finish it (CLIENT LIST, INFO across
         // workers…), after the script: refused, as Redis refuses commands
@@ -858,13 +871,13 @@ fn script_command(
 }
 
 /// Redis's checks of a script's command (`scriptCall`): the command to
-/// run (its subcommand when it has one), or what refused it (with the
+/// run and its flags (with its subcommand's), or what refused it (with the
 /// command when it is known, for its rejected calls).
 fn checked_command(
     cx: &mut Cx<'_>,
     ctx: &mut CallCtx,
     args: &[Arg<'static>],
-) -> Result<&'static Command, (Option<&'static Command>, String)> {
+) -> Result<(&'static Command, u32), (Option<&'static Command>, String)> {
     let Some(cmd) = command::lookup(&args[0]) else {
         return Err((None, "Unknown Redis command called from script".into()));
     };
@@ -904,7 +917,7 @@ fn checked_command(
             running.wrote();
         }
     }
-    Ok(cmd)
+    Ok((cmd, flags))
 }
 
 fn fcall(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
