@@ -328,11 +328,22 @@ fn script_function(
     sha: &str,
     body: Option<&[u8]>,
 ) -> Result<(Rc<Vm>, Function, u32), CmdError> {
+    // Compiled already on this worker (since the last SCRIPT FLUSH): no
+    // look at the shared cache, which EVALSHA would otherwise read and
+    // hash on every call.
+    let known = with_vm(cx, |vm, compiled| {
+        Ok(compiled
+            .by_sha
+            .get(sha)
+            .map(|(f, flags)| (vm.clone(), f.clone(), *flags)))
+    })?;
+    if let Some(found) = known {
+        return Ok(found);
+    }
     let body = body.map(|b| b.to_vec());
-    let from_cache = |cx: &Cx<'_>| cached_body(cx, sha);
     let fetched = match &body {
         Some(_) => None,
-        None => from_cache(cx),
+        None => cached_body(cx, sha),
     };
     let found = with_vm(cx, |vm, compiled| {
         if let Some((f, flags)) = compiled.by_sha.get(sha) {
