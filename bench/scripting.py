@@ -21,6 +21,7 @@ import argparse
 import csv
 import io
 import os
+import shutil
 import subprocess
 import sys
 
@@ -107,6 +108,8 @@ def main():
         for proc in procs:
             servers.stop(proc)
         servers.remove_segment(name)
+        # The script cache shoal keeps beside its segment.
+        shutil.rmtree(f"/dev/shm/{name}.scripts", ignore_errors=True)
 
     head = (f"{'script':<7} {'P':>3} {'redis rps':>11} {'shoal rps':>11} {'shoal/redis':>11}  "
             f"{'redis p50':>9} {'shoal p50':>9} {'redis p99':>9} {'shoal p99':>9}")
