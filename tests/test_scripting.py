@@ -335,3 +335,73 @@ def test_an_orphaned_worker_ends_its_busy_script(make_server):
     finally:
         runner.close()
         other.close()
+
+
+def stat_line(c, section, name):
+    """INFO `section`'s line for `name` (e.g. cmdstat_set), or None."""
+    info = c.cmd("INFO", section).decode()
+    for line in info.split("\r\n"):
+        if line.startswith(name + ":"):
+            return line.split(":", 1)[1]
+    return None
+
+
+def test_commands_a_script_calls_are_counted_as_redis_counts_them(two, conns):
+    a = conns(two, 0)
+    b = conns(two, 1)
+    assert a.cmd("CONFIG", "RESETSTAT") == "OK"
+    # A command error inside the script: counted once, under the command,
+    # and the script's call fails without a second error count.
+    err = a.cmd("EVAL", "redis.call('select', 99)", "0")
+    assert str(err).startswith("ERR DB index is out of range script: ")
+    assert str(err).endswith(", on @user_script:1.")
+    assert stat_line(b, "commandstats", "cmdstat_select").startswith("calls=1,")
+    assert stat_line(b, "commandstats", "cmdstat_select").endswith("rejected_calls=0,failed_calls=1")
+    assert stat_line(b, "commandstats", "cmdstat_eval").endswith("rejected_calls=0,failed_calls=1")
+    assert stat_line(b, "errorstats", "errorstat_ERR") == "count=1"
+    # A command the script may not run is a rejected call of it.
+    assert a.cmd("CONFIG", "RESETSTAT") == "OK"
+    err = a.cmd("EVAL_RO", "return redis.call('set', KEYS[1], 'v')", "1", "k")
+    assert str(err).startswith("ERR Write commands are not allowed from read-only scripts.")
+    assert stat_line(b, "commandstats", "cmdstat_set").startswith("calls=0,")
+    assert stat_line(b, "commandstats", "cmdstat_set").endswith("rejected_calls=1,failed_calls=0")
+    assert stat_line(b, "errorstats", "errorstat_ERR") == "count=1"
+    # An error the script makes itself is counted by its code.
+    assert a.cmd("CONFIG", "RESETSTAT") == "OK"
+    err = a.cmd("EVAL", "return redis.error_reply('MY_CODE custom')", "0")
+    assert str(err) == "MY_CODE custom"
+    assert stat_line(b, "errorstats", "errorstat_MY_CODE") == "count=1"
+    assert stat_line(b, "commandstats", "cmdstat_eval").endswith("failed_calls=1")
+
+
+def test_acl_check_cmd_answers_for_the_scripts_user(two, conns):
+    admin = conns(two, 0)
+    assert admin.cmd("ACL", "SETUSER", "bob", "on", ">pw", "+@scripting", "+set", "~x*") == "OK"
+    c = conns(two, 1)
+    assert c.cmd("AUTH", "bob", "pw") == "OK"
+    assert c.cmd("EVAL", "return redis.acl_check_cmd('set', 'xx', 1)", "1", "xx") == 1
+    assert c.cmd("EVAL", "return redis.acl_check_cmd('hset', 'xx', 'f', 1)", "1", "xx") is None
+    assert c.cmd("EVAL", "return redis.acl_check_cmd('set', 'yy', 1)", "0") is None
+    err = c.cmd("EVAL", "return redis.acl_check_cmd('nosuch', 'a')", "0")
+    assert "Invalid command passed to redis.acl_check_cmd()" in str(err)
+    # The default user may run anything.
+    assert admin.cmd("EVAL", "return redis.acl_check_cmd('hset', 'k', 'f', 1)", "0") == 1
+
+
+def test_what_scripts_may_not_do_and_the_cached_scripts_count(two, conns):
+    c = conns(two, 0)
+    other = conns(two, 1)
+    assert str(c.cmd("CLUSTER", "INFO")) == "ERR This instance has cluster support disabled"
+    err = c.cmd("EVAL", "return redis.call('cluster', 'reset', 'hard')", "0")
+    assert "This Redis command is not allowed from script" in str(err)
+    err = c.cmd("EVAL", "return redis.pcall('xread', 'BLOCK', 0, 'STREAMS', 's', '$')", "1", "s")
+    assert str(err) == "ERR xread command is not allowed with BLOCK option from scripts"
+    assert c.cmd("SADD", "set", "b", "aa", "a", "c") == 4
+    assert c.cmd("EVAL", "return redis.call('sort', KEYS[1], 'by', '_')", "1", "set") == [
+        b"a", b"aa", b"b", b"c"]
+    assert c.cmd("SCRIPT", "FLUSH") == "OK"
+    for i in range(3):
+        c.cmd("SCRIPT", "LOAD", f"return {i}")
+    assert "number_of_cached_scripts:3\r\n" in other.cmd("INFO", "memory").decode()
+    assert c.cmd("SCRIPT", "FLUSH", "ASYNC") == "OK"
+    assert "number_of_cached_scripts:0\r\n" in other.cmd("INFO", "memory").decode()

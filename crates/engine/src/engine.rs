@@ -239,6 +239,10 @@ pub struct Engine {
     /// Serves this worker's other clients while one of its scripts is busy
     /// (set by the server: it knows the connections).
     pub(crate) busy_server: Option<BusyServer>,
+    /// The error the running command returns was counted already (a
+    /// script ending with the error of a command it called, as Redis's
+    /// `ERR_REPLY_FLAG_NO_STATS_UPDATE`): errorstats skip it.
+    pub(crate) error_counted: bool,
     /// Replicas good for `min-replicas-to-write`, and when that was read.
     pub(crate) good_replicas: Option<(Instant, u64)>,
     /// Checks a CONFIG SET of TLS settings before it applies (see
@@ -389,6 +393,7 @@ impl Engine {
             tracking: Default::default(),
             acl: Default::default(),
             busy_server: None,
+            error_counted: false,
             good_replicas: None,
             tls_check: None,
             mc_auth_file: None,
@@ -785,8 +790,10 @@ impl Engine {
             Some(cmd) => run(&mut cx, cmd, args),
         };
         if let Err(e) = result {
-            cx.engine.stats.failed += 1;
-            cx.engine.cmdstats.error(e.text());
+            if !std::mem::take(&mut cx.engine.error_counted) {
+                cx.engine.stats.failed += 1;
+                cx.engine.cmdstats.error(e.text());
+            }
             if let Some(cmd) = cmd.filter(|_| cx.engine.stats.rejected != rejected_before) {
                 let name = if cmd.subcommands.is_empty() || args.len() < 2 {
                     cmd.name
@@ -1050,20 +1057,15 @@ pub(crate) fn run(cx: &mut Cx<'_>, cmd: &'static Command, args: &[Arg<'_>]) -> C
         (cmd.handler)(cx, args)
     };
     // A tracking client remembers the keys its reads fetched (a script's
-    // reads, the keys the script declared).
-    if cmd.flags & command::flags::READONLY != 0 && cx.engine.tracking.any_client() {
-        match &cx.session.script_keys {
-            Some(keys) => {
-                let keys = keys.clone();
-                cx.engine.tracking_remember(cx.session.id, keys.into_iter());
-            }
-            None => {
-                let keys = cmd
-                    .key_positions(args.len())
-                    .filter_map(|i| args.get(i).map(|k| k.to_vec()));
-                cx.engine.tracking_remember(cx.session.id, keys);
-            }
-        }
+    // reads track the keys the script declares: see scripting).
+    if cmd.flags & command::flags::READONLY != 0
+        && !cx.session.in_script
+        && cx.engine.tracking.any_client()
+    {
+        let keys = cmd
+            .key_positions(args.len())
+            .filter_map(|i| args.get(i).map(|k| k.to_vec()));
+        cx.engine.tracking_remember(cx.session.id, keys);
     }
     // A container's subcommand (config|get) is counted under its own name;
     // a blocking command that parks is counted once, by the run that

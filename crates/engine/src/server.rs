@@ -486,6 +486,7 @@ fn info_section(
                 human(maxmemory),
                 policy.name()
             );
+            crate::scripting::info_memory(&e.store, s);
         }
         "stats" => {
             // `maxmemory-clients` is accepted and has no effect (the limit

@@ -59,9 +59,6 @@ pub struct Session {
     pub last_ms: u64,
     /// Name of the last command run (CLIENT LIST's `cmd`).
     pub last_cmd: &'static str,
-    /// Set while a script's `redis.call` runs a command for this client:
-    /// MONITOR shows that command as coming from `lua`, as Redis does.
-    pub running_script: bool,
     /// Bytes in the query buffer (filled in by the server for CLIENT LIST).
     pub qbuf: usize,
     /// Bytes the query buffer holds room for, used or not (CLIENT LIST's
@@ -88,10 +85,10 @@ pub struct Session {
     /// The protocol and subscribed state client-side caching last noted
     /// for this client (it notes changes only).
     pub(crate) tracking_noted: Option<(Protocol, bool)>,
-    /// While a script runs: the keys it declared, which each read it makes
-    /// remembers for client-side caching (as Redis, rather than the keys
-    /// the read itself names).
-    pub(crate) script_keys: Option<Vec<Vec<u8>>>,
+    /// A script of this client is running the command (Redis's
+    /// `CLIENT_SCRIPT`): SORT orders a set, XREAD refuses BLOCK, MONITOR
+    /// shows the command as coming from `lua`.
+    pub(crate) in_script: bool,
 }
 
 impl Session {
@@ -114,7 +111,6 @@ impl Session {
             created_ms: now_ms,
             last_ms: now_ms,
             last_cmd: "NULL",
-            running_script: false,
             qbuf: 0,
             // A front end's usual read buffer until it reports its own.
             qbuf_cap: 16384,
@@ -126,7 +122,7 @@ impl Session {
             tx: Transaction::default(),
             subs: ClientSubs::default(),
             tracking_noted: None,
-            script_keys: None,
+            in_script: false,
         }
     }
 

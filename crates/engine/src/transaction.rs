@@ -282,8 +282,10 @@ fn exec_one(cx: &mut Cx<'_>, q: &Queued) {
         return;
     }
     if let Err(e) = crate::engine::run(cx, q.cmd, &q.args) {
-        cx.engine.stats.failed += 1;
-        cx.engine.cmdstats.error(e.text());
+        if !std::mem::take(&mut cx.engine.error_counted) {
+            cx.engine.stats.failed += 1;
+            cx.engine.cmdstats.error(e.text());
+        }
         cx.out.error(e.text().as_bytes());
     }
     if let Flow::Server(ServerRequest::Gather(query)) = &cx.flow {

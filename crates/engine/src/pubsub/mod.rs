@@ -1129,7 +1129,7 @@ impl Engine {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
-        let from = if session.running_script {
+        let from = if session.in_script {
             "lua"
         } else {
             &session.addr

@@ -243,6 +243,22 @@ pub(crate) fn remove_side_files(segment: &std::path::Path) -> std::io::Result<()
     Ok(())
 }
 
+/// INFO memory's scripting lines: the scripts in the shared cache.
+pub(crate) fn info_memory(store: &store::Store, s: &mut String) {
+    let cached = std::fs::read_dir(cache_dir_of(store.path())).map_or(0, |entries| {
+        entries
+            .flatten()
+            .filter(|e| is_sha(&e.file_name().to_string_lossy()))
+            .count()
+    });
+    s.push_str(&format!("number_of_cached_scripts:{cached}\r\n"));
+}
+
+/// Whether `name` is a SHA1 in hex (a cached script's file name).
+fn is_sha(name: &str) -> bool {
+    name.len() == 40 && name.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// The directory of the shared script cache.
 fn cache_dir(cx: &Cx<'_>) -> std::path::PathBuf {
     cache_dir_of(cx.engine.store.path())
@@ -369,11 +385,22 @@ fn script_function(
     sha: &str,
     body: Option<&[u8]>,
 ) -> Result<(Rc<Vm>, Function, u32), CmdError> {
+    // Compiled already on this worker (since the last SCRIPT FLUSH): no
+    // look at the shared cache, which EVALSHA would otherwise read and
+    // hash on every call.
+    let known = with_vm(cx, |vm, compiled| {
+        Ok(compiled
+            .by_sha
+            .get(sha)
+            .map(|(f, flags)| (vm.clone(), f.clone(), *flags)))
+    })?;
+    if let Some(found) = known {
+        return Ok(found);
+    }
     let body = body.map(|b| b.to_vec());
-    let from_cache = |cx: &Cx<'_>| cached_body(cx, sha);
     let fetched = match &body {
         Some(_) => None,
-        None => from_cache(cx),
+        None => cached_body(cx, sha),
     };
     let found = with_vm(cx, |vm, compiled| {
         if let Some((f, flags)) = compiled.by_sha.get(sha) {
@@ -439,7 +466,7 @@ fn eval_command(cx: &mut Cx<'_>, args: &[Arg<'_>], by_sha: bool, ro: bool) -> Cm
     let (keys, argv) = split_numkeys(args)?;
     let (vm, f, flags, sha) = if by_sha {
         let sha = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
-        if sha.len() != 40 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !is_sha(&sha) {
             return Err(CmdError::msg(NOSCRIPT_ERR));
         }
         let (vm, f, flags) = script_function(cx, &sha, None)?;
@@ -449,8 +476,8 @@ fn eval_command(cx: &mut Cx<'_>, args: &[Arg<'_>], by_sha: bool, ro: bool) -> Cm
         let (vm, f, flags) = script_function(cx, &sha, Some(&args[1]))?;
         (vm, f, flags, sha)
     };
-    let name = format!("f_{sha}");
-    run(cx, &vm, &f, flags, ro, true, &name, keys, argv)
+    // Errors name an EVAL script by its SHA1 alone, as Redis 7.0 does.
+    run(cx, &vm, &f, flags, ro, true, &sha, keys, argv)
 }
 
 /// What `redis.call` checks and remembers during one run.
@@ -460,6 +487,10 @@ struct CallCtx {
     wrote: bool,
     /// The run as other workers see it (SCRIPT KILL, BUSY).
     running: Option<Rc<busy::Running>>,
+    /// The keys the script declares, kept while a client tracks keys: a
+    /// read the script makes tracks them (not the keys it read), as in
+    /// Redis, where the caller's own command names what it fetched.
+    tracked_keys: Vec<Vec<u8>>,
 }
 
 /// Runs a compiled script or function (`eval_mode`: KEYS and ARGV are
@@ -503,6 +534,10 @@ fn run(
         allow_oom: !compat && flags & ALLOW_OOM != 0,
         wrote: false,
         running: None,
+        tracked_keys: match cx.engine.tracking.any_client() {
+            true => keys.iter().map(|k| k.to_vec()).collect(),
+            false => Vec::new(),
+        },
     };
     let lua = &vm.lua;
     let table = |items: &[Arg<'_>]| -> mlua::Result<mlua::Table> {
@@ -526,10 +561,6 @@ fn run(
     vm.flags.running.set(true);
     let saved_db = cx.session.db;
     let was_executing = cx.session.in_exec();
-    let saved_keys = cx
-        .session
-        .script_keys
-        .replace(keys.iter().map(|k| k.to_vec()).collect());
     let result = Handle::exclusive_in(cx, Cx::h, |cx| -> Result<_, CmdError> {
         let running = Rc::new(busy::Running::begin(
             &cx.engine.store,
@@ -548,6 +579,7 @@ fn run(
         });
         watch_run(vm, running.clone(), threshold, description).map_err(lua_error)?;
         cx.session.tx.set_executing(true);
+        let was_in_script = std::mem::replace(&mut cx.session.in_script, true);
         let ignored = cx.engine.h.ignores_maxmemory();
         if ctx.allow_oom {
             cx.engine.h.ignore_maxmemory(true);
@@ -568,16 +600,23 @@ fn run(
                 }
                 Ok(())
             })?;
+            let acl_check = scope.create_function_mut(|lua, args: mlua::Table| {
+                let mut cx = shared.borrow_mut();
+                acl_check_cmd(&mut cx, lua, args)
+            })?;
             vm.state.raw_set("call", call)?;
+            vm.state.raw_set("acl_check", acl_check)?;
             vm.state.raw_set("serve_busy", serve)?;
             vm.state.raw_set("pending", Value::Nil)?;
             let runner: Function = vm.state.raw_get("run")?;
             let r = runner.call::<(bool, Value)>((f.clone(), keys_t, argv_t));
             vm.state.raw_set("call", Value::Nil)?;
+            vm.state.raw_set("acl_check", Value::Nil)?;
             vm.state.raw_set("serve_busy", Value::Nil)?;
             r
         });
         cx.session.tx.set_executing(was_executing);
+        cx.session.in_script = was_in_script;
         cx.engine.h.ignore_maxmemory(ignored);
         vm.lua.remove_hook();
         // The run ends (for other workers) as it leaves the section.
@@ -587,14 +626,23 @@ fn run(
     });
     vm.flags.running.set(false);
     cx.session.db = saved_db;
-    cx.session.script_keys = saved_keys;
     let resp = vm.flags.resp.get();
     match result? {
+        Ok((true, Value::Table(t))) if matches!(t.raw_get("err"), Ok(Value::String(_))) => {
+            // An error table returned: the reply is its error, counted
+            // unless it came from a command the script called.
+            let text: mlua::LuaString = t.raw_get("err").map_err(lua_error)?;
+            cx.engine.error_counted = is_counted(&t);
+            Err(CmdError::owned(text.to_string_lossy()))
+        }
         Ok((true, value)) => {
             convert::lua_to_reply(&mut cx.out, &value, resp);
             Ok(())
         }
-        Ok((false, err)) => Err(script_error(&err, name)),
+        Ok((false, err)) => {
+            cx.engine.error_counted = matches!(&err, Value::Table(t) if is_counted(t));
+            Err(script_error(&err, name))
+        }
         Err(e) => Err(CmdError::owned(format!(
             "ERR Error running script {name}, {}",
             clip_chars(&e.to_string(), 100)
@@ -728,39 +776,19 @@ fn redis_call(
     ctx: &mut CallCtx,
     args: mlua::Table,
 ) -> mlua::Result<(Value, bool)> {
-    let n: usize = args.raw_get::<Option<usize>>("n")?.unwrap_or(0);
-    let args: Vec<Value> = (1..=n)
-        .map(|i| args.raw_get::<Value>(i))
-        .collect::<mlua::Result<_>>()?;
-    if args.is_empty() {
-        let e = lua::error_table(
-            lua,
-            b"Please specify at least one argument for this redis lib call",
-        )?;
-        return Ok((e, true));
-    }
-    let mut request: Vec<Arg<'static>> = Vec::with_capacity(args.len());
-    for v in args.iter() {
-        let bytes = match v {
-            Value::String(s) => s.as_bytes().to_vec(),
-            Value::Number(n) => lua::format_double(*n).into_bytes(),
-            Value::Integer(n) => n.to_string().into_bytes(),
-            _ => {
-                let e = lua::error_table(
-                    lua,
-                    b"Lua redis lib command arguments must be strings or integers",
-                )?;
-                return Ok((e, true));
-            }
-        };
-        request.push(Arg::Owned(bytes));
-    }
+    let request = match request_args(lua, args)? {
+        Ok(request) => request,
+        Err(e) => return Ok((e, true)),
+    };
     match script_command(cx, resp, ctx, &request) {
-        Err(text) => Ok((lua::error_table(lua, text.as_bytes())?, true)),
+        Err(text) => Ok((counted(lua::error_table(lua, text.as_bytes())?)?, true)),
         Ok(bytes) => match convert::parse_replies(&bytes) {
             Ok(replies) if !replies.is_empty() => {
-                let failed = matches!(replies[0], Reply::Error(_));
-                Ok((convert::reply_to_lua(lua, &replies[0])?, failed))
+                let value = convert::reply_to_lua(lua, &replies[0])?;
+                match replies[0] {
+                    Reply::Error(_) => Ok((counted(value)?, true)),
+                    _ => Ok((value, false)),
+                }
             }
             _ => Ok((
                 lua::error_table(lua, b"Unexpected reply from command")?,
@@ -770,79 +798,197 @@ fn redis_call(
     }
 }
 
+/// The arguments `redis.call`, `redis.pcall` and `redis.acl_check_cmd`
+/// were given (packed with their count `n`) as a request, or the error
+/// table for arguments Redis refuses (`luaArgsToRedisArgv`).
+fn request_args(
+    lua: &mlua::Lua,
+    args: mlua::Table,
+) -> mlua::Result<Result<Vec<Arg<'static>>, Value>> {
+    let n: usize = args.raw_get::<Option<usize>>("n")?.unwrap_or(0);
+    if n == 0 {
+        let e = lua::error_table(
+            lua,
+            b"Please specify at least one argument for this redis lib call",
+        )?;
+        return Ok(Err(e));
+    }
+    let mut request: Vec<Arg<'static>> = Vec::with_capacity(n);
+    for i in 1..=n {
+        let bytes = match args.raw_get::<Value>(i)? {
+            Value::String(s) => s.as_bytes().to_vec(),
+            Value::Number(n) => lua::format_double(n).into_bytes(),
+            Value::Integer(n) => n.to_string().into_bytes(),
+            _ => {
+                let e = lua::error_table(
+                    lua,
+                    b"Lua redis lib command arguments must be strings or integers",
+                )?;
+                return Ok(Err(e));
+            }
+        };
+        request.push(Arg::Owned(bytes));
+    }
+    Ok(Ok(request))
+}
+
+/// `redis.acl_check_cmd`: whether the user running the script may run
+/// this command with these arguments (checked as Redis checks a client's
+/// command, keys and channels included, but not logged), or an error
+/// table for a command Redis would not find.
+fn acl_check_cmd(
+    cx: &mut Cx<'_>,
+    lua: &mlua::Lua,
+    args: mlua::Table,
+) -> mlua::Result<(Value, bool)> {
+    let request = match request_args(lua, args)? {
+        Ok(request) => request,
+        Err(e) => return Ok((e, true)),
+    };
+    let found = command::lookup(&request[0]).filter(|cmd| {
+        cmd.subcommands.is_empty() || request.len() < 2 || command::find_sub(cmd, &request).is_ok()
+    });
+    let Some(cmd) = found else {
+        let e = lua::error_table(lua, b"Invalid command passed to redis.acl_check_cmd()")?;
+        return Ok((e, true));
+    };
+    let session = &*cx.session;
+    let acl = &cx.engine.acl;
+    let allowed = (session.user == b"default" && acl.default_open)
+        || acl.users.get(&session.user).is_some_and(|user| {
+            user.check(crate::acl::effective(cmd, &request), &request)
+                .is_ok()
+        });
+    Ok((Value::Boolean(allowed), false))
+}
+
+/// The field of an error table that says its error was counted in
+/// errorstats when the command failed (Redis's name for it), so the
+/// script's reply does not count it again.
+const COUNTED_FIELD: &str = "ignore_error_stats_update";
+
+/// Marks an error table from a command as counted already.
+fn counted(err: Value) -> mlua::Result<Value> {
+    if let Value::Table(t) = &err {
+        t.raw_set(COUNTED_FIELD, true)?;
+    }
+    Ok(err)
+}
+
+/// Whether an error table's error was counted already.
+fn is_counted(err: &mlua::Table) -> bool {
+    matches!(
+        err.raw_get::<Value>(COUNTED_FIELD),
+        Ok(Value::Boolean(true))
+    )
+}
+
 /// Runs one command of a script after Redis's checks (`scriptCall`),
 /// returning its reply bytes, or the text of the check that refused it.
+/// A refusal counts as an error reply and a rejected call of the command,
+/// as Redis counts it.
 fn script_command(
     cx: &mut Cx<'_>,
     resp: Protocol,
     ctx: &mut CallCtx,
     args: &[Arg<'static>],
 ) -> Result<Vec<u8>, String> {
-    let Some(cmd) = command::lookup(&args[0]) else {
-        return Err("Unknown Redis command called from script".into());
+    let checked = checked_command(cx, ctx, args);
+    let (cmd, flags) = match checked {
+        Ok(found) => found,
+        Err((cmd, text)) => {
+            cx.engine.stats.failed += 1;
+            cx.engine
+                .cmdstats
+                .error(&String::from_utf8_lossy(&lua::error_text(text.as_bytes())));
+            if let Some(cmd) = cmd {
+                cx.engine.cmdstats.rejected(cmd.name);
+            }
+            return Err(text);
+        }
     };
-    if !cmd.arity_ok(args.len()) {
-        return Err("Wrong number of args calling Redis command from script".into());
-    }
-    let sub = match cmd.subcommands.is_empty() || args.len() < 2 {
-        true => Some(cmd),
-        false => command::find_sub(cmd, args).ok(),
-    };
-    let flags = cmd.flags | sub.map_or(0, |c| c.flags);
-    if flags & NOSCRIPT != 0 {
-        return Err("This Redis command is not allowed from script".into());
-    }
-    if let Err(e) = cx.engine.acl_check_script(cx.session, args) {
-        return Err(e.text().to_string());
-    }
-    // A read-only script may not propagate either (PUBLISH): it may run
-    // while CLIENT PAUSE WRITE holds writes.
-    if flags & (WRITE | MAY_REPLICATE) != 0 && ctx.read_only {
-        return Err("Write commands are not allowed from read-only scripts.".into());
-    }
-    if flags & WRITE != 0 {
-        // A read-only replica, or too few replicas: refused before the
-        // script's first write (Redis's scriptVerifyWriteCommandAllow).
-        if !ctx.wrote && crate::replication::refuses_writes(cx.engine) {
-            return Err(format!("-{}", crate::replication::READONLY));
-        }
-        if !ctx.wrote && crate::replication::too_few_replicas(cx.engine) {
-            return Err(format!("-{}", crate::replication::NOREPLICAS));
-        }
-        if flags & DENYOOM != 0 && !ctx.allow_oom && !ctx.wrote && cx.engine.refuses_oom() {
-            return Err(format!("-{}", crate::error::OOM));
-        }
-        ctx.wrote = true;
-        if let Some(running) = &ctx.running {
-            running.wrote();
-        }
-    }
     let mut buf = Vec::new();
+    // The calling client's command stays the script's (CLIENT LIST, and
+    // the script's own call counted under its name).
+    let caller_cmd = cx.session.last_cmd;
     let mut inner = Cx {
         engine: &mut *cx.engine,
         session: &mut *cx.session,
         out: ReplyWriter::new(&mut buf, resp),
         flow: Flow::Continue,
     };
-    // The script's own command keeps its name (its INFO commandstats
-    // entry, CLIENT LIST's `cmd`) once the command it calls is done.
-    let script_cmd = inner.session.last_cmd;
-    inner.session.running_script = true;
     let result = crate::engine::run(&mut inner, cmd, args);
-    inner.session.running_script = false;
-    inner.session.last_cmd = script_cmd;
     if let Err(e) = result {
         inner.engine.stats.failed += 1;
         inner.engine.cmdstats.error(e.text());
         inner.out.error(e.text().as_bytes());
     }
-    if !matches!(inner.flow, Flow::Continue | Flow::Block(_)) {
+    let flow = inner.flow;
+    cx.session.last_cmd = caller_cmd;
+    if flags & READONLY != 0 && !ctx.tracked_keys.is_empty() {
+        let id = cx.session.id;
+        cx.engine
+            .tracking_remember(id, ctx.tracked_keys.iter().cloned());
+    }
+    if !matches!(flow, Flow::Continue | Flow::Block(_)) {
         // Only the server could finish it (CLIENT LIST, INFO across
         // workers…), after the script: refused, as Redis refuses commands
         // a script cannot run.
         return Err("This Redis command is not allowed from script".into());
     }
     Ok(buf)
+}
+
+/// Redis's checks of a script's command (`scriptCall`): the command to
+/// run and its flags (with its subcommand's), or what refused it (with the
+/// command when it is known, for its rejected calls).
+fn checked_command(
+    cx: &mut Cx<'_>,
+    ctx: &mut CallCtx,
+    args: &[Arg<'static>],
+) -> Result<(&'static Command, u32), (Option<&'static Command>, String)> {
+    let Some(cmd) = command::lookup(&args[0]) else {
+        return Err((None, "Unknown Redis command called from script".into()));
+    };
+    let sub = match cmd.subcommands.is_empty() || args.len() < 2 {
+        true => Some(cmd),
+        false => command::find_sub(cmd, args).ok(),
+    };
+    let named = sub.unwrap_or(cmd);
+    let refuse = |text: String| Err((Some(named), text));
+    if !cmd.arity_ok(args.len()) {
+        return refuse("Wrong number of args calling Redis command from script".into());
+    }
+    let flags = cmd.flags | sub.map_or(0, |c| c.flags);
+    if flags & NOSCRIPT != 0 {
+        return refuse("This Redis command is not allowed from script".into());
+    }
+    if let Err(e) = cx.engine.acl_check_script(cx.session, args) {
+        return refuse(e.text().to_string());
+    }
+    // A read-only script may not propagate either (PUBLISH): it may run
+    // while CLIENT PAUSE WRITE holds writes.
+    if flags & (WRITE | MAY_REPLICATE) != 0 && ctx.read_only {
+        return refuse("Write commands are not allowed from read-only scripts.".into());
+    }
+    if flags & WRITE != 0 {
+        // A read-only replica, or too few replicas: refused before the
+        // script's first write (Redis's scriptVerifyWriteCommandAllow).
+        if !ctx.wrote && crate::replication::refuses_writes(cx.engine) {
+            return refuse(format!("-{}", crate::replication::READONLY));
+        }
+        if !ctx.wrote && crate::replication::too_few_replicas(cx.engine) {
+            return refuse(format!("-{}", crate::replication::NOREPLICAS));
+        }
+        if flags & DENYOOM != 0 && !ctx.allow_oom && !ctx.wrote && cx.engine.refuses_oom() {
+            return refuse(format!("-{}", crate::error::OOM));
+        }
+        ctx.wrote = true;
+        if let Some(running) = &ctx.running {
+            running.wrote();
+        }
+    }
+    Ok((cmd, flags))
 }
 
 fn fcall(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
@@ -870,9 +1016,7 @@ fn script_exists(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     cx.out.array_len(args.len() - 2);
     for a in &args[2..] {
         let sha = String::from_utf8_lossy(a).to_ascii_lowercase();
-        let known = sha.len() == 40
-            && sha.bytes().all(|b| b.is_ascii_hexdigit())
-            && cache_dir(cx).join(&sha).exists();
+        let known = is_sha(&sha) && cache_dir(cx).join(&sha).exists();
         cx.out.integer(known as i64);
     }
     Ok(())

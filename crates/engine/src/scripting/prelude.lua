@@ -84,6 +84,25 @@ end
 redis.pcall = function(...)
   return (native(...))
 end
+-- redis.acl_check_cmd: true or false, or raises for an unknown command
+-- (or arguments redis.call would refuse); state.acl_check is the native
+-- check, set for the length of a run.
+redis.acl_check_cmd = function(...)
+  local check = rawget(state, 'acl_check')
+  if check == nil then
+    error({err = 'ERR redis.acl_check_cmd can only be called inside a script invocation'})
+  end
+  local v, failed = check({n = select('#', ...), ...})
+  if failed then
+    local src, line = position(2)
+    if src then
+      rawset(v, 'source', src)
+      rawset(v, 'line', line)
+    end
+    error(v)
+  end
+  return v
+end
 
 -- Redis's pcall hands back an error table's text rather than the table.
 local function pack(...) return {n = select('#', ...), ...} end

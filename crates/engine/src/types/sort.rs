@@ -369,9 +369,10 @@ fn sort_generic(cx: &mut Cx<'_>, args: &[Arg<'_>], read_only: bool) -> CmdResult
     // Lists and sorted sets keep their order when nothing is sorted; LIMIT
     // is then a range of it, read directly.
     let mut loaded = load(cx, key, &o, o.dont_sort)?;
-    // A set's iteration order is no order: sorted into a STORE, it is
-    // sorted as strings so that the stored list is the same anywhere.
-    if o.dont_sort && loaded.is_set && o.store.is_some() {
+    // A set's iteration order is no order: sorted into a STORE, or for a
+    // script (whose writes must not depend on it), it is sorted as strings
+    // so that the result is the same anywhere.
+    if o.dont_sort && loaded.is_set && (o.store.is_some() || cx.session.in_script) {
         o.dont_sort = false;
         o.alpha = true;
         o.by = None;

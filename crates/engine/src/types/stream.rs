@@ -681,7 +681,7 @@ struct ReadArgs {
     nkeys: usize,
 }
 
-fn parse_read(args: &[Arg<'_>], xreadgroup: bool) -> Result<ReadArgs, CmdError> {
+fn parse_read(args: &[Arg<'_>], xreadgroup: bool, in_script: bool) -> Result<ReadArgs, CmdError> {
     let mut r = ReadArgs {
         block: None,
         count: 0,
@@ -695,6 +695,14 @@ fn parse_read(args: &[Arg<'_>], xreadgroup: bool) -> Result<ReadArgs, CmdError> 
         let more = args.len() - 1 - i;
         let o = &args[i][..];
         if parse::is(o, "block") && more > 0 {
+            if in_script {
+                // A script cannot wait (Redis says so with the command's
+                // name as the client spelled it).
+                return Err(CmdError::owned(format!(
+                    "ERR {} command is not allowed with BLOCK option from scripts",
+                    String::from_utf8_lossy(&args[0])
+                )));
+            }
             i += 1;
             let ms = parse::int(&args[i])
                 .map_err(|_| CmdError::msg("ERR timeout is not an integer or out of range"))?;
@@ -760,7 +768,7 @@ fn xreadgroup(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 }
 
 fn read_streams(cx: &mut Cx<'_>, args: &[Arg<'_>], xreadgroup: bool) -> CmdResult {
-    let r = parse_read(args, xreadgroup)?;
+    let r = parse_read(args, xreadgroup, cx.session.in_script)?;
     let keys = &args[r.streams_at..r.streams_at + r.nkeys];
     let id_args = &args[r.streams_at + r.nkeys..];
     let db = cx.db();
