@@ -16,8 +16,6 @@ Usage: python3 bench/redis-vs-shoal.py [--requests N] [--rounds R] [--tests a,b]
 """
 
 import argparse
-import csv
-import io
 import os
 import subprocess
 import sys
@@ -58,21 +56,6 @@ TESTS = {
 SERVERS = ["redis", "shoal"]
 
 
-def redis_benchmark(port, args, pipeline, requests, clients, keyspace):
-    """Runs redis-benchmark; returns the last CSV row (the measured test) or None."""
-    argv = ["taskset", "-c", servers.CLIENT_CPU, "redis-benchmark", "-h", "127.0.0.1", "-p", str(port),
-            "-c", str(clients), "-n", str(requests), "-P", str(pipeline), "-r", str(keyspace),
-            "--csv"] + args
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    except subprocess.TimeoutExpired:
-        return None
-    rows = [r for r in csv.DictReader(io.StringIO(p.stdout)) if r.get("rps")]
-    if p.returncode != 0 or not rows:
-        return None
-    return rows[-1]
-
-
 def cli(port, *args, stdin=None):
     """One redis-cli call (or `--pipe` when stdin is given); True when it worked."""
     argv = ["redis-cli", "-h", "127.0.0.1", "-p", str(port)] + (["--pipe"] if stdin else list(args))
@@ -90,7 +73,7 @@ def fill_group(port, requests, clients, keyspace):
     every XREADGROUP ... > delivers one new entry."""
     return (cli(port, "del", "mystream")
             and cli(port, "xgroup", "create", "mystream", "g", "0", "mkstream")
-            and redis_benchmark(port, ["xadd", "mystream", "*", "field", "__rand_int__"],
+            and servers.redis_benchmark(port, ["xadd", "mystream", "*", "field", "__rand_int__"],
                                 16, requests, clients, keyspace) is not None)
 
 
@@ -109,9 +92,9 @@ def bench(port, test, pipeline, requests, clients, keyspace):
     if callable(fill):
         if not fill(port, requests, clients, keyspace):
             return None
-    elif fill is not None and redis_benchmark(port, fill, 16, requests, clients, keyspace) is None:
+    elif fill is not None and servers.redis_benchmark(port, fill, 16, requests, clients, keyspace) is None:
         return None
-    row = redis_benchmark(port, args, pipeline, requests, clients, keyspace)
+    row = servers.redis_benchmark(port, args, pipeline, requests, clients, keyspace)
     if row is None:
         return None
     return float(row["rps"]), float(row["p50_latency_ms"]), float(row["p99_latency_ms"])

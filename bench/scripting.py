@@ -18,8 +18,6 @@ standard library. Usage: python3 bench/scripting.py [--requests N]
 """
 
 import argparse
-import csv
-import io
 import os
 import shutil
 import subprocess
@@ -46,17 +44,10 @@ def script_load(port, body):
 
 def evalsha(port, sha, keys_and_args, pipeline, requests, clients, keyspace):
     """One redis-benchmark run of EVALSHA; (rps, p50, p99) or None."""
-    argv = ["taskset", "-c", servers.CLIENT_CPU, "redis-benchmark", "-h", "127.0.0.1",
-            "-p", str(port), "-c", str(clients), "-n", str(requests), "-P", str(pipeline),
-            "-r", str(keyspace), "--csv", "evalsha", sha] + keys_and_args
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    except subprocess.TimeoutExpired:
+    row = servers.redis_benchmark(port, ["evalsha", sha] + keys_and_args, pipeline, requests,
+                                  clients, keyspace)
+    if row is None:
         return None
-    rows = [r for r in csv.DictReader(io.StringIO(p.stdout)) if r.get("rps")]
-    if p.returncode != 0 or not rows:
-        return None
-    row = rows[-1]
     return float(row["rps"]), float(row["p50_latency_ms"]), float(row["p99_latency_ms"])
 
 

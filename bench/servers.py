@@ -6,6 +6,8 @@ the supervisor's affinity); the benchmark's client runs on CPU 1.
 Only the standard library.
 """
 
+import csv
+import io
 import os
 import signal
 import socket
@@ -139,3 +141,19 @@ def cpu_seconds(root_pid):
                 tree.add(pid)
                 frontier.append(pid)
     return sum(stats[p][1] for p in tree if p in stats) / ticks
+
+
+def redis_benchmark(port, args, pipeline, requests, clients, keyspace):
+    """Runs redis-benchmark on the client core; returns the last CSV row
+    (the measured test) or None."""
+    argv = ["taskset", "-c", CLIENT_CPU, "redis-benchmark", "-h", "127.0.0.1", "-p", str(port),
+            "-c", str(clients), "-n", str(requests), "-P", str(pipeline), "-r", str(keyspace),
+            "--csv"] + args
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return None
+    rows = [r for r in csv.DictReader(io.StringIO(p.stdout)) if r.get("rps")]
+    if p.returncode != 0 or not rows:
+        return None
+    return rows[-1]

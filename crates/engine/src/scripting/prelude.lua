@@ -69,16 +69,19 @@ local function native(...)
   end
   return call({n = select('#', ...), ...})
 end
+-- Raises the error table `v` of a call made by the script's line that
+-- called the function calling this (Redis names that line in the error).
+local function raise_at_caller(v)
+  local src, line = position(3)
+  if src then
+    rawset(v, 'source', src)
+    rawset(v, 'line', line)
+  end
+  error(v)
+end
 redis.call = function(...)
   local v, failed = native(...)
-  if failed then
-    local src, line = position(2)
-    if src then
-      rawset(v, 'source', src)
-      rawset(v, 'line', line)
-    end
-    error(v)
-  end
+  if failed then raise_at_caller(v) end
   return v
 end
 redis.pcall = function(...)
@@ -93,14 +96,7 @@ redis.acl_check_cmd = function(...)
     error({err = 'ERR redis.acl_check_cmd can only be called inside a script invocation'})
   end
   local v, failed = check({n = select('#', ...), ...})
-  if failed then
-    local src, line = position(2)
-    if src then
-      rawset(v, 'source', src)
-      rawset(v, 'line', line)
-    end
-    error(v)
-  end
+  if failed then raise_at_caller(v) end
   return v
 end
 
