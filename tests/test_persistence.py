@@ -928,3 +928,18 @@ def test_config_appendfsync(durable):
         assert c.cmd("CONFIG", "GET", "appendfsync") == [b"appendfsync", b"no"]
         assert isinstance(c.cmd("CONFIG", "SET", "appendfsync", "sometimes"), Err)
         assert c.cmd("CONFIG", "GET", "appendfsync") == [b"appendfsync", b"no"]
+
+
+def test_changes_since_last_save_without_a_log_count_changed_keys(server):
+    """Without a log, rdb_changes_since_last_save is Redis's dirty counter:
+    one per key changed; a write that changes nothing adds nothing."""
+    with server.raw() as c:
+        before = int(info_section(c, "persistence")["rdb_changes_since_last_save"])
+        assert c.cmd("SETBIT", "dirty-bits", "0", "0") == 0
+        assert c.cmd("SET", "dirty-s", "v") == "OK"
+        after = int(info_section(c, "persistence")["rdb_changes_since_last_save"])
+        assert after == before + 2
+        assert c.cmd("SETBIT", "dirty-bits", "0", "0") == 0
+        assert int(info_section(c, "persistence")["rdb_changes_since_last_save"]) == after
+        assert c.cmd("SETBIT", "dirty-bits", "0", "1") == 0
+        assert int(info_section(c, "persistence")["rdb_changes_since_last_save"]) == after + 1

@@ -107,6 +107,14 @@ pub(crate) fn info_section(e: &mut Engine, s: &mut String) {
         -1
     };
     let since_snapshot = st.head.saturating_sub(st.snapshot_start_lsn.max(8));
+    // Redis's dirty counter: with the log on, the log's bytes since the
+    // snapshot's start; with it off, the write versions taken since (one
+    // per key a command changed, as Redis counts a change).
+    let changes = if st.enabled {
+        since_snapshot
+    } else {
+        st.head.saturating_sub(st.snapshot_start_lsn)
+    };
     let _ = write!(
         s,
         "# Persistence\r\nloading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\n\
@@ -116,8 +124,8 @@ pub(crate) fn info_section(e: &mut Engine, s: &mut String) {
          aof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\n\
          aof_last_write_status:{}\r\naof_last_cow_size:0\r\n\
          shoal_appendfsync:{}\r\nshoal_log_head_lsn:{}\r\nshoal_log_written_lsn:{}\r\nshoal_log_fsynced_lsn:{}\r\n\
-         shoal_log_bytes_since_snapshot:{since_snapshot}\r\nshoal_snapshot_start_lsn:{}\r\nshoal_log_ring_bytes:{}\r\n",
-        if st.enabled { since_snapshot } else { 0 },
+         shoal_log_bytes_since_snapshot:{}\r\nshoal_snapshot_start_lsn:{}\r\nshoal_log_ring_bytes:{}\r\n",
+        changes,
         running as u8,
         ok(st.snapshot_last_failed),
         st.snapshot_answered,
@@ -127,6 +135,7 @@ pub(crate) fn info_section(e: &mut Engine, s: &mut String) {
         st.head,
         st.released,
         st.fsynced,
+        if st.enabled { since_snapshot } else { 0 },
         st.snapshot_start_lsn,
         st.ring_size,
     );
