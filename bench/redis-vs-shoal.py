@@ -94,10 +94,7 @@ def bench(port, test, pipeline, requests, clients, keyspace):
             return None
     elif fill is not None and servers.redis_benchmark(port, fill, 16, requests, clients, keyspace) is None:
         return None
-    row = servers.redis_benchmark(port, args, pipeline, requests, clients, keyspace)
-    if row is None:
-        return None
-    return float(row["rps"]), float(row["p50_latency_ms"]), float(row["p99_latency_ms"])
+    return servers.benchmark_figures(port, args, pipeline, requests, clients, keyspace)
 
 
 def mean(xs):

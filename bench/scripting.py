@@ -44,11 +44,8 @@ def script_load(port, body):
 
 def evalsha(port, sha, keys_and_args, pipeline, requests, clients, keyspace):
     """One redis-benchmark run of EVALSHA; (rps, p50, p99) or None."""
-    row = servers.redis_benchmark(port, ["evalsha", sha] + keys_and_args, pipeline, requests,
-                                  clients, keyspace)
-    if row is None:
-        return None
-    return float(row["rps"]), float(row["p50_latency_ms"]), float(row["p99_latency_ms"])
+    return servers.benchmark_figures(port, ["evalsha", sha] + keys_and_args, pipeline,
+                                     requests, clients, keyspace)
 
 
 def mean(xs):

@@ -157,3 +157,11 @@ def redis_benchmark(port, args, pipeline, requests, clients, keyspace):
     if p.returncode != 0 or not rows:
         return None
     return rows[-1]
+
+
+def benchmark_figures(port, args, pipeline, requests, clients, keyspace):
+    """One redis-benchmark run: (requests/s, p50 ms, p99 ms) or None."""
+    row = redis_benchmark(port, args, pipeline, requests, clients, keyspace)
+    if row is None:
+        return None
+    return float(row["rps"]), float(row["p50_latency_ms"]), float(row["p99_latency_ms"])

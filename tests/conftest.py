@@ -109,3 +109,13 @@ def durable(tmp_path):
     yield make
     for s in made:
         s.stop()
+
+
+@pytest.fixture(scope="module", params=["redis", "shoal"])
+def srv(request):
+    """redis-server 7.0, or a shoal with two workers (SHOAL_TEST_TARGET=redis
+    makes both redis-server): for tests that pin Redis's behaviour and check
+    shoal's against it."""
+    s = Server(workers=2, kind="redis" if request.param == "redis" else None).start()
+    yield s
+    s.stop()

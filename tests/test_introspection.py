@@ -10,17 +10,9 @@ import re
 
 import pytest
 
-from shoaltest import Err, Server
+from shoaltest import Err
 
 LINE = re.compile(r"\d+\.\d{6} \[(\d+) ([^\]]+)\] (.*)")
-
-
-@pytest.fixture(scope="module", params=["redis", "shoal"])
-def srv(request):
-    """redis-server 7.0, or a shoal with two workers."""
-    s = Server(workers=2, kind="redis" if request.param == "redis" else None).start()
-    yield s
-    s.stop()
 
 
 def commandstats(c):

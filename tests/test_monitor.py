@@ -17,14 +17,6 @@ from shoaltest import Err, Server, encode, wait_for
 LINE = re.compile(r"(\d+)\.(\d{6}) \[(\d+) ([^\]]+)\] (.*)")
 
 
-@pytest.fixture(scope="module", params=["redis", "shoal"])
-def srv(request):
-    """redis-server 7.0, or a shoal with two workers."""
-    s = Server(workers=2, kind="redis" if request.param == "redis" else None).start()
-    yield s
-    s.stop()
-
-
 @pytest.fixture(scope="module")
 def two():
     s = Server(workers=2).start()

@@ -37,15 +37,6 @@ def subscribe(c, verb, *names):
 # Fixtures.
 
 
-@pytest.fixture(scope="module", params=["redis", "shoal"])
-def srv(request):
-    """redis-server 7.0, or a shoal with two workers (SHOAL_TEST_TARGET=redis
-    makes both redis-server)."""
-    s = Server(workers=2, kind="redis" if request.param == "redis" else None).start()
-    yield s
-    s.stop()
-
-
 @pytest.fixture
 def p():
     """A prefix that makes this test's channel names its own."""
