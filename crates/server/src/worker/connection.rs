@@ -790,7 +790,8 @@ fn process(
 
 /// Registers a client whose command found nothing as blocked, then runs the
 /// command once more: a write on another worker may have come before this
-/// worker's bit in the waiter table was visible (I14). Returns that run's
+/// worker's bit in the waiter table was visible (I14); that run is a
+/// blocked client's run. Returns that run's
 /// flow when it found something, else `Flow::Block` (the client parks).
 #[allow(clippy::too_many_arguments)]
 fn block(
@@ -813,13 +814,17 @@ fn block(
         .as_ref()
         .map(|a| a.iter().map(|w| Arg::Borrowed(&w[..])).collect());
     let args = again.as_deref().unwrap_or(args);
+    // The client is blocked from here on: a change of its key between the
+    // first run and this one (DEL, SET, FLUSHDB on another worker) ends its
+    // wait as it would end a parked client's (Redis's "no longer exists").
+    session.blocked = true;
     match engine.execute_resolved(session, cmd, args, out) {
         Flow::Block(_) => {
             out.truncate(mark);
-            session.blocked = true;
             Flow::Block(req)
         }
         served => {
+            session.blocked = false;
             worker.blocking.unblock(id);
             served
         }
