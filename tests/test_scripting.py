@@ -435,3 +435,17 @@ def test_what_scripts_may_not_do_and_the_cached_scripts_count(two, conns):
     assert "number_of_cached_scripts:3\r\n" in other.cmd("INFO", "memory").decode()
     assert c.cmd("SCRIPT", "FLUSH", "ASYNC") == "OK"
     assert "number_of_cached_scripts:0\r\n" in other.cmd("INFO", "memory").decode()
+
+
+def test_a_script_that_allocates_without_bound_fails_and_the_next_ones_run(make_server):
+    """A script past the Lua memory limit (256 MiB per worker) gets an
+    error and leaves the worker serving; its garbage does not make the next
+    scripts fail for want of memory."""
+    server = make_server(workers=1, memory="64m")
+    c = server.client()
+    grow = "local t, s = {}, string.rep('x', 1048576) for i = 1, {n} do t[i] = s .. i end return #t"
+    with pytest.raises(redis.ResponseError, match="not enough memory"):
+        c.eval(grow.replace("{n}", "100000"), 0)
+    for _ in range(3):
+        assert c.eval(grow.replace("{n}", "100"), 0) == 100
+    assert c.eval("return redis.call('ping')", 0) == "PONG"

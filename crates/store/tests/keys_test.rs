@@ -1327,6 +1327,9 @@ fn swap_db_races_with_writers_and_readers_without_losing_a_write() {
     let seg = TempSegment::new("swapdb-race");
     let store = seg.open(16 * MB);
     let stop = Arc::new(AtomicBool::new(false));
+    // The writers start once the swapper has swapped: on a busy machine they
+    // could otherwise finish before it runs at all.
+    let swapping = Arc::new(AtomicBool::new(false));
     // Before any thread starts: the reader asserts the marker is there.
     {
         let mut h = store.handle().unwrap();
@@ -1335,8 +1338,12 @@ fn swap_db_races_with_writers_and_readers_without_losing_a_write() {
     let writers: Vec<_> = (0..3u8)
         .map(|t| {
             let store = store.clone();
+            let swapping = swapping.clone();
             std::thread::spawn(move || {
                 let mut h = store.handle().unwrap();
+                while !swapping.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
                 let key = format!("counter{t}");
                 let mut done = 0u64;
                 for i in 0..3_000u64 {
@@ -1373,11 +1380,13 @@ fn swap_db_races_with_writers_and_readers_without_losing_a_write() {
     let swapper = {
         let store = store.clone();
         let stop = stop.clone();
+        let swapping = swapping.clone();
         std::thread::spawn(move || {
             let mut h = store.handle().unwrap();
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 h.swap_db(0, 1).unwrap();
+                swapping.store(true, Ordering::Release);
                 if n.is_multiple_of(5) {
                     h.swap_db(0, 6).unwrap();
                     h.swap_db(0, 6).unwrap();

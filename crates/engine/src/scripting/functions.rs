@@ -204,7 +204,8 @@ fn load_library(vm: &Vm, code: &[u8]) -> Result<Library, CmdError> {
         },
     );
     let runner: Result<Function, _> = vm.state.raw_get("run");
-    let result = runner.and_then(|r| r.call::<(bool, Value)>((chunk, Value::Nil, Value::Nil)));
+    let result = runner
+        .and_then(|r| vm.limited(|| r.call::<(bool, Value)>((chunk, Value::Nil, Value::Nil))));
     vm.lua.remove_hook();
     let _ = vm.state.raw_set("loading", Value::Nil);
     match result {

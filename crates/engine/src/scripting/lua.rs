@@ -3,7 +3,7 @@
 //! libraries; `bit`, `cjson`, `cmsgpack` and `struct` (written in Rust over
 //! mlua, see `libs.rs`); the `redis` table; no `loadfile`, `dofile` or
 //! `print`; read-only globals. A script's commands reach the engine through
-//! `state.call`, which [`Vm::run`] sets for the length of one run.
+//! `state.native`, which the engine sets for the length of one run.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -30,7 +30,7 @@ pub(crate) struct RunFlags {
 /// One thread's Lua state.
 pub(crate) struct Vm {
     pub lua: Lua,
-    /// The prelude's private table (`call`, `run`, `env`, `protect`).
+    /// The prelude's private table (`native`, `run`, `env`, `protect`).
     pub state: Table,
     /// The real globals, where KEYS and ARGV are set.
     pub globals: Table,
@@ -130,13 +130,31 @@ pub(crate) fn ok(values: Vec<Value>) -> mlua::Result<MultiValue> {
 }
 
 impl Vm {
+    /// Runs `f` (a script's or a library's Lua code) under [`MEMORY_LIMIT`].
+    /// The limit is on only while Lua code runs: with a limit set, mlua
+    /// wraps every call the engine makes (a table, a string, a field) in a
+    /// protected call of its own, which costs a script call much time and
+    /// garbage, and what the engine allocates is bounded by the request.
+    ///
+    /// A run that left more than half the limit in use (a script stopped
+    /// by the limit leaves its garbage behind) is followed by a full
+    /// collection: otherwise the next runs would fail for want of memory.
+    pub(crate) fn limited<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _ = self.lua.set_memory_limit(MEMORY_LIMIT);
+        let r = f();
+        let _ = self.lua.set_memory_limit(0);
+        if self.lua.used_memory() > MEMORY_LIMIT / 2 {
+            let _ = self.lua.gc_collect();
+        }
+        r
+    }
+
     /// A fresh state with Redis's libraries and protections.
     pub(crate) fn new() -> mlua::Result<Vm> {
         let lua = Lua::new_with(
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::default(),
         )?;
-        lua.set_memory_limit(MEMORY_LIMIT)?;
         let globals = lua.globals();
         for name in [
             "loadfile", "dofile", "print", "require", "module", "newproxy",

@@ -480,6 +480,12 @@ fn eval_command(cx: &mut Cx<'_>, args: &[Arg<'_>], by_sha: bool, ro: bool) -> Cm
     run(cx, &vm, &f, flags, ro, true, &sha, keys, argv)
 }
 
+/// What the run's one native (`state.native`, see prelude.lua) is asked
+/// to do: its first argument.
+const NATIVE_CALL: u8 = 0;
+const NATIVE_ACL_CHECK: u8 = 1;
+const NATIVE_SERVE_BUSY: u8 = 2;
+
 /// What `redis.call` checks and remembers during one run.
 struct CallCtx {
     read_only: bool,
@@ -588,31 +594,36 @@ fn run(
         // never run at once (the hook fires only between Lua instructions).
         let shared = RefCell::new(&mut *cx);
         let r = lua.scope(|scope| {
-            let call = scope.create_function_mut(|lua, args: mlua::Table| {
-                let mut cx = shared.borrow_mut();
-                redis_call(&mut cx, lua, vm.flags.resp.get(), &mut ctx, args)
-            })?;
-            let serve = scope.create_function(|_, ()| {
-                if let Ok(mut cx) = shared.try_borrow_mut() {
-                    if let Some(server) = cx.engine.busy_server.clone() {
-                        server(cx.engine);
+            // One native for the run (creating a scoped function costs
+            // allocations and garbage on every call of a script).
+            let native = scope.create_function_mut(|lua, (op, args): (u8, Value)| {
+                let mut cx = match op {
+                    NATIVE_SERVE_BUSY => {
+                        // The hook fires only between Lua instructions, never
+                        // inside `redis.call`, but check rather than panic.
+                        if let Ok(mut cx) = shared.try_borrow_mut() {
+                            if let Some(server) = cx.engine.busy_server.clone() {
+                                server(cx.engine);
+                            }
+                        }
+                        return Ok((Value::Nil, false));
                     }
+                    _ => shared.borrow_mut(),
+                };
+                let Value::Table(args) = args else {
+                    return Err(mlua::Error::runtime("native: arguments table expected"));
+                };
+                match op {
+                    NATIVE_CALL => redis_call(&mut cx, lua, vm.flags.resp.get(), &mut ctx, args),
+                    NATIVE_ACL_CHECK => acl_check_cmd(&mut cx, lua, args),
+                    _ => Err(mlua::Error::runtime("native: unknown operation")),
                 }
-                Ok(())
             })?;
-            let acl_check = scope.create_function_mut(|lua, args: mlua::Table| {
-                let mut cx = shared.borrow_mut();
-                acl_check_cmd(&mut cx, lua, args)
-            })?;
-            vm.state.raw_set("call", call)?;
-            vm.state.raw_set("acl_check", acl_check)?;
-            vm.state.raw_set("serve_busy", serve)?;
+            vm.state.raw_set("native", native)?;
             vm.state.raw_set("pending", Value::Nil)?;
             let runner: Function = vm.state.raw_get("run")?;
-            let r = runner.call::<(bool, Value)>((f.clone(), keys_t, argv_t));
-            vm.state.raw_set("call", Value::Nil)?;
-            vm.state.raw_set("acl_check", Value::Nil)?;
-            vm.state.raw_set("serve_busy", Value::Nil)?;
+            let r = vm.limited(|| runner.call::<(bool, Value)>((f.clone(), keys_t, argv_t)));
+            vm.state.raw_set("native", Value::Nil)?;
             r
         });
         cx.session.tx.set_executing(was_executing);
@@ -666,7 +677,7 @@ const SERVE_EVERY: Duration = Duration::from_millis(1);
 /// cannot be caught: `pcall` raises the kill again (`state.killed`).
 ///
 /// Past `threshold` the hook also lets the worker answer its other clients
-/// (`state.serve_busy`, the engine's [`crate::BusyServer`]), as Redis
+/// (`state.native` asked to serve, the engine's [`crate::BusyServer`]), as Redis
 /// processes events while a script is busy.
 fn watch_run(
     vm: &Vm,
@@ -687,8 +698,8 @@ fn watch_run(
                 if let Some((name, command)) = &description {
                     running.describe(name, command);
                 }
-                if let Value::Function(serve) = state.raw_get("serve_busy")? {
-                    serve.call::<()>(())?;
+                if let Value::Function(native) = state.raw_get("native")? {
+                    native.call::<()>((NATIVE_SERVE_BUSY, Value::Nil))?;
                 }
             }
             // A worker whose supervisor died is reparented: it must not

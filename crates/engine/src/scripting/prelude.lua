@@ -2,7 +2,8 @@
 -- script-facing parts of `redis` written in Lua, the error handler that
 -- gives errors Redis 7.0's shape ({err=, source=, line=}), and the
 -- read-only globals. `state` is private to this chunk: the engine puts the
--- native command entry point in `state.call` while a script runs.
+-- native entry point in `state.native` while a script runs; its first
+-- argument says what it does (0: a command, 1: an ACL check).
 local state, G = ...
 local redis = state.redis
 local error, type, tostring, select, unpack = error, type, tostring, select, unpack
@@ -53,21 +54,27 @@ local function handler(err)
   return err
 end
 
--- Runs f(...) protected; returns true and the result, or false and the
--- error table.
+-- Runs f(a, b) protected; returns true and the result, or false and the
+-- error table. The body is one closure made once (a new one per run is
+-- garbage the collector pays for on every script call); runs never nest.
+local run_f, run_a, run_b
+local function body() return run_f(run_a, run_b) end
 state.run = function(f, a, b)
-  return xpcall(function() return f(a, b) end, handler)
+  run_f, run_a, run_b = f, a, b
+  local ok, result = xpcall(body, handler)
+  run_f, run_a, run_b = nil, nil, nil
+  return ok, result
 end
 
 -- redis.call and redis.pcall hand their arguments, packed in one table
 -- (a script may pass nearly as many as the stack holds), to the native
--- entry point the engine sets in state.call for the length of a run.
+-- entry point the engine sets in state.native for the length of a run.
 local function native(...)
-  local call = rawget(state, 'call')
+  local call = rawget(state, 'native')
   if call == nil then
     error({err = 'ERR redis.call/pcall can only be called inside a script invocation'})
   end
-  return call({n = select('#', ...), ...})
+  return call(0, {n = select('#', ...), ...})
 end
 -- Raises the error table `v` of a call made by the script's line that
 -- called the function calling this (Redis names that line in the error).
@@ -88,14 +95,13 @@ redis.pcall = function(...)
   return (native(...))
 end
 -- redis.acl_check_cmd: true or false, or raises for an unknown command
--- (or arguments redis.call would refuse); state.acl_check is the native
--- check, set for the length of a run.
+-- (or arguments redis.call would refuse), checked by the run's native.
 redis.acl_check_cmd = function(...)
-  local check = rawget(state, 'acl_check')
+  local check = rawget(state, 'native')
   if check == nil then
     error({err = 'ERR redis.acl_check_cmd can only be called inside a script invocation'})
   end
-  local v, failed = check({n = select('#', ...), ...})
+  local v, failed = check(1, {n = select('#', ...), ...})
   if failed then raise_at_caller(v) end
   return v
 end

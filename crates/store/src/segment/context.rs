@@ -238,12 +238,11 @@ impl Ctx {
         let start = proc_start_time(pid).unwrap_or(0);
         let count = sh.geo.ctx_count;
         let seed = (pid as u64) << 20 ^ sh.clock.now_ms() ^ thread_id();
-        let first = (seed % count as u64) as u32;
         // First pass: a free slot. Second pass: adopt the slot of a dead process
         // and clean it up as our own (undo, locks, pending blocks, counters).
+        // Lowest first, so that the slots ever used stay few (`H_CTX_HIGH`).
         for adopt in [false, true] {
-            for n in 0..count {
-                let idx = (first + n) % count;
+            for idx in 0..count {
                 let off = sh.geo.ctx_off + idx as u64 * CTX_SIZE;
                 let a = sh.region.a64(off + C_STATE)?;
                 let st = a.load(Ordering::Acquire);
@@ -264,6 +263,11 @@ impl Ctx {
                     continue;
                 }
                 let r = &sh.region;
+                // Before this context takes any lock (I13: an exclusive
+                // section that read a lower mark has made the map generation
+                // odd first, which our first lock taker sees after its fence).
+                r.a64(H_CTX_HIGH)?
+                    .fetch_max(idx as u64 + 1, Ordering::SeqCst);
                 r.store64(off + C_START_TIME, start)?;
                 r.store64(off + C_TID, thread_id())?;
                 r.store64(off + C_ATTACHED_MS, sh.clock.now_ms())?;
@@ -566,6 +570,27 @@ impl Ctx {
             return Ok(());
         }
         self.recover(victim).map(|_| ())
+    }
+
+    /// Whether context `idx` is free: a free context holds no lock (it
+    /// released them all before it was freed), and one claimed after this
+    /// read takes its locks after the claim, so it checks what a lock taker
+    /// checks (the map generation, dbmap.rs) after whatever preceded this.
+    pub(crate) fn context_is_free(&self, idx: u32) -> Result<bool> {
+        let st = self.region().load64(self.ctx_off(idx) + C_STATE)?;
+        Ok(st >> 56 == KIND_FREE)
+    }
+
+    /// How many context slots an exclusive section must look at: one past
+    /// the highest ever claimed (every slot on a damaged mark).
+    pub(crate) fn contexts_ever_claimed(&self) -> Result<u32> {
+        let high = self.region().load64(H_CTX_HIGH)?;
+        let count = self.sh.geo.ctx_count;
+        Ok(if high > count as u64 {
+            count
+        } else {
+            high as u32
+        })
     }
 
     fn ctx_off(&self, idx: u32) -> u64 {

@@ -4,7 +4,7 @@
 /// "SHOALSEG": the first eight bytes of every segment.
 pub(crate) const MAGIC: [u8; 8] = *b"SHOALSEG";
 /// Bumped whenever any offset or record format below changes.
-pub const LAYOUT_VERSION: u32 = 10;
+pub const LAYOUT_VERSION: u32 = 11;
 
 /// Number of Redis-style logical databases.
 pub const NUM_DBS: usize = 16;
@@ -62,8 +62,12 @@ pub(crate) const H_DB_MAP_LOCK: u64 = 1280;
 /// The map word: nibble `d` is `physical(d) ^ d`, so the zeroed header of a
 /// new segment is the identity map.
 pub(crate) const H_DB_MAP: u64 = H_DB_MAP_LOCK + 8;
+/// One past the highest context slot ever claimed (slots are claimed lowest
+/// first, context.rs): an exclusive section looks for lock holders only
+/// below it instead of in every slot (I13).
+pub(crate) const H_CTX_HIGH: u64 = H_DB_MAP_LOCK + 16;
 const _: () = assert!(H_DB_EXPIRES_BASE + 8 * NUM_DBS as u64 <= H_DB_MAP_LOCK);
-const _: () = assert!(H_DB_MAP + 8 <= 1344 && 1344 <= A_USED_BYTES);
+const _: () = assert!(H_CTX_HIGH + 8 <= 1344 && 1344 <= A_USED_BYTES);
 /// Redis's default `lfu-log-factor` (what a new segment's header holds).
 pub const DEFAULT_LFU_LOG_FACTOR: u32 = 10;
 /// Redis's default `lfu-decay-time`, in minutes.
