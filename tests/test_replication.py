@@ -3,7 +3,9 @@ a primary's transaction log, equal it key by key after a quiet moment,
 refuse writes, resume partially after a SIGKILL, and say clearly when they
 point at something they cannot follow."""
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -327,6 +329,126 @@ def test_a_replica_of_the_same_old_primary_continues_partially_from_the_promoted
     finally:
         for server in (a, b, primary):
             server.stop()
+
+
+def test_failover_switches_roles_with_no_acknowledged_write_lost(tmp_path):
+    """FAILOVER under continuous writes: writes pause, the replica
+    acknowledges the whole log, takes over and the old primary follows it
+    with a partial resync. Every write a client saw acknowledged (on either
+    server) is on the new primary; refused ones (READONLY) are retried
+    there."""
+    primary, (rep,) = primary_and_replicas(tmp_path, 1)
+    try:
+        rep.start()
+        p = primary.client()
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        stop = threading.Event()
+        acked = {}
+        servers = [primary, rep]
+
+        def writer(n):
+            where = 0
+            c = servers[where].client()
+            i = 0
+            while not stop.is_set():
+                key = f"w{n}"
+                try:
+                    acked[key] = c.incr(key)
+                    c.set(f"w{n}:{i}", i)
+                    acked[f"w{n}:{i}"] = i
+                    i += 1
+                except redis.exceptions.ReadOnlyError:
+                    where = 1 - where
+                    c = servers[where].client()
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: len(acked) > 2000, timeout=30, what="writes before the failover")
+        assert link(primary)["master_failover_state"] == "no-failover"
+        assert p.execute_command("FAILOVER", "TO", "127.0.0.1", rep.port) == "OK"
+        wait_for(lambda: link(rep)["role"] == "master", timeout=60, what="the replica to take over")
+        wait_for(lambda: link(primary)["role"] == "slave"
+                 and link(primary)["master_link_status"] == "up"
+                 and link(primary)["master_failover_state"] == "no-failover",
+                 timeout=60, what="the old primary to follow the new one")
+        assert int(link(primary)["master_port"]) == rep.port
+        assert f"replicating from 127.0.0.1:{rep.port}: partial resync from LSN" in primary.text()
+        assert f"replicating from 127.0.0.1:{rep.port}: full resync" not in primary.text()
+        before = len(acked)
+        wait_for(lambda: len(acked) > before + 1000, timeout=30, what="writes after the failover")
+        stop.set()
+        for t in threads:
+            t.join()
+        r = rep.client()
+        assert r.execute_command("WAIT", 1, 10000) == 1
+        keys = list(acked)
+        for start in range(0, len(keys), 1000):
+            chunk = keys[start:start + 1000]
+            assert [int(v) for v in r.mget(chunk)] == [acked[k] for k in chunk]
+        assert everything(primary.client(decode_responses=False)) == everything(rep.client(decode_responses=False))
+        with pytest.raises(redis.exceptions.ReadOnlyError):
+            p.set("x", 1)
+        with pytest.raises(redis.exceptions.ResponseError, match="FAILOVER is not valid when server is a replica"):
+            p.execute_command("FAILOVER")
+    finally:
+        rep.stop()
+        primary.stop()
+
+
+def test_failover_errors_timeout_and_abort(tmp_path):
+    """Redis's errors; a replica that does not acknowledge (its supervisor
+    stopped) keeps the failover waiting with writes paused until FAILOVER
+    ABORT or the timeout, after which writes go on on the same primary."""
+    primary, (rep,) = primary_and_replicas(tmp_path, 1)
+    try:
+        p = primary.client()
+        with pytest.raises(redis.exceptions.ResponseError, match="^FAILOVER requires connected replicas.$"):
+            p.execute_command("FAILOVER")
+        with pytest.raises(redis.exceptions.ResponseError, match="^No failover in progress.$"):
+            p.execute_command("FAILOVER", "ABORT")
+        rep.start()
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        with pytest.raises(redis.exceptions.ResponseError, match="^FAILOVER target HOST and PORT is not a replica.$"):
+            p.execute_command("FAILOVER", "TO", "127.0.0.1", 1)
+        with pytest.raises(redis.exceptions.ResponseError, match="requires both a timeout and target"):
+            p.execute_command("FAILOVER", "FORCE")
+        with pytest.raises(redis.exceptions.ResponseError, match="^syntax error$"):
+            p.execute_command("FAILOVER", "TO", "127.0.0.1")
+        with pytest.raises(redis.exceptions.ResponseError, match="timeout must be greater than 0"):
+            p.execute_command("FAILOVER", "TIMEOUT", -1)
+        os.kill(rep.proc.pid, signal.SIGSTOP)
+        try:
+            p.set("behind", 1)
+            assert p.execute_command("FAILOVER") == "OK"
+            assert link(primary)["master_failover_state"] == "waiting-for-sync"
+            with pytest.raises(redis.exceptions.ResponseError, match="^FAILOVER already in progress.$"):
+                p.execute_command("FAILOVER")
+            with pytest.raises(redis.exceptions.ResponseError, match="^REPLICAOF not allowed while failing over.$"):
+                p.execute_command("REPLICAOF", "127.0.0.1", rep.port)
+            done = []
+            held = threading.Thread(target=lambda: done.append(primary.client().set("held", 1)))
+            held.start()
+            assert primary.client().get("behind") == "1"
+            assert done == []
+            assert p.execute_command("FAILOVER", "ABORT") == "OK"
+            held.join(10)
+            assert done == [True]
+            assert link(primary)["master_failover_state"] == "no-failover"
+            p.set("behind", 2)
+            assert p.execute_command("FAILOVER", "TIMEOUT", 200) == "OK"
+            wait_for(lambda: link(primary)["master_failover_state"] == "no-failover",
+                     timeout=30, what="the failover to time out")
+            assert "Replica never caught up before timeout" in primary.text()
+            assert p.set("after", 1) is True
+            assert link(primary)["role"] == "master"
+        finally:
+            os.kill(rep.proc.pid, signal.SIGCONT)
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert rep.client().get("after") == "1"
+    finally:
+        rep.stop()
+        primary.stop()
 
 
 def test_a_promotion_cut_short_is_finished_at_the_next_start(tmp_path):

@@ -92,6 +92,11 @@ struct Inner {
     /// The log's head when the replica last applied: own writes after it
     /// (a write taken at promotion) are not in the old history.
     head_while_following: u64,
+    /// Where a FAILOVER target restarted its log before it took writes:
+    /// its log from there continues the old history exactly.
+    prepared_restart: Option<u64>,
+    /// Promotions settled so far (a FAILOVER target waits for its own).
+    promotions_settled: u64,
 }
 
 static SHARED: OnceLock<Arc<Shared>> = OnceLock::new();
@@ -286,8 +291,8 @@ fn write_status(shared: &Shared) {
             "down_since_ms": inner.down_since_ms,
             "last_io_ms": inner.last_io_ms,
             "last_error": inner.last_error,
-            "replicas": replicas.iter().map(|(_, r)| json!({
-                "ip": r.ip, "port": r.port, "state": r.state, "ack": r.ack, "last_ack_ms": r.last_ack_ms,
+            "replicas": replicas.iter().map(|(id, r)| json!({
+                "id": id, "ip": r.ip, "port": r.port, "state": r.state, "ack": r.ack, "last_ack_ms": r.last_ack_ms,
             })).collect::<Vec<_>>(),
         })
     };
@@ -347,6 +352,7 @@ pub fn serve_replica(fd: OwnedFd, link: &Value) {
     let replid = link["replid"].as_str().unwrap_or("?").to_string();
     let offset = link["offset"].as_u64().unwrap_or(0);
     let port = link["port"].as_u64().unwrap_or(0) as u16;
+    let failover = link["failover"] == true;
     let ip = link["addr"]
         .as_str()
         .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
@@ -354,6 +360,14 @@ pub fn serve_replica(fd: OwnedFd, link: &Value) {
     let _ = std::thread::Builder::new()
         .name("repl-sender".into())
         .spawn(move || {
+            let mut stream = stream;
+            if failover {
+                if let Err(e) = take_over(&shared) {
+                    println!("shoal: FAILOVER from {ip}:{port} refused: {e}");
+                    let _ = stream.write_all(format!("-ERR {e}\r\n").as_bytes());
+                    return;
+                }
+            }
             let id = {
                 let mut inner = lock(&shared);
                 inner.next_replica += 1;
@@ -519,6 +533,13 @@ fn send(
     let mut tail = Some(tail);
     let mut last_sent = Instant::now();
     while !closed.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
+        // This server now follows another: its replicas must look again
+        // (FAILOVER's hand-over still needs the link to its target).
+        if repl::is_replica(&shared.store)
+            && repl::failover_state(&shared.store) == repl::FailoverState::None
+        {
+            break;
+        }
         let upto = written();
         if pos < upto && chunk.len() < CHUNK {
             // In the files: read them.
@@ -645,7 +666,13 @@ fn link_loop(shared: &Arc<Shared>) {
                     Err(e) => println!("shoal: promotion: {e}; trying again"),
                 }
             }
-            std::thread::sleep(Duration::from_millis(if unsettled { 20 } else { 100 }));
+            if let Some(request) = repl::failover_requested(&shared.store) {
+                if let Some((host, port)) = wait_for_failover_target(shared, &request) {
+                    was_replica = fail_over_to(shared, &host, port, request.force);
+                }
+                continue;
+            }
+            std::thread::sleep(Duration::from_millis(if unsettled { 20 } else { 5 }));
             continue;
         }
         if unsettled {
@@ -675,7 +702,7 @@ fn link_loop(shared: &Arc<Shared>) {
             inner.link = "connecting";
         }
         changed(shared);
-        let result = follow(shared, &host, port, generation);
+        let result = follow(shared, &host, port, generation, false);
         {
             let mut inner = lock(shared);
             if inner.link == "up" || inner.link == "sync" {
@@ -715,6 +742,61 @@ fn settle_promotion(shared: &Shared) -> Result<(), String> {
     };
     let mut h = store.handle().map_err(|e| e.to_string())?;
     let ring = h.log_ring();
+    let applied = repl::applied_lsn(store);
+    let old_history = lock(shared).master_replid.clone();
+    let prepared = lock(shared).prepared_restart.take();
+    let (restarted, untouched) = match prepared {
+        // A FAILOVER target restarted its log before it took any write.
+        Some(at) => (at, true),
+        None => restart_past_versions(shared, &mut h, applied)?,
+    };
+    drop(h);
+    println!("shoal: promotion: the log goes on at LSN {restarted}, above every replicated version; snapshot follows");
+    let n = ring.request_snapshot().map_err(|e| e.to_string())?;
+    while ring.snapshot_answered() < n {
+        if shared.stop.load(Ordering::Acquire) {
+            lock(shared).prepared_restart = prepared;
+            return Err("stopping".into());
+        }
+        ring.wait_snapshot_change(Duration::from_millis(100));
+    }
+    let status = ring.status();
+    if status.snapshot_last_failed || status.snapshot_start_lsn < restarted {
+        lock(shared).prepared_restart = prepared;
+        return Err("the snapshot after the promotion failed".into());
+    }
+    std::fs::remove_file(dir.join(REPLICATED_MARKER))
+        .or_else(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Ok(()),
+            _ => Err(e),
+        })
+        .map_err(|e| format!("removing {REPLICATED_MARKER}: {e}"))?;
+    forget_applied(store)?;
+    {
+        let mut inner = lock(shared);
+        if untouched && applied > 0 && restarted == applied && !old_history.is_empty() {
+            inner.replid2 = old_history;
+            inner.second_offset = restarted;
+        }
+        inner.promotions_settled += 1;
+    }
+    println!(
+        "shoal: promotion: snapshot at LSN {} holds the replicated data; replicas may follow",
+        status.snapshot_start_lsn
+    );
+    changed(shared);
+    Ok(())
+}
+
+/// Restarts a promoted server's log past every version its keys carry
+/// (the first step of `settle_promotion`). Returns where the log goes on
+/// and whether the server wrote nothing of its own since it last applied.
+fn restart_past_versions(
+    shared: &Shared,
+    h: &mut Handle,
+    applied: u64,
+) -> Result<(u64, bool), String> {
+    let ring = h.log_ring();
     // The highest version a key carries: the replicated keys' are the old
     // primary's LSNs (a walk, because a store recovered from a snapshot no
     // longer knows what it applied).
@@ -728,50 +810,224 @@ fn settle_promotion(shared: &Shared) -> Result<(), String> {
     // Past the frame at `top` and at least where the replicated history
     // ends (the frame at a version ends past it): every new LSN is then
     // above every version.
-    let applied = repl::applied_lsn(store);
     let target = applied.max(top.saturating_add(8));
-    let (following_head, old_history) = {
-        let inner = lock(shared);
-        (inner.head_while_following, inner.master_replid.clone())
+    let following_head = lock(shared).head_while_following;
+    h.exclusive(|_| {
+        // No write of its own since it last applied: its log from the
+        // restart on continues the old history exactly.
+        let untouched = ring.head() == following_head;
+        Ok(super::persistence::restart_log_at(&ring, target).map(|at| (at, untouched)))
+    })
+    .map_err(|e| e.to_string())?
+}
+
+// ---- FAILOVER ----
+
+/// FAILOVER on this primary, while writes are paused: waits until the
+/// target (or, without TO, any replica) has acknowledged the whole log,
+/// and moves the failover to "in progress". Returns the new primary's
+/// address, or None when the failover was aborted (FAILOVER ABORT, or the
+/// timeout without FORCE), which ends the pause.
+fn wait_for_failover_target(
+    shared: &Arc<Shared>,
+    request: &repl::FailoverRequest,
+) -> Option<(String, u16)> {
+    let store = &shared.store;
+    let ring = store.log_ring();
+    // The target by address: a replica that reconnects gets a new id.
+    let target = match request.replica {
+        0 => None,
+        id => match lock(shared).replicas.get(&id) {
+            Some(r) => Some((r.ip.clone(), r.port)),
+            None => {
+                abort_failover(store, request.word, "the target replica is gone");
+                return None;
+            }
+        },
     };
-    let (restarted, untouched) = h
-        .exclusive(|_| {
-            // No write of its own since it last applied: its log from the
-            // restart on continues the old history exactly.
-            let untouched = ring.head() == following_head;
-            Ok(super::persistence::restart_log_at(&ring, target).map(|at| (at, untouched)))
-        })
-        .map_err(|e| e.to_string())??;
-    drop(h);
-    println!("shoal: promotion: the log goes on at LSN {restarted}, above every replicated version; snapshot follows");
-    let n = ring.request_snapshot().map_err(|e| e.to_string())?;
-    while ring.snapshot_answered() < n {
-        if shared.stop.load(Ordering::Acquire) {
-            return Err("stopping".into());
+    match &target {
+        Some((ip, port)) => println!("shoal: FAILOVER requested to {ip}:{port}"),
+        None => println!("shoal: FAILOVER requested to any replica"),
+    }
+    loop {
+        if repl::failover_word(store) != request.word {
+            println!("shoal: FAILOVER aborted: Failover manually aborted");
+            return None;
         }
-        ring.wait_snapshot_change(Duration::from_millis(100));
+        let head = ring.head();
+        let caught_up = lock(shared)
+            .replicas
+            .values()
+            .find(|r| {
+                r.state == "online"
+                    && r.ack == head
+                    && target
+                        .as_ref()
+                        .is_none_or(|(ip, port)| r.ip == *ip && r.port == *port)
+            })
+            .map(|r| (r.ip.clone(), r.port));
+        if let Some((ip, port)) = caught_up {
+            if !repl::failover_begin(store, request) {
+                continue;
+            }
+            println!("shoal: FAILOVER target {ip}:{port} is synced, failing over");
+            changed(shared);
+            return Some((ip, port));
+        }
+        if request.deadline_ms != 0 && now_ms() >= request.deadline_ms {
+            if let Some((ip, port)) = target.clone().filter(|_| request.force) {
+                if !repl::failover_begin(store, request) {
+                    continue;
+                }
+                println!("shoal: FAILOVER to {ip}:{port} time out exceeded, failing over");
+                changed(shared);
+                return Some((ip, port));
+            }
+            abort_failover(
+                store,
+                request.word,
+                "Replica never caught up before timeout",
+            );
+            return None;
+        }
+        if shared.stop.load(Ordering::Acquire) {
+            abort_failover(store, request.word, "the server is stopping");
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
-    let status = ring.status();
-    if status.snapshot_last_failed || status.snapshot_start_lsn < restarted {
-        return Err("the snapshot after the promotion failed".into());
+}
+
+/// Ends a failover that is still the one `word` describes; writes go on.
+fn abort_failover(store: &Store, word: u64, why: &str) {
+    if repl::failover_word(store) == word {
+        repl::failover_end(store);
     }
-    std::fs::remove_file(dir.join(REPLICATED_MARKER))
-        .or_else(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Ok(()),
-            _ => Err(e),
-        })
-        .map_err(|e| format!("removing {REPLICATED_MARKER}: {e}"))?;
-    forget_applied(store)?;
-    if untouched && applied > 0 && restarted == applied && !old_history.is_empty() {
+    println!("shoal: FAILOVER aborted: {why}");
+}
+
+/// FAILOVER's hand-over: this primary becomes a replica of `host:port`
+/// (workers refuse writes from then on), waits until the target has
+/// acknowledged every write that got in before that, and sends it
+/// `SHOAL.SYNC … FAILOVER`: the target takes over and answers as a
+/// primary, and this server follows it. Returns whether it is a replica
+/// now; when the target refused or could not be reached, this server is a
+/// primary again with its history, as Redis's abortFailover.
+fn fail_over_to(shared: &Arc<Shared>, host: &str, port: u16, force: bool) -> bool {
+    let store = shared.store.clone();
+    let ring = store.log_ring();
+    let own = lock(shared).replid.clone();
+    let handed = (|| -> Result<u64, String> {
+        let mut h = store.handle().map_err(|e| e.to_string())?;
+        repl::set_target(&store, &mut h, Some((host, port))).map_err(|e| e.to_string())?;
+        // A write a worker had let through before the role changed is
+        // complete once every holder of a key lock has left.
+        let head = h
+            .exclusive(|_| Ok(ring.head()))
+            .map_err(|e| e.to_string())?;
+        drop(h);
+        let began = Instant::now();
+        while !force {
+            let acked = lock(shared)
+                .replicas
+                .values()
+                .any(|r| r.ip == host && r.port == port && r.ack >= head);
+            if acked {
+                break;
+            }
+            if began.elapsed() > LINK_TIMEOUT {
+                return Err(format!(
+                    "the target did not acknowledge LSN {head} after the role changed"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // What this server holds is its own history up to `head`.
+        repl::set_applied_lsn(&store, head).map_err(|e| e.to_string())?;
+        repl::set_followed_tag(&store, repl::replid_tag(&own)).map_err(|e| e.to_string())?;
+        lock(shared).master_replid = own.clone();
+        Ok(head)
+    })();
+    let generation = repl::generation(&store);
+    let result = handed.and_then(|head| {
+        if let Some(dir) = &shared.dir {
+            let _ = std::fs::write(
+                dir.join(REPLICATED_MARKER),
+                "this server followed a primary: see docs/replication.md\n",
+            );
+        }
+        println!("shoal: FAILOVER: asking {host}:{port} to take over at LSN {head}");
+        {
+            let mut inner = lock(shared);
+            inner.link = "connecting";
+            inner.down_since_ms = now_ms();
+        }
+        changed(shared);
+        follow(shared, host, port, generation, true)
+    });
+    if repl::failover_state(&store) != repl::FailoverState::InProgress {
+        // The target answered as a primary: the link ran (and ended, or
+        // REPLICAOF moved it): the loop goes on as a replica.
+        if let Err(e) = result {
+            let mut inner = lock(shared);
+            inner.link = "down";
+            inner.down_since_ms = now_ms();
+            inner.last_error = e;
+        }
+        changed(shared);
+        return true;
+    }
+    let why = result.err().unwrap_or_else(|| "stopped".into());
+    println!("shoal: FAILOVER aborted: {why}; this server stays the primary");
+    if let Ok(mut h) = store.handle() {
+        let _ = repl::set_target(&store, &mut h, None);
+    }
+    let _ = forget_applied(&store);
+    if let Some(dir) = &shared.dir {
+        let _ = std::fs::remove_file(dir.join(REPLICATED_MARKER));
+    }
+    {
         let mut inner = lock(shared);
-        inner.replid2 = old_history;
-        inner.second_offset = restarted;
+        inner.link = "none";
+        inner.master_replid.clear();
+        inner.last_error = why;
     }
-    println!(
-        "shoal: promotion: snapshot at LSN {} holds the replicated data; replicas may follow",
-        status.snapshot_start_lsn
-    );
+    repl::failover_end(&store);
     changed(shared);
+    false
+}
+
+/// A FAILOVER target takes over (its primary, writes paused, sent
+/// `SHOAL.SYNC … FAILOVER`): while it still refuses writes it restarts its
+/// log past every version (where the old primary stopped, normally), so
+/// that its log from there continues the old history exactly; then it
+/// becomes a primary and waits for the promotion to settle (its snapshot),
+/// after which the old primary gets a partial resync.
+fn take_over(shared: &Arc<Shared>) -> Result<(), String> {
+    let store = &shared.store;
+    if shared.dir.is_none() {
+        return Err("this shoal server keeps no transaction log".into());
+    }
+    let mut h = store.handle().map_err(|e| e.to_string())?;
+    let applied = repl::applied_lsn(store);
+    let settled_before = lock(shared).promotions_settled;
+    let (restarted, _) = restart_past_versions(shared, &mut h, applied)?;
+    lock(shared).prepared_restart = Some(restarted);
+    repl::set_target(store, &mut h, None).map_err(|e| e.to_string())?;
+    drop(h);
+    println!(
+        "shoal: FAILOVER: taking over from the primary at LSN {applied}; the log goes on at LSN {restarted}"
+    );
+    let began = Instant::now();
+    while lock(shared).promotions_settled == settled_before {
+        if shared.stop.load(Ordering::Acquire) || began.elapsed() > Duration::from_secs(600) {
+            return Err("the promotion did not settle".into());
+        }
+        if repl::is_replica(store) {
+            return Err("REPLICAOF changed this server meanwhile".into());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
     Ok(())
 }
 
@@ -871,7 +1127,13 @@ fn read_line(reader: &mut impl BufRead, host: &str, port: u16) -> Result<String,
 
 /// Follows the primary at `host:port` until the link fails (the error) or
 /// REPLICAOF changes the generation (Ok).
-fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Result<(), String> {
+fn follow(
+    shared: &Arc<Shared>,
+    host: &str,
+    port: u16,
+    generation: u64,
+    failover: bool,
+) -> Result<(), String> {
     let addr = (host, port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {host}: {e}"))?
@@ -909,18 +1171,22 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
             ));
         }
     }
-    let request = resp_command(&[
-        "SHOAL.SYNC",
-        &replid,
-        &applied.to_string(),
-        &shared.port.to_string(),
-        &shared.node,
-    ]);
+    let (offset, listening) = (applied.to_string(), shared.port.to_string());
+    let mut request_args = vec!["SHOAL.SYNC", &replid, &offset, &listening, &shared.node];
+    if failover {
+        request_args.push("FAILOVER");
+    }
+    let request = resp_command(&request_args);
     writer
         .write_all(&request)
         .map_err(|e| format!("writing to {host}:{port}: {e}"))?;
     let line = read_line(&mut reader, host, port)?;
     let words: Vec<&str> = line.split(' ').collect();
+    if failover && (line.starts_with("+CONTINUE ") || line.starts_with("+FULLRESYNC ")) {
+        // The target took over: writes go on here (refused: a replica).
+        repl::failover_end(&store);
+        println!("shoal: FAILOVER: {host}:{port} is the primary now");
+    }
     let mut h = store.handle().map_err(|e| e.to_string())?;
     let mut expect;
     match words.as_slice() {
