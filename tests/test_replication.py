@@ -451,6 +451,117 @@ def test_failover_errors_timeout_and_abort(tmp_path):
         primary.stop()
 
 
+def test_chained_replicas_follow_the_top_primarys_offsets(tmp_path):
+    """A -> B -> C: B relays A's frames, so C's positions are A's offsets;
+    C SIGKILLed and restarted resumes partially from B, with no gap and no
+    duplicate (a counter per key)."""
+    a = DurableServer(tmp_path / "a").start()
+    b = DurableServer(tmp_path / "b", extra_args=["--replicaof", f"127.0.0.1:{a.port}"])
+    c = None
+    try:
+        b.start()
+        c = DurableServer(tmp_path / "c", extra_args=["--replicaof", f"127.0.0.1:{b.port}"])
+        c.start()
+        pa = a.client()
+        counts = {}
+        for i in range(2000):
+            key = f"ctr{i % 20}"
+            counts[key] = pa.incr(key)
+            write_every_type(pa, i) if i % 20 == 0 else None
+
+        def caught_up():
+            head = int(link(a)["master_repl_offset"])
+            return int(link(c).get("slave_repl_offset", 0)) == head
+
+        wait_for(lambda: link(c).get("master_link_status") == "up", timeout=30, what="C's link to B")
+        wait_for(caught_up, timeout=30, what="C to apply A's whole log through B")
+        info_b = link(b)
+        assert info_b["role"] == "slave"
+        assert info_b["connected_slaves"] == "1"
+        assert info_b["slave0"].startswith(f"ip=127.0.0.1,port={c.port},state=online")
+        assert link(c)["master_port"] == str(b.port)
+        assert everything(c.client(decode_responses=False)) == everything(a.client(decode_responses=False))
+        with pytest.raises(redis.exceptions.ReadOnlyError):
+            c.client().set("x", 1)
+
+        c.kill_all()
+        for i in range(2000):
+            key = f"ctr{i % 20}"
+            counts[key] = pa.incr(key)
+        c.start()
+        wait_for(lambda: link(c).get("master_link_status") == "up", timeout=30, what="C's link again")
+        wait_for(caught_up, timeout=30, what="C to catch up after its restart")
+        assert "partial resync from LSN" in c.text()
+        assert "full resync" not in c.text()
+        assert "(relayed)" in b.text()
+        cc = c.client()
+        for key, n in counts.items():
+            assert int(cc.get(key)) == n
+        assert everything(c.client(decode_responses=False)) == everything(a.client(decode_responses=False))
+    finally:
+        for server in (c, b, a):
+            if server is not None:
+                server.stop()
+
+
+def log_files(d):
+    """The first LSNs of a directory's log files, oldest first."""
+    return sorted(int(f.name[4:20], 16) for f in d.iterdir() if f.name.endswith(".shlog"))
+
+
+def test_snapshots_keep_the_log_files_a_connected_replica_has_not_read(tmp_path):
+    """A snapshot prunes a log file only once every connected replica has
+    acknowledged it; a replica that was away when its position was pruned
+    does a full resync."""
+    primary = DurableServer(tmp_path / "primary", extra_args=["--log-file-size", "4k"]).start()
+    rep = DurableServer(tmp_path / "replica",
+                        extra_args=["--replicaof", f"127.0.0.1:{primary.port}"])
+    try:
+        rep.start()
+        p = primary.client()
+        value = "v" * 200
+
+        def write(prefix, n):
+            for i in range(n):
+                p.set(f"{prefix}{i}", value)
+
+        def save_and_prune():
+            before = primary.text().count("old log/snapshot files")
+            assert p.save() is True
+            wait_for(lambda: primary.text().count("old log/snapshot files") > before,
+                     what="the snapshot's pruning")
+
+        write("a", 100)
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        os.kill(rep.proc.pid, signal.SIGSTOP)
+        try:
+            acked = int(link(primary)["slave0"].split("offset=")[1].split(",")[0])
+            write("b", 100)
+            save_and_prune()
+            files = log_files(tmp_path / "primary")
+            assert len(files) > 3
+            assert files[0] <= acked, (files[:3], acked)
+        finally:
+            os.kill(rep.proc.pid, signal.SIGCONT)
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        save_and_prune()
+        assert log_files(tmp_path / "primary")[0] > acked
+        assert rep.client().get("b99") == value
+
+        rep.kill_all()
+        write("c", 100)
+        save_and_prune()
+        rep.start()
+        wait_for(lambda: link(rep).get("master_link_status") == "up", timeout=30, what="the link")
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert "full resync" in rep.text()
+        r = rep.client()
+        assert [r.get(f"{k}{i}") for k in "abc" for i in range(100)] == [value] * 300
+    finally:
+        rep.stop()
+        primary.stop()
+
+
 def test_a_promotion_cut_short_is_finished_at_the_next_start(tmp_path):
     """A server whose directory still has the replicated-data marker (it
     stopped between its promotion and the promotion's snapshot) finishes

@@ -491,17 +491,15 @@ fn shoal_sync(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 "ERR PSYNC FAILOVER replid must match my replid.",
             ));
         }
-    } else if is_replica(&cx.engine.store) {
-        return Err(CmdError::msg(
-            "ERR this shoal server is a replica: chained replication is not supported, follow its primary",
-        ));
     }
     if !keeps_log {
         return Err(CmdError::msg(
             "ERR this shoal server keeps no transaction log: start the primary with --dir to replicate from it",
         ));
     }
-    if !failover && status["holds_replicated_data"] == true {
+    // A replica feeds its own replicas from its relay; a primary that
+    // still holds replicated data its log lacks feeds nobody.
+    if !failover && !is_replica(&cx.engine.store) && status["holds_replicated_data"] == true {
         return Err(CmdError::msg(
             "ERR this shoal server holds data it replicated from another primary, which its own log does not hold: replicas cannot follow it",
         ));

@@ -488,7 +488,9 @@ fn snapshot_loop(store: Store, opts: PersistOptions, stop: Arc<AtomicBool>, mut 
                     info.duration.as_secs_f64()
                 );
                 let _ = ring.snapshot_finished(requested, true, info.start_lsn, now_ms());
-                match log::prune(&opts.dir, info.start_lsn, opts.keep_logs) {
+                // Log files a connected replica has not read yet stay.
+                let needed = super::replication::needed_by_replicas();
+                match log::prune_keeping(&opts.dir, info.start_lsn, opts.keep_logs, needed) {
                     Ok(removed) if !removed.is_empty() => {
                         println!("shoal: removed {} old log/snapshot files", removed.len())
                     }

@@ -37,6 +37,7 @@ use serde_json::{json, Value};
 use store::log::{frame::parse_frame, record, FIRST_LSN, GROUP_CONTINUES};
 use store::{Handle, Store};
 
+use super::relay::Relay;
 use crate::error::Error;
 
 /// Bytes of frames a sender puts in one message.
@@ -54,6 +55,9 @@ struct ReplicaEntry {
     state: &'static str,
     ack: u64,
     last_ack_ms: u64,
+    /// The lowest LSN it still has to read from the log files: its
+    /// acknowledgement, or the start of the snapshot it is being sent.
+    needs: u64,
 }
 
 /// What both roles share with the status writer.
@@ -68,6 +72,12 @@ struct Shared {
     /// Wakes the status writer when something changed.
     wake: std::sync::Condvar,
     wake_lock: Mutex<()>,
+    /// A replica's relay of its primary's frames, for its own replicas.
+    relay: Mutex<Option<Relay>>,
+    /// The relay's end (0: no relay), read by the senders of a replica.
+    relay_end: AtomicU64,
+    /// Bumped when the relay starts over: its senders drop their links.
+    relay_epoch: AtomicU64,
 }
 
 #[derive(Default)]
@@ -186,6 +196,9 @@ pub fn start(
         dirty: AtomicBool::new(true),
         wake: std::sync::Condvar::new(),
         wake_lock: Mutex::new(()),
+        relay: Mutex::new(None),
+        relay_end: AtomicU64::new(0),
+        relay_epoch: AtomicU64::new(0),
     });
     let _ = SHARED.set(shared.clone());
     write_status(&shared);
@@ -342,6 +355,24 @@ pub fn ctl_status() -> Value {
 
 // ---- the primary's side ----
 
+/// The lowest LSN a connected replica still has to read from the log
+/// files (u64::MAX: none): snapshots prune no log file at or after it.
+pub fn needed_by_replicas() -> u64 {
+    let Some(shared) = SHARED.get() else {
+        return u64::MAX;
+    };
+    // A replica's own replicas read its relay, not its log files.
+    if repl::is_replica(&shared.store) {
+        return u64::MAX;
+    }
+    lock(shared)
+        .replicas
+        .values()
+        .map(|r| r.needs)
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
 /// Takes a replica's link (SHOAL.SYNC) from a worker: a sender thread
 /// serves it until it closes.
 pub fn serve_replica(fd: OwnedFd, link: &Value) {
@@ -380,6 +411,7 @@ pub fn serve_replica(fd: OwnedFd, link: &Value) {
                         state: "wait_bgsave",
                         ack: 0,
                         last_ack_ms: now_ms(),
+                        needs: offset,
                     },
                 );
                 id
@@ -406,6 +438,33 @@ fn message(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
     out.extend_from_slice(body);
 }
 
+/// Reads a replica's acknowledgements on their own thread; the flag says
+/// the link closed.
+fn read_acks(
+    shared: &Arc<Shared>,
+    id: u64,
+    stream: &TcpStream,
+) -> std::io::Result<Arc<AtomicBool>> {
+    let closed = Arc::new(AtomicBool::new(false));
+    let mut reader = stream.try_clone()?;
+    let (flag, shared) = (closed.clone(), shared.clone());
+    std::thread::Builder::new()
+        .name("repl-acks".into())
+        .spawn(move || {
+            let mut b = [0u8; 9];
+            while reader.read_exact(&mut b).is_ok() && b[0] == b'A' {
+                let lsn = u64::from_le_bytes(b[1..].try_into().unwrap_or_default());
+                set_replica(&shared, id, |r| {
+                    r.ack = lsn;
+                    r.needs = lsn;
+                    r.last_ack_ms = now_ms();
+                });
+            }
+            flag.store(true, Ordering::Release);
+        })?;
+    Ok(closed)
+}
+
 /// Serves one replica: the answer line, a snapshot if needed, then the log.
 fn send(
     shared: &Arc<Shared>,
@@ -422,6 +481,9 @@ fn send(
     stream.set_nonblocking(false)?;
     stream.set_nodelay(true)?;
     stream.set_write_timeout(Some(LINK_TIMEOUT))?;
+    if repl::is_replica(&shared.store) {
+        return send_relay(shared, id, stream, replid, offset, &dir);
+    }
     let ring = shared.store.log_ring();
     let (own, replid2, second_offset) = {
         let inner = lock(shared);
@@ -436,27 +498,7 @@ fn send(
     let continues_old_history = !replid2.is_empty()
         && offset == second_offset
         && replid == format!("{:016x}", repl::replid_tag(&replid2));
-    // Acknowledgements arrive on their own thread.
-    let closed = Arc::new(AtomicBool::new(false));
-    let acked = Arc::new(AtomicU64::new(0));
-    {
-        let mut reader = stream.try_clone()?;
-        let (closed, shared, acked) = (closed.clone(), shared.clone(), acked.clone());
-        std::thread::Builder::new()
-            .name("repl-acks".into())
-            .spawn(move || {
-                let mut b = [0u8; 9];
-                while reader.read_exact(&mut b).is_ok() && b[0] == b'A' {
-                    let lsn = u64::from_le_bytes(b[1..].try_into().unwrap_or_default());
-                    acked.store(lsn, Ordering::Release);
-                    set_replica(&shared, id, |r| {
-                        r.ack = lsn;
-                        r.last_ack_ms = now_ms();
-                    });
-                }
-                closed.store(true, Ordering::Release);
-            })?;
-    }
+    let closed = read_acks(shared, id, &stream)?;
     let written = || ring.status().released;
     // A partial resync when the replica follows this history and the files
     // still hold its position (and it is a frame's start).
@@ -489,7 +531,10 @@ fn send(
         None => {
             let (snapshot, start) = full_base(&dir, &ring)?;
             stream.write_all(format!("+FULLRESYNC {own} {start}\r\n").as_bytes())?;
-            set_replica(shared, id, |r| r.state = "send_bulk");
+            set_replica(shared, id, |r| {
+                r.state = "send_bulk";
+                r.needs = start;
+            });
             let began = Instant::now();
             let mut frames = 0u64;
             if let Some(path) = &snapshot {
@@ -581,6 +626,119 @@ fn send(
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
     Ok(())
+}
+
+/// Serves a replica of this replica (a chained replica): positions and
+/// the replication id are the top primary's. A partial resync when the
+/// relay holds its position; otherwise a full resync from a walk of the
+/// store (a fuzzy snapshot at the LSN applied when the walk began), then
+/// the relay from there.
+fn send_relay(
+    shared: &Arc<Shared>,
+    id: u64,
+    mut stream: TcpStream,
+    replid: &str,
+    offset: u64,
+    dir: &Path,
+) -> std::io::Result<()> {
+    let io_err = |what: String| std::io::Error::other(what);
+    let relay_dir = dir.join("relay");
+    let store = shared.store.clone();
+    let epoch = shared.relay_epoch.load(Ordering::Acquire);
+    let master = lock(shared).master_replid.clone();
+    let relay_end = || shared.relay_end.load(Ordering::Acquire);
+    if master.is_empty() || relay_end() == 0 || lock(shared).link != "up" {
+        stream.write_all(b"-NOMASTERLINK Can't SYNC while not connected with my master\r\n")?;
+        return Ok(());
+    }
+    let closed = read_acks(shared, id, &stream)?;
+    let mut out = Vec::new();
+    let mut tail = None;
+    if replid == format!("{:016x}", repl::replid_tag(&master)) && offset <= relay_end() {
+        tail = LogTail::open(&relay_dir, offset)?;
+    }
+    let tail = match tail {
+        Some(t) => {
+            stream.write_all(format!("+CONTINUE {master} {offset}\r\n").as_bytes())?;
+            println!("shoal: replica {id}: partial resync from LSN {offset} (relayed)");
+            t
+        }
+        None => {
+            let start = repl::applied_lsn(&store);
+            stream.write_all(format!("+FULLRESYNC {master} {start}\r\n").as_bytes())?;
+            set_replica(shared, id, |r| r.state = "send_bulk");
+            let began = Instant::now();
+            let frames = stream_store(&store, &mut stream)?;
+            out.clear();
+            message(&mut out, b'E', &start.to_le_bytes());
+            stream.write_all(&out)?;
+            println!(
+                "shoal: replica {id}: full resync: the store at LSN {start} ({frames} records) sent in {:.3} s",
+                began.elapsed().as_secs_f64()
+            );
+            LogTail::open(&relay_dir, start)?
+                .ok_or_else(|| io_err(format!("the relay no longer holds LSN {start}")))?
+        }
+    };
+    set_replica(shared, id, |r| r.state = "online");
+    let mut tail = tail;
+    let mut chunk = Vec::new();
+    let mut last_sent = Instant::now();
+    while !closed.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
+        // Promoted, or the relay started over: the replica looks again.
+        if !repl::is_replica(&store) || shared.relay_epoch.load(Ordering::Acquire) != epoch {
+            break;
+        }
+        let upto = relay_end();
+        if tail.position() < upto {
+            tail.read(upto, &mut chunk, CHUNK)?;
+            out.clear();
+            message(&mut out, b'L', &chunk);
+            stream.write_all(&out)?;
+            chunk.clear();
+            last_sent = Instant::now();
+            continue;
+        }
+        if last_sent.elapsed() >= HEARTBEAT {
+            out.clear();
+            message(&mut out, b'H', &upto.to_le_bytes());
+            stream.write_all(&out)?;
+            last_sent = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    Ok(())
+}
+
+/// Sends a fuzzy snapshot of the store as `S` messages: every key's whole
+/// value with its version as LSN (the walk of `Handle::snapshot_records`,
+/// which locks one bucket at a time). Returns the records sent.
+fn stream_store(store: &Store, stream: &mut TcpStream) -> std::io::Result<u64> {
+    let mut h = store
+        .handle()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut chunk = Vec::with_capacity(CHUNK);
+    let mut out = Vec::new();
+    let mut frames = 0u64;
+    h.snapshot_records(&mut |lsn, payload| {
+        frames += 1;
+        store::log::encode_frame(lsn, payload, &mut chunk);
+        if chunk.len() >= CHUNK {
+            out.clear();
+            message(&mut out, b'S', &chunk);
+            chunk.clear();
+            stream.write_all(&out)?;
+        }
+        Ok(())
+    })
+    .map_err(|e| std::io::Error::other(e.to_string()))??;
+    if !chunk.is_empty() {
+        out.clear();
+        message(&mut out, b'S', &chunk);
+        stream.write_all(&out)?;
+    }
+    Ok(frames)
 }
 
 /// Whether `bytes` are whole, valid frames, the first at `lsn`.
@@ -1201,6 +1359,7 @@ fn follow(
             }
             lock(shared).master_replid = id.to_string();
             repl::set_followed_tag(&store, repl::replid_tag(id)).map_err(|e| e.to_string())?;
+            relay_from(shared, applied);
             set_up(shared, "up");
             println!("shoal: replicating from {host}:{port}: partial resync from LSN {applied}");
         }
@@ -1210,6 +1369,7 @@ fn follow(
                 .map_err(|_| format!("bad answer {line:?}"))?;
             set_up(shared, "sync");
             repl::set_applied_lsn(&store, 0).map_err(|e| e.to_string())?;
+            relay_from(shared, start);
             let mut flush = Vec::new();
             record::encode_flush_all(&mut flush);
             h.apply_record(FIRST_LSN, &flush)
@@ -1279,6 +1439,7 @@ fn follow(
                         closed = expect;
                     }
                 }
+                relay_append(shared, &body);
                 if closed > repl::applied_lsn(&store) {
                     repl::set_applied_lsn(&store, closed).map_err(|e| e.to_string())?;
                 }
@@ -1295,6 +1456,56 @@ fn follow(
                     kind as char
                 ))
             }
+        }
+    }
+}
+
+/// Makes the relay continue at `lsn`: kept when it ends there, else
+/// started over (its replicas then look again).
+fn relay_from(shared: &Shared, lsn: u64) {
+    let Some(dir) = &shared.dir else {
+        return;
+    };
+    let mut relay = shared.relay.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = relay.as_mut() {
+        if r.end() == lsn {
+            return;
+        }
+        // The frames of a group the link lost go; the replicas keep theirs
+        // (they apply closed groups only).
+        if r.rewind(lsn).unwrap_or(false) {
+            shared.relay_end.store(r.end(), Ordering::Release);
+            return;
+        }
+    }
+    shared.relay_epoch.fetch_add(1, Ordering::AcqRel);
+    shared.relay_end.store(0, Ordering::Release);
+    *relay = match Relay::start(&dir.join("relay"), lsn) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            println!("shoal: the relay for replicas of this replica failed: {e}");
+            None
+        }
+    };
+    if let Some(r) = relay.as_ref() {
+        shared.relay_end.store(r.end(), Ordering::Release);
+    }
+}
+
+/// Relays the frames of one `L` message (already checked and applied up
+/// to its last closed group). A relay that fails is dropped.
+fn relay_append(shared: &Shared, frames: &[u8]) {
+    let mut relay = shared.relay.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(r) = relay.as_mut() else {
+        return;
+    };
+    match r.append(frames) {
+        Ok(()) => shared.relay_end.store(r.end(), Ordering::Release),
+        Err(e) => {
+            println!("shoal: the relay for replicas of this replica failed: {e}");
+            *relay = None;
+            shared.relay_end.store(0, Ordering::Release);
+            shared.relay_epoch.fetch_add(1, Ordering::AcqRel);
         }
     }
 }
