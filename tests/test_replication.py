@@ -521,42 +521,58 @@ def test_snapshots_keep_the_log_files_a_connected_replica_has_not_read(tmp_path)
         p = primary.client()
         value = "v" * 200
 
-        def write(prefix, n):
-            for i in range(n):
+        def write(prefix, n, first=0):
+            for i in range(first, n):
                 p.set(f"{prefix}{i}", value)
 
+        def written_up_to_head():
+            with Raw(primary.port) as conn:
+                info = info_section(conn, "persistence")
+            return int(info["shoal_log_written_lsn"]) >= int(info["shoal_log_head_lsn"])
+
         def save_and_prune():
-            before = primary.text().count("old log/snapshot files")
+            # SAVE returns once the snapshot's pruning is done.
             assert p.save() is True
-            wait_for(lambda: primary.text().count("old log/snapshot files") > before,
-                     what="the snapshot's pruning")
 
         write("a", 100)
         assert p.execute_command("WAIT", 1, 10000) == 1
         os.kill(rep.proc.pid, signal.SIGSTOP)
         try:
             acked = int(link(primary)["slave0"].split("offset=")[1].split(",")[0])
-            write("b", 100)
+            # Two batches of the log writer, so at least two files.
+            write("b", 150)
+            wait_for(written_up_to_head, what="the log writer")
+            write("b", 300, first=150)
             save_and_prune()
             files = log_files(tmp_path / "primary")
-            assert len(files) > 3
-            assert files[0] <= acked, (files[:3], acked)
+            # Without the replica, only the file holding the snapshot's
+            # start would stay.
+            assert len(files) >= 2
+            assert files[0] <= acked, (files, acked)
         finally:
             os.kill(rep.proc.pid, signal.SIGCONT)
         assert p.execute_command("WAIT", 1, 10000) == 1
         save_and_prune()
         assert log_files(tmp_path / "primary")[0] > acked
-        assert rep.client().get("b99") == value
+        assert rep.client().get("b299") == value
 
         rep.kill_all()
-        write("c", 100)
+
+        # Two batches of the log writer: the file holding the replica's
+        # position is full before the second, which starts a new file.
+        write("c", 500)
+        wait_for(written_up_to_head, what="the log writer")
+        write("d", 100)
         save_and_prune()
         rep.start()
-        wait_for(lambda: link(rep).get("master_link_status") == "up", timeout=30, what="the link")
+        wait_for(lambda: " resync" in rep.text(), timeout=30, what="the link")
+        assert "full resync" in rep.text(), rep.text()
         assert p.execute_command("WAIT", 1, 10000) == 1
-        assert "full resync" in rep.text()
         r = rep.client()
-        assert [r.get(f"{k}{i}") for k in "abc" for i in range(100)] == [value] * 300
+        assert [r.get(f"a{i}") for i in range(100)] == [value] * 100
+        assert [r.get(f"c{i}") for i in range(500)] == [value] * 500
+        assert [r.get(f"d{i}") for i in range(100)] == [value] * 100
+        assert [r.get(f"b{i}") for i in range(300)] == [value] * 300
     finally:
         rep.stop()
         primary.stop()
