@@ -1085,12 +1085,13 @@ fn fail_over_to(shared: &Arc<Shared>, host: &str, port: u16, force: bool) -> boo
             .map_err(|e| e.to_string())?;
         drop(h);
         let began = Instant::now();
-        while !force {
+        // FORCE: the target takes over wherever it stands.
+        loop {
             let acked = lock(shared)
                 .replicas
                 .values()
                 .any(|r| r.ip == host && r.port == port && r.ack >= head);
-            if acked {
+            if force || acked {
                 break;
             }
             if began.elapsed() > LINK_TIMEOUT {
