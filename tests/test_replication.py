@@ -337,11 +337,12 @@ def test_failover_switches_roles_with_no_acknowledged_write_lost(tmp_path):
     with a partial resync. Every write a client saw acknowledged (on either
     server) is on the new primary; refused ones (READONLY) are retried
     there."""
-    primary, (rep,) = primary_and_replicas(tmp_path, 1)
+    primary, (rep, other) = primary_and_replicas(tmp_path, 2)
     try:
         rep.start()
+        other.start()
         p = primary.client()
-        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert p.execute_command("WAIT", 2, 10000) == 2
         stop = threading.Event()
         acked = {}
         servers = [primary, rep]
@@ -387,11 +388,23 @@ def test_failover_switches_roles_with_no_acknowledged_write_lost(tmp_path):
             chunk = keys[start:start + 1000]
             assert [int(v) for v in r.mget(chunk)] == [acked[k] for k in chunk]
         assert everything(primary.client(decode_responses=False)) == everything(rep.client(decode_responses=False))
+        # The old primary's other replica follows it as a chained replica
+        # (it relays the new primary's log at the same offsets).
+        head = int(link(rep)["master_repl_offset"])
+        wait_for(lambda: int(link(other).get("slave_repl_offset", 0)) == head, timeout=30,
+                 what="the other replica to follow through the old primary")
+        assert everything(other.client(decode_responses=False)) == everything(rep.client(decode_responses=False))
+        assert int(link(primary)["connected_slaves"]) == 1
+        # It stood at the old primary's last offset, where the relay starts
+        # (master_replid2 after a failover): a partial resync.
+        assert f"replicating from 127.0.0.1:{primary.port}: partial resync" in other.text()
+        assert other.text().count("full resync") == 1
         with pytest.raises(redis.exceptions.ReadOnlyError):
             p.set("x", 1)
         with pytest.raises(redis.exceptions.ResponseError, match="FAILOVER is not valid when server is a replica"):
             p.execute_command("FAILOVER")
     finally:
+        other.stop()
         rep.stop()
         primary.stop()
 

@@ -654,7 +654,18 @@ fn send_relay(
     let closed = read_acks(shared, id, &stream)?;
     let mut out = Vec::new();
     let mut tail = None;
-    if replid == format!("{:016x}", repl::replid_tag(&master)) && offset <= relay_end() {
+    // A replica of this server's own history before FAILOVER made it a
+    // replica, at exactly where that history ends: the relay starts there.
+    let (replid2, second_offset) = {
+        let inner = lock(shared);
+        (inner.replid2.clone(), inner.second_offset)
+    };
+    let own_history = !replid2.is_empty()
+        && offset == second_offset
+        && replid == format!("{:016x}", repl::replid_tag(&replid2));
+    if (replid == format!("{:016x}", repl::replid_tag(&master)) || own_history)
+        && offset <= relay_end()
+    {
         tail = LogTail::open(&relay_dir, offset)?;
     }
     let tail = match tail {
@@ -1101,10 +1112,15 @@ fn fail_over_to(shared: &Arc<Shared>, host: &str, port: u16, force: bool) -> boo
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        // What this server holds is its own history up to `head`.
+        // What this server holds is its own history up to `head`; its
+        // replicas at exactly there continue through its relay (Redis's
+        // master_replid2 after a failover).
         repl::set_applied_lsn(&store, head).map_err(|e| e.to_string())?;
         repl::set_followed_tag(&store, repl::replid_tag(&own)).map_err(|e| e.to_string())?;
-        lock(shared).master_replid = own.clone();
+        let mut inner = lock(shared);
+        inner.master_replid = own.clone();
+        inner.replid2 = own.clone();
+        inner.second_offset = head;
         Ok(head)
     })();
     let generation = repl::generation(&store);
@@ -1149,6 +1165,8 @@ fn fail_over_to(shared: &Arc<Shared>, host: &str, port: u16, force: bool) -> boo
         let mut inner = lock(shared);
         inner.link = "none";
         inner.master_replid.clear();
+        inner.replid2.clear();
+        inner.second_offset = 0;
         inner.last_error = why;
     }
     repl::failover_end(&store);
@@ -1370,6 +1388,12 @@ fn follow(
                 .map_err(|_| format!("bad answer {line:?}"))?;
             set_up(shared, "sync");
             repl::set_applied_lsn(&store, 0).map_err(|e| e.to_string())?;
+            {
+                // The store is replaced: no history of its own goes on.
+                let mut inner = lock(shared);
+                inner.replid2.clear();
+                inner.second_offset = 0;
+            }
             relay_from(shared, start);
             let mut flush = Vec::new();
             record::encode_flush_all(&mut flush);
