@@ -107,6 +107,8 @@ struct Inner {
     prepared_restart: Option<u64>,
     /// Promotions settled so far (a FAILOVER target waits for its own).
     promotions_settled: u64,
+    /// The FAILOVER target answered `SHOAL.SYNC … FAILOVER` as a primary.
+    failover_answered: bool,
 }
 
 static SHARED: OnceLock<Arc<Shared>> = OnceLock::new();
@@ -180,6 +182,12 @@ pub fn start(
     if store.created() {
         let _ = repl::set_applied_lsn(store, 0);
         let _ = repl::set_followed_tag(store, 0);
+    }
+    // A supervisor that stopped in the middle of a FAILOVER's hand-over:
+    // writes go on, on whatever role it had reached.
+    if repl::failover_state(store) == repl::FailoverState::InProgress {
+        println!("shoal: FAILOVER aborted: the server restarted during the hand-over");
+        repl::failover_end(store);
     }
     let shared = Arc::new(Shared {
         store: store.clone(),
@@ -1105,6 +1113,9 @@ fn fail_over_to(shared: &Arc<Shared>, host: &str, port: u16, force: bool) -> boo
             if force || acked {
                 break;
             }
+            if repl::failover_state(&store) != repl::FailoverState::InProgress {
+                return Err("Failover manually aborted".into());
+            }
             if began.elapsed() > LINK_TIMEOUT {
                 return Err(format!(
                     "the target did not acknowledge LSN {head} after the role changed"
@@ -1124,7 +1135,11 @@ fn fail_over_to(shared: &Arc<Shared>, host: &str, port: u16, force: bool) -> boo
         Ok(head)
     })();
     let generation = repl::generation(&store);
+    lock(shared).failover_answered = false;
     let result = handed.and_then(|head| {
+        if repl::failover_state(&store) != repl::FailoverState::InProgress {
+            return Err("Failover manually aborted".into());
+        }
         if let Some(dir) = &shared.dir {
             let _ = std::fs::write(
                 dir.join(REPLICATED_MARKER),
@@ -1140,7 +1155,7 @@ fn fail_over_to(shared: &Arc<Shared>, host: &str, port: u16, force: bool) -> boo
         changed(shared);
         follow(shared, host, port, generation, true)
     });
-    if repl::failover_state(&store) != repl::FailoverState::InProgress {
+    if lock(shared).failover_answered {
         // The target answered as a primary: the link ran (and ended, or
         // REPLICAOF moved it): the loop goes on as a replica.
         if let Err(e) = result {
@@ -1361,6 +1376,7 @@ fn follow(
     let words: Vec<&str> = line.split(' ').collect();
     if failover && (line.starts_with("+CONTINUE ") || line.starts_with("+FULLRESYNC ")) {
         // The target took over: writes go on here (refused: a replica).
+        lock(shared).failover_answered = true;
         repl::failover_end(&store);
         println!("shoal: FAILOVER: {host}:{port} is the primary now");
     }
