@@ -464,6 +464,49 @@ def test_failover_errors_timeout_and_abort(tmp_path):
         primary.stop()
 
 
+def test_failover_to_any_replica_and_forced_after_the_timeout(tmp_path):
+    """FAILOVER without TO picks the replica that caught up; FORCE fails
+    over to the target at the timeout even though it never acknowledged
+    (its supervisor stopped), as Redis's does; both end with the two
+    servers equal."""
+    primary, (rep,) = primary_and_replicas(tmp_path, 1)
+    try:
+        rep.start()
+        p = primary.client()
+        for i in range(100):
+            p.set(f"k{i}", i)
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert p.execute_command("FAILOVER") == "OK"
+        wait_for(lambda: link(rep)["role"] == "master" and link(primary)["role"] == "slave"
+                 and link(primary)["master_failover_state"] == "no-failover",
+                 timeout=60, what="the switch to the caught-up replica")
+        r = rep.client()
+        wait_for(lambda: link(primary).get("master_link_status") == "up", timeout=60,
+                 what="the old primary's link")
+        # Now the other way round, forced: the old primary (now a replica)
+        # stops acknowledging.
+        os.kill(primary.proc.pid, signal.SIGSTOP)
+        try:
+            r.set("late", 1)
+            assert r.execute_command("FAILOVER", "TO", "127.0.0.1", primary.port,
+                                     "TIMEOUT", 300, "FORCE") == "OK"
+            wait_for(lambda: "time out exceeded, failing over" in rep.text(), timeout=30,
+                     what="the forced failover")
+        finally:
+            os.kill(primary.proc.pid, signal.SIGCONT)
+        wait_for(lambda: link(primary)["role"] == "master" and link(rep)["role"] == "slave"
+                 and link(rep).get("master_link_status") == "up"
+                 and link(rep)["master_failover_state"] == "no-failover",
+                 timeout=60, what="the forced switch back")
+        p = primary.client()
+        p.set("after", 1)
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert everything(p) == everything(rep.client())
+    finally:
+        rep.stop()
+        primary.stop()
+
+
 def test_chained_replicas_follow_the_top_primarys_offsets(tmp_path):
     """A -> B -> C: B relays A's frames, so C's positions are A's offsets;
     C SIGKILLed and restarted resumes partially from B, with no gap and no

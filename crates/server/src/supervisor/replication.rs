@@ -1413,7 +1413,11 @@ fn follow(
             relay_from(shared, start);
             let mut flush = Vec::new();
             record::encode_flush_all(&mut flush);
-            h.apply_record(FIRST_LSN, &flush)
+            // Every key goes, whatever its version: a replayed FLUSHALL
+            // removes the keys whose versions are below its LSN, and keys
+            // of this server's own history (an old primary, a FAILOVER
+            // with FORCE) may carry versions above the snapshot's.
+            h.apply_record(u64::MAX, &flush)
                 .map_err(|e| e.to_string())?;
             let began = Instant::now();
             let n = receive_snapshot(&mut reader, &mut h, start)?;
