@@ -285,6 +285,23 @@ pub struct FailoverRequest {
     pub deadline_ms: u64,
     /// FORCE: at the deadline, fail over to the target anyway.
     pub force: bool,
+    /// `word::FAILOVER_REQUEST` as read (its sequence tells two equal
+    /// requests apart).
+    pub request: u64,
+}
+
+/// Bits of `word::FAILOVER_REQUEST`: FORCE in bit 0, the deadline in the
+/// next 41 (ms since the epoch, to 2039), a sequence number above them.
+const REQUEST_DEADLINE_BITS: u32 = 41;
+const REQUEST_SEQUENCE_SHIFT: u32 = REQUEST_DEADLINE_BITS + 1;
+
+impl FailoverRequest {
+    /// Whether this is still the failover in force (FAILOVER ABORT, and
+    /// a new FAILOVER after it, replace it).
+    pub fn is_current(&self, store: &Store) -> bool {
+        failover_word(store) == self.word
+            && store.config_word(word::FAILOVER_REQUEST).ok() == Some(self.request)
+    }
 }
 
 /// `word::FAILOVER_STATE` as it is (to see whether a failover moved on).
@@ -302,8 +319,9 @@ pub fn failover_requested(store: &Store) -> Option<FailoverRequest> {
     Some(FailoverRequest {
         word,
         replica: word >> 2,
-        deadline_ms: request >> 1,
+        deadline_ms: (request >> 1) & ((1 << REQUEST_DEADLINE_BITS) - 1),
         force: request & 1 == 1,
+        request,
     })
 }
 
@@ -407,9 +425,12 @@ fn failover(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     if !store.swap_config_word(word::FAILOVER_STATE, 0, FAILOVER_CLAIMED)? {
         return Err(CmdError::msg("ERR FAILOVER already in progress."));
     }
+    let sequence = (store.config_word(word::FAILOVER_REQUEST)? >> REQUEST_SEQUENCE_SHIFT) + 1;
     store.set_config_word(
         word::FAILOVER_REQUEST,
-        (deadline_ms.min(u64::MAX >> 1) << 1) | u64::from(force),
+        (sequence << REQUEST_SEQUENCE_SHIFT)
+            | (deadline_ms.min((1 << REQUEST_DEADLINE_BITS) - 1) << 1)
+            | u64::from(force),
     )?;
     store.set_config_word(word::FAILOVER_STATE, (replica << 2) | FAILOVER_WAITING)?;
     cx.out.simple(b"OK");

@@ -182,8 +182,9 @@ pub(crate) mod word {
     /// The script running now, if any: its worker, start and requests
     /// (`scripting::busy`); 0 = none.
     pub const SCRIPT_BUSY: u64 = 51;
-    /// FAILOVER's request: the deadline (ms since the epoch, 0 = none)
-    /// shifted left by one, with FORCE in the low bit (`replication.rs`).
+    /// FAILOVER's request: FORCE in the low bit, the deadline (ms since the
+    /// epoch, 0 = none) above it, a sequence number in the top bits
+    /// (`replication.rs`).
     pub const FAILOVER_REQUEST: u64 = 55;
     /// FAILOVER's state: 0 none, 1 waiting for the replica's sync, 2 in
     /// progress, 3 a worker is writing the request; the target replica's

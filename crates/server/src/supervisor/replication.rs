@@ -78,6 +78,9 @@ struct Shared {
     relay_end: AtomicU64,
     /// Bumped when the relay starts over: its senders drop their links.
     relay_epoch: AtomicU64,
+    /// Set once a replica of this replica asked (or a FAILOVER made this
+    /// server a replica): from then on the link keeps a relay.
+    relay_wanted: AtomicBool,
 }
 
 #[derive(Default)]
@@ -207,6 +210,7 @@ pub fn start(
         relay: Mutex::new(None),
         relay_end: AtomicU64::new(0),
         relay_epoch: AtomicU64::new(0),
+        relay_wanted: AtomicBool::new(false),
     });
     let _ = SHARED.set(shared.clone());
     write_status(&shared);
@@ -655,8 +659,17 @@ fn send_relay(
     let epoch = shared.relay_epoch.load(Ordering::Acquire);
     let master = lock(shared).master_replid.clone();
     let relay_end = || shared.relay_end.load(Ordering::Acquire);
-    if master.is_empty() || relay_end() == 0 || lock(shared).link != "up" {
+    if master.is_empty() || lock(shared).link != "up" {
         stream.write_all(b"-NOMASTERLINK Can't SYNC while not connected with my master\r\n")?;
+        return Ok(());
+    }
+    if relay_end() == 0 {
+        // The link starts the relay with its next message (a heartbeat
+        // within a second at the latest).
+        shared.relay_wanted.store(true, Ordering::Release);
+        stream.write_all(
+            b"-ERR this replica is starting to relay its primary's log: try again\r\n",
+        )?;
         return Ok(());
     }
     let closed = read_acks(shared, id, &stream)?;
@@ -1017,7 +1030,7 @@ fn wait_for_failover_target(
         id => match lock(shared).replicas.get(&id) {
             Some(r) => Some((r.ip.clone(), r.port)),
             None => {
-                abort_failover(store, request.word, "the target replica is gone");
+                abort_failover(store, request, "the target replica is gone");
                 return None;
             }
         },
@@ -1027,7 +1040,7 @@ fn wait_for_failover_target(
         None => println!("shoal: FAILOVER requested to any replica"),
     }
     loop {
-        if repl::failover_word(store) != request.word {
+        if !request.is_current(store) {
             println!("shoal: FAILOVER aborted: Failover manually aborted");
             return None;
         }
@@ -1060,24 +1073,20 @@ fn wait_for_failover_target(
                 changed(shared);
                 return Some((ip, port));
             }
-            abort_failover(
-                store,
-                request.word,
-                "Replica never caught up before timeout",
-            );
+            abort_failover(store, request, "Replica never caught up before timeout");
             return None;
         }
         if shared.stop.load(Ordering::Acquire) {
-            abort_failover(store, request.word, "the server is stopping");
+            abort_failover(store, request, "the server is stopping");
             return None;
         }
         std::thread::sleep(Duration::from_millis(1));
     }
 }
 
-/// Ends a failover that is still the one `word` describes; writes go on.
-fn abort_failover(store: &Store, word: u64, why: &str) {
-    if repl::failover_word(store) == word {
+/// Ends a failover that is still `request`; writes go on.
+fn abort_failover(store: &Store, request: &repl::FailoverRequest, why: &str) {
+    if request.is_current(store) {
         repl::failover_end(store);
     }
     println!("shoal: FAILOVER aborted: {why}");
@@ -1146,6 +1155,8 @@ fn fail_over_to(shared: &Arc<Shared>, host: &str, port: u16, force: bool) -> boo
                 "this server followed a primary: see docs/replication.md\n",
             );
         }
+        // Its own replicas will follow it through its relay.
+        shared.relay_wanted.store(true, Ordering::Release);
         println!("shoal: FAILOVER: asking {host}:{port} to take over at LSN {head}");
         {
             let mut inner = lock(shared);
@@ -1469,6 +1480,7 @@ fn follow(
         lock(shared).last_io_ms = now_ms();
         match kind {
             b'L' => {
+                relay_from(shared, expect);
                 let mut closed = expect;
                 let frames = repl::link::frames(&body, Some(expect))
                     .map_err(|e| format!("{e}; resyncing"))?;
@@ -1492,6 +1504,7 @@ fn follow(
                 ack(&mut writer, repl::applied_lsn(&store))?;
             }
             b'H' => {
+                relay_from(shared, expect);
                 lock(shared).head_while_following = store.log_status().head;
                 ack(&mut writer, repl::applied_lsn(&store))?
             }
@@ -1511,6 +1524,9 @@ fn relay_from(shared: &Shared, lsn: u64) {
     let Some(dir) = &shared.dir else {
         return;
     };
+    if !shared.relay_wanted.load(Ordering::Acquire) {
+        return;
+    }
     let mut relay = shared.relay.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(r) = relay.as_mut() {
         if r.end() == lsn {
