@@ -3,7 +3,9 @@ a primary's transaction log, equal it key by key after a quiet moment,
 refuse writes, resume partially after a SIGKILL, and say clearly when they
 point at something they cannot follow."""
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -327,6 +329,309 @@ def test_a_replica_of_the_same_old_primary_continues_partially_from_the_promoted
     finally:
         for server in (a, b, primary):
             server.stop()
+
+
+def test_failover_switches_roles_with_no_acknowledged_write_lost(tmp_path):
+    """FAILOVER under continuous writes: writes pause, the replica
+    acknowledges the whole log, takes over and the old primary follows it
+    with a partial resync. Every write a client saw acknowledged (on either
+    server) is on the new primary; refused ones (READONLY) are retried
+    there."""
+    primary, (rep, other) = primary_and_replicas(tmp_path, 2)
+    try:
+        rep.start()
+        other.start()
+        p = primary.client()
+        assert p.execute_command("WAIT", 2, 10000) == 2
+        stop = threading.Event()
+        acked = {}
+        servers = [primary, rep]
+
+        def writer(n):
+            where = 0
+            c = servers[where].client()
+            i = 0
+            while not stop.is_set():
+                key = f"w{n}"
+                try:
+                    acked[key] = c.incr(key)
+                    c.set(f"w{n}:{i}", i)
+                    acked[f"w{n}:{i}"] = i
+                    i += 1
+                except redis.exceptions.ReadOnlyError:
+                    where = 1 - where
+                    c = servers[where].client()
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        wait_for(lambda: len(acked) > 2000, timeout=30, what="writes before the failover")
+        assert link(primary)["master_failover_state"] == "no-failover"
+        assert p.execute_command("FAILOVER", "TO", "127.0.0.1", rep.port) == "OK"
+        wait_for(lambda: link(rep)["role"] == "master", timeout=60, what="the replica to take over")
+        wait_for(lambda: link(primary)["role"] == "slave"
+                 and link(primary)["master_link_status"] == "up"
+                 and link(primary)["master_failover_state"] == "no-failover",
+                 timeout=60, what="the old primary to follow the new one")
+        assert int(link(primary)["master_port"]) == rep.port
+        assert f"replicating from 127.0.0.1:{rep.port}: partial resync from LSN" in primary.text()
+        assert f"replicating from 127.0.0.1:{rep.port}: full resync" not in primary.text()
+        before = len(acked)
+        wait_for(lambda: len(acked) > before + 1000, timeout=30, what="writes after the failover")
+        stop.set()
+        for t in threads:
+            t.join()
+        r = rep.client()
+        assert r.execute_command("WAIT", 1, 10000) == 1
+        keys = list(acked)
+        for start in range(0, len(keys), 1000):
+            chunk = keys[start:start + 1000]
+            assert [int(v) for v in r.mget(chunk)] == [acked[k] for k in chunk]
+        assert everything(primary.client(decode_responses=False)) == everything(rep.client(decode_responses=False))
+        # The old primary's other replica follows it as a chained replica
+        # (it relays the new primary's log at the same offsets).
+        head = int(link(rep)["master_repl_offset"])
+        wait_for(lambda: int(link(other).get("slave_repl_offset", 0)) == head, timeout=30,
+                 what="the other replica to follow through the old primary")
+        assert everything(other.client(decode_responses=False)) == everything(rep.client(decode_responses=False))
+        assert int(link(primary)["connected_slaves"]) == 1
+        # It stood at the old primary's last offset, where the relay starts
+        # (master_replid2 after a failover): a partial resync.
+        assert f"replicating from 127.0.0.1:{primary.port}: partial resync" in other.text()
+        assert other.text().count("full resync") == 1
+        with pytest.raises(redis.exceptions.ReadOnlyError):
+            p.set("x", 1)
+        with pytest.raises(redis.exceptions.ResponseError, match="FAILOVER is not valid when server is a replica"):
+            p.execute_command("FAILOVER")
+    finally:
+        other.stop()
+        rep.stop()
+        primary.stop()
+
+
+def test_failover_errors_timeout_and_abort(tmp_path):
+    """Redis's errors; a replica that does not acknowledge (its supervisor
+    stopped) keeps the failover waiting with writes paused until FAILOVER
+    ABORT or the timeout, after which writes go on on the same primary."""
+    primary, (rep,) = primary_and_replicas(tmp_path, 1)
+    try:
+        p = primary.client()
+        with pytest.raises(redis.exceptions.ResponseError, match="^FAILOVER requires connected replicas.$"):
+            p.execute_command("FAILOVER")
+        with pytest.raises(redis.exceptions.ResponseError, match="^No failover in progress.$"):
+            p.execute_command("FAILOVER", "ABORT")
+        rep.start()
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        with pytest.raises(redis.exceptions.ResponseError, match="^FAILOVER target HOST and PORT is not a replica.$"):
+            p.execute_command("FAILOVER", "TO", "127.0.0.1", 1)
+        with pytest.raises(redis.exceptions.ResponseError, match="requires both a timeout and target"):
+            p.execute_command("FAILOVER", "FORCE")
+        with pytest.raises(redis.exceptions.ResponseError, match="^syntax error$"):
+            p.execute_command("FAILOVER", "TO", "127.0.0.1")
+        with pytest.raises(redis.exceptions.ResponseError, match="timeout must be greater than 0"):
+            p.execute_command("FAILOVER", "TIMEOUT", -1)
+        os.kill(rep.proc.pid, signal.SIGSTOP)
+        try:
+            p.set("behind", 1)
+            assert p.execute_command("FAILOVER") == "OK"
+            assert link(primary)["master_failover_state"] == "waiting-for-sync"
+            with pytest.raises(redis.exceptions.ResponseError, match="^FAILOVER already in progress.$"):
+                p.execute_command("FAILOVER")
+            with pytest.raises(redis.exceptions.ResponseError, match="^REPLICAOF not allowed while failing over.$"):
+                p.execute_command("REPLICAOF", "127.0.0.1", rep.port)
+            done = []
+            held = threading.Thread(target=lambda: done.append(primary.client().set("held", 1)))
+            held.start()
+            assert primary.client().get("behind") == "1"
+            assert done == []
+            assert p.execute_command("FAILOVER", "ABORT") == "OK"
+            held.join(10)
+            assert done == [True]
+            assert link(primary)["master_failover_state"] == "no-failover"
+            p.set("behind", 2)
+            assert p.execute_command("FAILOVER", "TIMEOUT", 200) == "OK"
+            wait_for(lambda: link(primary)["master_failover_state"] == "no-failover",
+                     timeout=30, what="the failover to time out")
+            assert "Replica never caught up before timeout" in primary.text()
+            assert p.set("after", 1) is True
+            assert link(primary)["role"] == "master"
+        finally:
+            os.kill(rep.proc.pid, signal.SIGCONT)
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert rep.client().get("after") == "1"
+    finally:
+        rep.stop()
+        primary.stop()
+
+
+def test_failover_to_any_replica_and_forced_after_the_timeout(tmp_path):
+    """FAILOVER without TO picks the replica that caught up; FORCE fails
+    over to the target at the timeout even though it never acknowledged
+    (its supervisor stopped), as Redis's does; both end with the two
+    servers equal."""
+    primary, (rep,) = primary_and_replicas(tmp_path, 1)
+    try:
+        rep.start()
+        p = primary.client()
+        for i in range(100):
+            p.set(f"k{i}", i)
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert p.execute_command("FAILOVER") == "OK"
+        wait_for(lambda: link(rep)["role"] == "master" and link(primary)["role"] == "slave"
+                 and link(primary)["master_failover_state"] == "no-failover",
+                 timeout=60, what="the switch to the caught-up replica")
+        r = rep.client()
+        wait_for(lambda: link(primary).get("master_link_status") == "up", timeout=60,
+                 what="the old primary's link")
+        # Now the other way round, forced: the old primary (now a replica)
+        # stops acknowledging.
+        os.kill(primary.proc.pid, signal.SIGSTOP)
+        try:
+            r.set("late", 1)
+            assert r.execute_command("FAILOVER", "TO", "127.0.0.1", primary.port,
+                                     "TIMEOUT", 300, "FORCE") == "OK"
+            wait_for(lambda: "time out exceeded, failing over" in rep.text(), timeout=30,
+                     what="the forced failover")
+        finally:
+            os.kill(primary.proc.pid, signal.SIGCONT)
+        wait_for(lambda: link(primary)["role"] == "master" and link(rep)["role"] == "slave"
+                 and link(rep).get("master_link_status") == "up"
+                 and link(rep)["master_failover_state"] == "no-failover",
+                 timeout=60, what="the forced switch back")
+        p = primary.client()
+        p.set("after", 1)
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert everything(p) == everything(rep.client())
+    finally:
+        rep.stop()
+        primary.stop()
+
+
+def test_chained_replicas_follow_the_top_primarys_offsets(tmp_path):
+    """A -> B -> C: B relays A's frames, so C's positions are A's offsets;
+    C SIGKILLed and restarted resumes partially from B, with no gap and no
+    duplicate (a counter per key)."""
+    a = DurableServer(tmp_path / "a").start()
+    b = DurableServer(tmp_path / "b", extra_args=["--replicaof", f"127.0.0.1:{a.port}"])
+    c = None
+    try:
+        b.start()
+        c = DurableServer(tmp_path / "c", extra_args=["--replicaof", f"127.0.0.1:{b.port}"])
+        c.start()
+        pa = a.client()
+        counts = {}
+        for i in range(2000):
+            key = f"ctr{i % 20}"
+            counts[key] = pa.incr(key)
+            write_every_type(pa, i) if i % 20 == 0 else None
+
+        def caught_up():
+            head = int(link(a)["master_repl_offset"])
+            return int(link(c).get("slave_repl_offset", 0)) == head
+
+        wait_for(lambda: link(c).get("master_link_status") == "up", timeout=30, what="C's link to B")
+        wait_for(caught_up, timeout=30, what="C to apply A's whole log through B")
+        info_b = link(b)
+        assert info_b["role"] == "slave"
+        assert info_b["connected_slaves"] == "1"
+        assert info_b["slave0"].startswith(f"ip=127.0.0.1,port={c.port},state=online")
+        assert link(c)["master_port"] == str(b.port)
+        assert everything(c.client(decode_responses=False)) == everything(a.client(decode_responses=False))
+        with pytest.raises(redis.exceptions.ReadOnlyError):
+            c.client().set("x", 1)
+
+        c.kill_all()
+        for i in range(2000):
+            key = f"ctr{i % 20}"
+            counts[key] = pa.incr(key)
+        c.start()
+        wait_for(lambda: link(c).get("master_link_status") == "up", timeout=30, what="C's link again")
+        wait_for(caught_up, timeout=30, what="C to catch up after its restart")
+        assert "partial resync from LSN" in c.text()
+        assert "full resync" not in c.text()
+        assert "(relayed)" in b.text()
+        cc = c.client()
+        for key, n in counts.items():
+            assert int(cc.get(key)) == n
+        assert everything(c.client(decode_responses=False)) == everything(a.client(decode_responses=False))
+    finally:
+        for server in (c, b, a):
+            if server is not None:
+                server.stop()
+
+
+def log_files(d):
+    """The first LSNs of a directory's log files, oldest first."""
+    return sorted(int(f.name[4:20], 16) for f in d.iterdir() if f.name.endswith(".shlog"))
+
+
+def test_snapshots_keep_the_log_files_a_connected_replica_has_not_read(tmp_path):
+    """A snapshot prunes a log file only once every connected replica has
+    acknowledged it; a replica that was away when its position was pruned
+    does a full resync."""
+    primary = DurableServer(tmp_path / "primary", extra_args=["--log-file-size", "4k"]).start()
+    rep = DurableServer(tmp_path / "replica",
+                        extra_args=["--replicaof", f"127.0.0.1:{primary.port}"])
+    try:
+        rep.start()
+        p = primary.client()
+        value = "v" * 200
+
+        def write(prefix, n, first=0):
+            for i in range(first, n):
+                p.set(f"{prefix}{i}", value)
+
+        def written_up_to_head():
+            with Raw(primary.port) as conn:
+                info = info_section(conn, "persistence")
+            return int(info["shoal_log_written_lsn"]) >= int(info["shoal_log_head_lsn"])
+
+        def save_and_prune():
+            # SAVE returns once the snapshot's pruning is done.
+            assert p.save() is True
+
+        write("a", 100)
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        os.kill(rep.proc.pid, signal.SIGSTOP)
+        try:
+            acked = int(link(primary)["slave0"].split("offset=")[1].split(",")[0])
+            # Two batches of the log writer, so at least two files.
+            write("b", 150)
+            wait_for(written_up_to_head, what="the log writer")
+            write("b", 300, first=150)
+            save_and_prune()
+            files = log_files(tmp_path / "primary")
+            # Without the replica, only the file holding the snapshot's
+            # start would stay.
+            assert len(files) >= 2
+            assert files[0] <= acked, (files, acked)
+        finally:
+            os.kill(rep.proc.pid, signal.SIGCONT)
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        save_and_prune()
+        assert log_files(tmp_path / "primary")[0] > acked
+        assert rep.client().get("b299") == value
+
+        rep.kill_all()
+
+        # Two batches of the log writer: the file holding the replica's
+        # position is full before the second, which starts a new file.
+        write("c", 500)
+        wait_for(written_up_to_head, what="the log writer")
+        write("d", 100)
+        save_and_prune()
+        rep.start()
+        wait_for(lambda: " resync" in rep.text(), timeout=30, what="the link")
+        assert "full resync" in rep.text(), rep.text()
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        r = rep.client()
+        assert [r.get(f"a{i}") for i in range(100)] == [value] * 100
+        assert [r.get(f"c{i}") for i in range(500)] == [value] * 500
+        assert [r.get(f"d{i}") for i in range(100)] == [value] * 100
+        assert [r.get(f"b{i}") for i in range(300)] == [value] * 300
+    finally:
+        rep.stop()
+        primary.stop()
 
 
 def test_a_promotion_cut_short_is_finished_at_the_next_start(tmp_path):

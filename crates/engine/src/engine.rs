@@ -141,6 +141,8 @@ pub enum ServerRequest {
         offset: u64,
         /// The port it serves clients on (INFO's `slaveN:port`).
         port: u16,
+        /// FAILOVER: the primary asks this replica to take over first.
+        failover: bool,
     },
 }
 

@@ -29,6 +29,9 @@ pub enum PauseMode {
     All = 2,
 }
 
+/// How often a client held by FAILOVER's pause looks whether it ended.
+const FAILOVER_RECHECK_MS: u64 = 5;
+
 /// The latest deadline a word can hold (timeouts beyond it are clamped).
 const MAX_DEADLINE: u64 = (1 << 61) - 1;
 
@@ -84,9 +87,25 @@ impl Engine {
     /// The pause in force now (mode and deadline, ms since the epoch), if
     /// any. A pause is in force up to and including its deadline.
     pub fn pause(&self) -> Option<(PauseMode, u64)> {
-        let w = self.store.config_word(word::PAUSE).ok()?;
-        let (mode, deadline) = decode(w)?;
-        (self.h.now_ms() <= deadline).then_some((mode, deadline))
+        let now = self.h.now_ms();
+        let client = self
+            .store
+            .config_word(word::PAUSE)
+            .ok()
+            .and_then(decode)
+            .filter(|(_, deadline)| now <= *deadline);
+        if crate::replication::failover_state(&self.store)
+            == crate::replication::FailoverState::None
+        {
+            return client;
+        }
+        // FAILOVER pauses writes until the supervisor ends it, with no
+        // deadline: held clients look again every few milliseconds.
+        let recheck = now.saturating_add(FAILOVER_RECHECK_MS);
+        Some(match client {
+            Some((mode, deadline)) => (mode.max(PauseMode::Write), deadline.max(recheck)),
+            None => (PauseMode::Write, recheck),
+        })
     }
 
     /// Whether CLIENT UNPAUSE ran here since the last call: the server

@@ -25,7 +25,8 @@ pub(crate) const COMMANDS: &[Command] = &[
     cmd("replicaof", 3, ADMIN | NOSCRIPT | STALE, "5.0.0", "Make the server a replica of another instance, or promote it as master", replicaof),
     cmd("slaveof", 3, ADMIN | NOSCRIPT | STALE, "1.0.0", "Make the server a replica of another instance, or promote it as master", replicaof),
     cmd("wait", 3, NOSCRIPT, "3.0.0", "Wait for the synchronous replication of all the write commands sent in the context of the current connection", wait),
-    cmd("shoal.sync", 5, ADMIN | NOSCRIPT | NO_MULTI | STALE, "7.0.0", "Open a replication link (sent by a shoal replica)", shoal_sync),
+    cmd("failover", -1, ADMIN | NOSCRIPT | STALE, "6.2.0", "Start a coordinated failover between this server and one of its replicas.", failover),
+    cmd("shoal.sync", -5, ADMIN | NOSCRIPT | NO_MULTI | STALE, "7.0.0", "Open a replication link (sent by a shoal replica)", shoal_sync),
 ];
 
 /// Redis's refusal of a write on a read-only replica.
@@ -199,6 +200,11 @@ pub(crate) fn refuses_writes(e: &Engine) -> bool {
 }
 
 fn replicaof(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    if failover_state(&cx.engine.store) != FailoverState::None {
+        return Err(CmdError::msg(
+            "ERR REPLICAOF not allowed while failing over.",
+        ));
+    }
     if crate::parse::is(&args[1], "no") && crate::parse::is(&args[2], "one") {
         if is_replica(&cx.engine.store) {
             let store = cx.engine.store.clone();
@@ -222,6 +228,211 @@ fn replicaof(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     }
     let store = cx.engine.store.clone();
     set_target(&store, cx.h(), Some((&host, port)))?;
+    cx.out.simple(b"OK");
+    Ok(())
+}
+
+/// Where a coordinated failover (FAILOVER) stands, as INFO's
+/// `master_failover_state` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailoverState {
+    /// No failover.
+    None,
+    /// Writes are paused; the primary waits for a replica to acknowledge
+    /// its whole log.
+    WaitingForSync,
+    /// The primary became a replica of the target and asks it to take over.
+    InProgress,
+}
+
+impl FailoverState {
+    /// INFO's words.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailoverState::None => "no-failover",
+            FailoverState::WaitingForSync => "waiting-for-sync",
+            FailoverState::InProgress => "failover-in-progress",
+        }
+    }
+}
+
+/// The low bits of `word::FAILOVER_STATE`.
+const FAILOVER_WAITING: u64 = 1;
+const FAILOVER_IN_PROGRESS: u64 = 2;
+/// A worker claimed the word and is writing the request.
+const FAILOVER_CLAIMED: u64 = 3;
+
+/// The failover state now.
+pub fn failover_state(store: &Store) -> FailoverState {
+    match store.config_word(word::FAILOVER_STATE).unwrap_or(0) & 3 {
+        0 => FailoverState::None,
+        FAILOVER_IN_PROGRESS => FailoverState::InProgress,
+        _ => FailoverState::WaitingForSync,
+    }
+}
+
+/// A failover the supervisor is to run: the raw state word (to move it on
+/// with a compare-and-swap, which FAILOVER ABORT can race), the target
+/// replica's id in the status file (0: the first replica that catches
+/// up), the deadline (ms since the epoch, 0: none) and FORCE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FailoverRequest {
+    /// `word::FAILOVER_STATE` as read.
+    pub word: u64,
+    /// The target replica's id (`replicas[].id` in the status file).
+    pub replica: u64,
+    /// When waiting for the sync gives up (0: never).
+    pub deadline_ms: u64,
+    /// FORCE: at the deadline, fail over to the target anyway.
+    pub force: bool,
+    /// `word::FAILOVER_REQUEST` as read (its sequence tells two equal
+    /// requests apart).
+    pub request: u64,
+}
+
+/// Bits of `word::FAILOVER_REQUEST`: FORCE in bit 0, the deadline in the
+/// next 41 (ms since the epoch, to 2039), a sequence number above them.
+const REQUEST_DEADLINE_BITS: u32 = 41;
+const REQUEST_SEQUENCE_SHIFT: u32 = REQUEST_DEADLINE_BITS + 1;
+
+impl FailoverRequest {
+    /// Whether this is still the failover in force (FAILOVER ABORT, and
+    /// a new FAILOVER after it, replace it).
+    pub fn is_current(&self, store: &Store) -> bool {
+        failover_word(store) == self.word
+            && store.config_word(word::FAILOVER_REQUEST).ok() == Some(self.request)
+    }
+}
+
+/// `word::FAILOVER_STATE` as it is (to see whether a failover moved on).
+pub fn failover_word(store: &Store) -> u64 {
+    store.config_word(word::FAILOVER_STATE).unwrap_or(0)
+}
+
+/// The failover FAILOVER asked for and nobody has started yet.
+pub fn failover_requested(store: &Store) -> Option<FailoverRequest> {
+    let word = store.config_word(word::FAILOVER_STATE).ok()?;
+    if word & 3 != FAILOVER_WAITING {
+        return None;
+    }
+    let request = store.config_word(word::FAILOVER_REQUEST).ok()?;
+    Some(FailoverRequest {
+        word,
+        replica: word >> 2,
+        deadline_ms: (request >> 1) & ((1 << REQUEST_DEADLINE_BITS) - 1),
+        force: request & 1 == 1,
+        request,
+    })
+}
+
+/// Moves a failover from waiting-for-sync to in progress (false: it was
+/// aborted meanwhile).
+pub fn failover_begin(store: &Store, request: &FailoverRequest) -> bool {
+    let next = (request.word & !3) | FAILOVER_IN_PROGRESS;
+    store
+        .swap_config_word(word::FAILOVER_STATE, request.word, next)
+        .unwrap_or(false)
+}
+
+/// Ends a failover, done or aborted: writes go on.
+pub fn failover_end(store: &Store) {
+    let _ = store.set_config_word(word::FAILOVER_STATE, 0);
+}
+
+/// FAILOVER [TO host port [FORCE]] [TIMEOUT ms] | FAILOVER ABORT: Redis's
+/// coordinated failover. The command checks and records the request and
+/// pauses writes; the supervisor waits for the replica to acknowledge the
+/// whole log, becomes its replica and asks it (SHOAL.SYNC … FAILOVER) to
+/// take over, as Redis's PSYNC FAILOVER.
+fn failover(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let store = cx.engine.store.clone();
+    if args.len() == 2 && crate::parse::is(&args[1], "abort") {
+        loop {
+            let now = store.config_word(word::FAILOVER_STATE)?;
+            if now & 3 == 0 {
+                return Err(CmdError::msg("ERR No failover in progress."));
+            }
+            if store.swap_config_word(word::FAILOVER_STATE, now, 0)? {
+                break;
+            }
+        }
+        cx.engine.pause_changed = true;
+        cx.out.simple(b"OK");
+        return Ok(());
+    }
+    let mut timeout_ms = 0i64;
+    let mut force = false;
+    let mut to: Option<(String, i64)> = None;
+    let mut j = 1;
+    while j < args.len() {
+        if crate::parse::is(&args[j], "timeout") && j + 1 < args.len() && timeout_ms == 0 {
+            timeout_ms = crate::parse::int(&args[j + 1])?;
+            if timeout_ms <= 0 {
+                return Err(CmdError::msg("ERR FAILOVER timeout must be greater than 0"));
+            }
+            j += 2;
+        } else if crate::parse::is(&args[j], "to") && j + 2 < args.len() && to.is_none() {
+            let port = crate::parse::int(&args[j + 2])?;
+            to = Some((String::from_utf8_lossy(&args[j + 1]).into_owned(), port));
+            j += 3;
+        } else if crate::parse::is(&args[j], "force") && !force {
+            force = true;
+            j += 1;
+        } else {
+            return Err(CmdError::msg("ERR syntax error"));
+        }
+    }
+    if failover_state(&store) != FailoverState::None {
+        return Err(CmdError::msg("ERR FAILOVER already in progress."));
+    }
+    if is_replica(&store) {
+        return Err(CmdError::msg(
+            "ERR FAILOVER is not valid when server is a replica.",
+        ));
+    }
+    let status = read_status(store.path());
+    let replicas = online_replicas(&status);
+    if replicas.is_empty() {
+        return Err(CmdError::msg("ERR FAILOVER requires connected replicas."));
+    }
+    if force && (timeout_ms == 0 || to.is_none()) {
+        return Err(CmdError::msg(
+            "ERR FAILOVER with force option requires both a timeout and target HOST and IP.",
+        ));
+    }
+    let mut replica = 0;
+    if let Some((host, port)) = &to {
+        let found = replicas
+            .iter()
+            .find(|r| r["ip"].as_str() == Some(host.as_str()) && r["port"].as_i64() == Some(*port));
+        let Some(found) = found else {
+            return Err(CmdError::msg(
+                "ERR FAILOVER target HOST and PORT is not a replica.",
+            ));
+        };
+        if found["state"] != "online" {
+            return Err(CmdError::msg("ERR FAILOVER target replica is not online."));
+        }
+        replica = found["id"].as_u64().unwrap_or(0);
+    }
+    let deadline_ms = if timeout_ms > 0 {
+        cx.engine.now_ms().saturating_add(timeout_ms as u64)
+    } else {
+        0
+    };
+    // Claim the word first, so that a racing FAILOVER cannot overwrite
+    // this one's request.
+    if !store.swap_config_word(word::FAILOVER_STATE, 0, FAILOVER_CLAIMED)? {
+        return Err(CmdError::msg("ERR FAILOVER already in progress."));
+    }
+    let sequence = (store.config_word(word::FAILOVER_REQUEST)? >> REQUEST_SEQUENCE_SHIFT) + 1;
+    store.set_config_word(
+        word::FAILOVER_REQUEST,
+        (sequence << REQUEST_SEQUENCE_SHIFT)
+            | (deadline_ms.min((1 << REQUEST_DEADLINE_BITS) - 1) << 1)
+            | u64::from(force),
+    )?;
+    store.set_config_word(word::FAILOVER_STATE, (replica << 2) | FAILOVER_WAITING)?;
     cx.out.simple(b"OK");
     Ok(())
 }
@@ -264,10 +475,17 @@ pub fn acked_replicas(status: &Value, offset: u64) -> u64 {
     })
 }
 
-/// SHOAL.SYNC tag offset listening-port node: a shoal replica asks to
-/// follow this server; the connection goes to the supervisor, which answers.
+/// SHOAL.SYNC tag offset listening-port node [FAILOVER]: a shoal replica
+/// asks to follow this server; the connection goes to the supervisor,
+/// which answers. With FAILOVER (sent by a primary during FAILOVER, as
+/// Redis's PSYNC FAILOVER) this replica of that primary takes over first.
 fn shoal_sync(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let text = |a: &Arg<'_>| String::from_utf8_lossy(a).into_owned();
+    let failover = match args.get(5) {
+        None => false,
+        Some(a) if args.len() == 6 && crate::parse::is(a, "failover") => true,
+        Some(_) => return Err(CmdError::msg("ERR syntax error")),
+    };
     let offset = crate::parse::int(&args[2])
         .ok()
         .filter(|o| *o >= 0)
@@ -282,17 +500,27 @@ fn shoal_sync(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             "ERR this shoal server cannot replicate from itself",
         ));
     }
-    if is_replica(&cx.engine.store) {
-        return Err(CmdError::msg(
-            "ERR this shoal server is a replica: chained replication is not supported, follow its primary",
-        ));
+    let keeps_log = cx.engine.store.log_status().enabled && status["dir"].as_str().is_some();
+    if failover {
+        if !is_replica(&cx.engine.store) {
+            return Err(CmdError::msg(
+                "ERR PSYNC FAILOVER can't be sent to a master.",
+            ));
+        }
+        if text(&args[1]) != format!("{:016x}", followed_tag(&cx.engine.store)) {
+            return Err(CmdError::msg(
+                "ERR PSYNC FAILOVER replid must match my replid.",
+            ));
+        }
     }
-    if !cx.engine.store.log_status().enabled || status["dir"].as_str().is_none() {
+    if !keeps_log {
         return Err(CmdError::msg(
             "ERR this shoal server keeps no transaction log: start the primary with --dir to replicate from it",
         ));
     }
-    if status["holds_replicated_data"] == true {
+    // A replica feeds its own replicas from its relay; a primary that
+    // still holds replicated data its log lacks feeds nobody.
+    if !failover && !is_replica(&cx.engine.store) && status["holds_replicated_data"] == true {
         return Err(CmdError::msg(
             "ERR this shoal server holds data it replicated from another primary, which its own log does not hold: replicas cannot follow it",
         ));
@@ -301,6 +529,7 @@ fn shoal_sync(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         replid: text(&args[1]),
         offset: offset as u64,
         port: port as u16,
+        failover,
     });
     Ok(())
 }
@@ -426,7 +655,8 @@ pub(crate) fn info_section(e: &mut Engine, s: &mut String) {
     }
     let _ = write!(
         s,
-        "master_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{}\r\n",
+        "master_failover_state:{}\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{}\r\nrepl_backlog_size:{}\r\nrepl_backlog_first_byte_offset:{}\r\nrepl_backlog_histlen:{}\r\n",
+        failover_state(&e.store).name(),
         status["replid2"]
             .as_str()
             .filter(|id| !id.is_empty())

@@ -52,8 +52,8 @@ pub use dump::{dump_log, dump_snapshot};
 pub use error::{Error, ErrorKind};
 pub use recovery::{recover, ApplyFn, Phase, Progress, RecoverySummary, SnapshotLoad};
 pub use snapshot::{
-    prune, read_snapshot, verify_snapshot, write_snapshot, EntryFn, SnapshotInfo, SnapshotReport,
-    SnapshotSource, TRAILER,
+    prune, prune_keeping, read_snapshot, verify_snapshot, write_snapshot, EntryFn, SnapshotInfo,
+    SnapshotReport, SnapshotSource, TRAILER,
 };
 pub use tail::LogTail;
 pub use verify::{truncate_log, verify_log, LogReport, Problem, ProblemKind};

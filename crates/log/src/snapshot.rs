@@ -418,6 +418,18 @@ pub(crate) fn read_verified(
 /// Refuses (removing nothing) unless that snapshot exists and verifies.
 /// Returns what was removed.
 pub fn prune(dir: &Path, snapshot_start_lsn: u64, keep_logs: usize) -> io::Result<Vec<PathBuf>> {
+    prune_keeping(dir, snapshot_start_lsn, keep_logs, u64::MAX)
+}
+
+/// [`prune`] that also keeps every log file holding an LSN at or after
+/// `needed_from`: the position a connected replica still has to read
+/// (docs/replication.md, "Log files and replicas").
+pub fn prune_keeping(
+    dir: &Path,
+    snapshot_start_lsn: u64,
+    keep_logs: usize,
+    needed_from: u64,
+) -> io::Result<Vec<PathBuf>> {
     let snapshots = list_snapshots(dir)?;
     let Some(newest) = snapshots.iter().find(|s| s.lsn == snapshot_start_lsn) else {
         return Err(io::Error::new(
@@ -440,9 +452,10 @@ pub fn prune(dir: &Path, snapshot_start_lsn: u64, keep_logs: usize) -> io::Resul
         .map(|s| s.path.clone())
         .collect();
     let logs = list_logs(dir)?;
+    let covered = snapshot_start_lsn.min(needed_from);
     let wholly_before = logs
         .windows(2)
-        .take_while(|pair| pair[1].lsn <= snapshot_start_lsn)
+        .take_while(|pair| pair[1].lsn <= covered)
         .count();
     let removable = wholly_before.saturating_sub(keep_logs);
     doomed.extend(logs[..removable].iter().map(|l| l.path.clone()));

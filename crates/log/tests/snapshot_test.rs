@@ -7,8 +7,8 @@ use std::fs;
 use common::*;
 use log::file::{log_file_name, snapshot_file_name, FILE_HEADER};
 use log::{
-    dump_snapshot, prune, read_snapshot, verify_snapshot, write_snapshot, ErrorKind, ProblemKind,
-    TRAILER,
+    dump_snapshot, prune, prune_keeping, read_snapshot, verify_snapshot, write_snapshot, ErrorKind,
+    ProblemKind, TRAILER,
 };
 use store::log::{frame_size, FrameError};
 
@@ -222,6 +222,27 @@ fn prune_keeps_the_newest_snapshot_and_the_logs_it_needs() {
         Vec::<std::path::PathBuf>::new()
     );
     assert_eq!(dir.names().len(), 3);
+}
+
+#[test]
+fn prune_keeps_the_log_files_a_replica_still_needs() {
+    let dir = TempDir::new("prune-replica");
+    let d = dir.path();
+    let (_, e0) = write_log(d, 0, &[set("a", "1", false)]);
+    let (_, e1) = write_log(d, e0, &[set("b", "1", false)]);
+    let (_, e2) = write_log(d, e1, &[set("c", "1", false)]);
+    write_snapshot(d, &mut store(e2, e2, 1)).unwrap();
+    // A replica acknowledged up to inside the second file: it and every
+    // later file stay, the first goes.
+    let removed = prune_keeping(d, e2, 0, e0 + 8).unwrap();
+    assert_eq!(removed, [d.join(log_file_name(0))]);
+    assert_eq!(
+        dir.names(),
+        [log_file_name(e0), log_file_name(e1), snapshot_file_name(e2)]
+    );
+    // Once it has everything, the snapshot decides alone.
+    let removed = prune_keeping(d, e2, 0, e2).unwrap();
+    assert_eq!(removed, [d.join(log_file_name(e0))]);
 }
 
 #[test]

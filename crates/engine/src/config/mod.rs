@@ -182,6 +182,15 @@ pub(crate) mod word {
     /// The script running now, if any: its worker, start and requests
     /// (`scripting::busy`); 0 = none.
     pub const SCRIPT_BUSY: u64 = 51;
+    /// FAILOVER's request: FORCE in the low bit, the deadline (ms since the
+    /// epoch, 0 = none) above it, a sequence number in the top bits
+    /// (`replication.rs`).
+    pub const FAILOVER_REQUEST: u64 = 55;
+    /// FAILOVER's state: 0 none, 1 waiting for the replica's sync, 2 in
+    /// progress, 3 a worker is writing the request; the target replica's
+    /// id (0: any) above the two low bits. Writes are paused while it is
+    /// not 0.
+    pub const FAILOVER_STATE: u64 = 56;
     /// Bumped after every change of the ACL user table (acl.rs): each
     /// engine re-reads the users when it sees it move.
     pub const ACL_GENERATION: u64 = 57;

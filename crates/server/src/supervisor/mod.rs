@@ -12,6 +12,7 @@
 mod control;
 pub(crate) mod listener;
 pub mod persistence;
+mod relay;
 pub mod replication;
 
 use std::cell::{Cell, RefCell};

@@ -487,14 +487,17 @@ fn snapshot_loop(store: Store, opts: PersistOptions, stop: Arc<AtomicBool>, mut 
                     info.bytes,
                     info.duration.as_secs_f64()
                 );
-                let _ = ring.snapshot_finished(requested, true, info.start_lsn, now_ms());
-                match log::prune(&opts.dir, info.start_lsn, opts.keep_logs) {
+                // Log files a connected replica has not read yet stay. SAVE
+                // returns once the old files are gone.
+                let needed = super::replication::needed_by_replicas();
+                match log::prune_keeping(&opts.dir, info.start_lsn, opts.keep_logs, needed) {
                     Ok(removed) if !removed.is_empty() => {
                         println!("shoal: removed {} old log/snapshot files", removed.len())
                     }
                     Ok(_) => {}
                     Err(e) => eprintln!("shoal: removing old log files failed: {e}"),
                 }
+                let _ = ring.snapshot_finished(requested, true, info.start_lsn, now_ms());
             }
             Err(e) => {
                 eprintln!("shoal: snapshot failed: {e}");

@@ -37,6 +37,7 @@ use serde_json::{json, Value};
 use store::log::{frame::parse_frame, record, FIRST_LSN, GROUP_CONTINUES};
 use store::{Handle, Store};
 
+use super::relay::Relay;
 use crate::error::Error;
 
 /// Bytes of frames a sender puts in one message.
@@ -54,6 +55,9 @@ struct ReplicaEntry {
     state: &'static str,
     ack: u64,
     last_ack_ms: u64,
+    /// The lowest LSN it still has to read from the log files: its
+    /// acknowledgement, or the start of the snapshot it is being sent.
+    needs: u64,
 }
 
 /// What both roles share with the status writer.
@@ -68,6 +72,15 @@ struct Shared {
     /// Wakes the status writer when something changed.
     wake: std::sync::Condvar,
     wake_lock: Mutex<()>,
+    /// A replica's relay of its primary's frames, for its own replicas.
+    relay: Mutex<Option<Relay>>,
+    /// The relay's end (0: no relay), read by the senders of a replica.
+    relay_end: AtomicU64,
+    /// Bumped when the relay starts over: its senders drop their links.
+    relay_epoch: AtomicU64,
+    /// Set once a replica of this replica asked (or a FAILOVER made this
+    /// server a replica): from then on the link keeps a relay.
+    relay_wanted: AtomicBool,
 }
 
 #[derive(Default)]
@@ -92,6 +105,13 @@ struct Inner {
     /// The log's head when the replica last applied: own writes after it
     /// (a write taken at promotion) are not in the old history.
     head_while_following: u64,
+    /// Where a FAILOVER target restarted its log before it took writes:
+    /// its log from there continues the old history exactly.
+    prepared_restart: Option<u64>,
+    /// Promotions settled so far (a FAILOVER target waits for its own).
+    promotions_settled: u64,
+    /// The FAILOVER target answered `SHOAL.SYNC … FAILOVER` as a primary.
+    failover_answered: bool,
 }
 
 static SHARED: OnceLock<Arc<Shared>> = OnceLock::new();
@@ -166,6 +186,12 @@ pub fn start(
         let _ = repl::set_applied_lsn(store, 0);
         let _ = repl::set_followed_tag(store, 0);
     }
+    // A supervisor that stopped in the middle of a FAILOVER's hand-over:
+    // writes go on, on whatever role it had reached.
+    if repl::failover_state(store) == repl::FailoverState::InProgress {
+        println!("shoal: FAILOVER aborted: the server restarted during the hand-over");
+        repl::failover_end(store);
+    }
     let shared = Arc::new(Shared {
         store: store.clone(),
         dir,
@@ -181,6 +207,10 @@ pub fn start(
         dirty: AtomicBool::new(true),
         wake: std::sync::Condvar::new(),
         wake_lock: Mutex::new(()),
+        relay: Mutex::new(None),
+        relay_end: AtomicU64::new(0),
+        relay_epoch: AtomicU64::new(0),
+        relay_wanted: AtomicBool::new(false),
     });
     let _ = SHARED.set(shared.clone());
     write_status(&shared);
@@ -286,8 +316,8 @@ fn write_status(shared: &Shared) {
             "down_since_ms": inner.down_since_ms,
             "last_io_ms": inner.last_io_ms,
             "last_error": inner.last_error,
-            "replicas": replicas.iter().map(|(_, r)| json!({
-                "ip": r.ip, "port": r.port, "state": r.state, "ack": r.ack, "last_ack_ms": r.last_ack_ms,
+            "replicas": replicas.iter().map(|(id, r)| json!({
+                "id": id, "ip": r.ip, "port": r.port, "state": r.state, "ack": r.ack, "last_ack_ms": r.last_ack_ms,
             })).collect::<Vec<_>>(),
         })
     };
@@ -337,6 +367,24 @@ pub fn ctl_status() -> Value {
 
 // ---- the primary's side ----
 
+/// The lowest LSN a connected replica still has to read from the log
+/// files (u64::MAX: none): snapshots prune no log file at or after it.
+pub fn needed_by_replicas() -> u64 {
+    let Some(shared) = SHARED.get() else {
+        return u64::MAX;
+    };
+    // A replica's own replicas read its relay, not its log files.
+    if repl::is_replica(&shared.store) {
+        return u64::MAX;
+    }
+    lock(shared)
+        .replicas
+        .values()
+        .map(|r| r.needs)
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
 /// Takes a replica's link (SHOAL.SYNC) from a worker: a sender thread
 /// serves it until it closes.
 pub fn serve_replica(fd: OwnedFd, link: &Value) {
@@ -347,6 +395,7 @@ pub fn serve_replica(fd: OwnedFd, link: &Value) {
     let replid = link["replid"].as_str().unwrap_or("?").to_string();
     let offset = link["offset"].as_u64().unwrap_or(0);
     let port = link["port"].as_u64().unwrap_or(0) as u16;
+    let failover = link["failover"] == true;
     let ip = link["addr"]
         .as_str()
         .and_then(|a| a.parse::<std::net::SocketAddr>().ok())
@@ -354,6 +403,14 @@ pub fn serve_replica(fd: OwnedFd, link: &Value) {
     let _ = std::thread::Builder::new()
         .name("repl-sender".into())
         .spawn(move || {
+            let mut stream = stream;
+            if failover {
+                if let Err(e) = take_over(&shared) {
+                    println!("shoal: FAILOVER from {ip}:{port} refused: {e}");
+                    let _ = stream.write_all(format!("-ERR {e}\r\n").as_bytes());
+                    return;
+                }
+            }
             let id = {
                 let mut inner = lock(&shared);
                 inner.next_replica += 1;
@@ -366,6 +423,7 @@ pub fn serve_replica(fd: OwnedFd, link: &Value) {
                         state: "wait_bgsave",
                         ack: 0,
                         last_ack_ms: now_ms(),
+                        needs: offset,
                     },
                 );
                 id
@@ -392,6 +450,33 @@ fn message(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
     out.extend_from_slice(body);
 }
 
+/// Reads a replica's acknowledgements on their own thread; the flag says
+/// the link closed.
+fn read_acks(
+    shared: &Arc<Shared>,
+    id: u64,
+    stream: &TcpStream,
+) -> std::io::Result<Arc<AtomicBool>> {
+    let closed = Arc::new(AtomicBool::new(false));
+    let mut reader = stream.try_clone()?;
+    let (flag, shared) = (closed.clone(), shared.clone());
+    std::thread::Builder::new()
+        .name("repl-acks".into())
+        .spawn(move || {
+            let mut b = [0u8; 9];
+            while reader.read_exact(&mut b).is_ok() && b[0] == b'A' {
+                let lsn = u64::from_le_bytes(b[1..].try_into().unwrap_or_default());
+                set_replica(&shared, id, |r| {
+                    r.ack = lsn;
+                    r.needs = lsn;
+                    r.last_ack_ms = now_ms();
+                });
+            }
+            flag.store(true, Ordering::Release);
+        })?;
+    Ok(closed)
+}
+
 /// Serves one replica: the answer line, a snapshot if needed, then the log.
 fn send(
     shared: &Arc<Shared>,
@@ -408,6 +493,9 @@ fn send(
     stream.set_nonblocking(false)?;
     stream.set_nodelay(true)?;
     stream.set_write_timeout(Some(LINK_TIMEOUT))?;
+    if repl::is_replica(&shared.store) {
+        return send_relay(shared, id, stream, replid, offset, &dir);
+    }
     let ring = shared.store.log_ring();
     let (own, replid2, second_offset) = {
         let inner = lock(shared);
@@ -422,27 +510,7 @@ fn send(
     let continues_old_history = !replid2.is_empty()
         && offset == second_offset
         && replid == format!("{:016x}", repl::replid_tag(&replid2));
-    // Acknowledgements arrive on their own thread.
-    let closed = Arc::new(AtomicBool::new(false));
-    let acked = Arc::new(AtomicU64::new(0));
-    {
-        let mut reader = stream.try_clone()?;
-        let (closed, shared, acked) = (closed.clone(), shared.clone(), acked.clone());
-        std::thread::Builder::new()
-            .name("repl-acks".into())
-            .spawn(move || {
-                let mut b = [0u8; 9];
-                while reader.read_exact(&mut b).is_ok() && b[0] == b'A' {
-                    let lsn = u64::from_le_bytes(b[1..].try_into().unwrap_or_default());
-                    acked.store(lsn, Ordering::Release);
-                    set_replica(&shared, id, |r| {
-                        r.ack = lsn;
-                        r.last_ack_ms = now_ms();
-                    });
-                }
-                closed.store(true, Ordering::Release);
-            })?;
-    }
+    let closed = read_acks(shared, id, &stream)?;
     let written = || ring.status().released;
     // A partial resync when the replica follows this history and the files
     // still hold its position (and it is a frame's start).
@@ -475,7 +543,10 @@ fn send(
         None => {
             let (snapshot, start) = full_base(&dir, &ring)?;
             stream.write_all(format!("+FULLRESYNC {own} {start}\r\n").as_bytes())?;
-            set_replica(shared, id, |r| r.state = "send_bulk");
+            set_replica(shared, id, |r| {
+                r.state = "send_bulk";
+                r.needs = start;
+            });
             let began = Instant::now();
             let mut frames = 0u64;
             if let Some(path) = &snapshot {
@@ -519,6 +590,13 @@ fn send(
     let mut tail = Some(tail);
     let mut last_sent = Instant::now();
     while !closed.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
+        // This server now follows another: its replicas must look again
+        // (FAILOVER's hand-over still needs the link to its target).
+        if repl::is_replica(&shared.store)
+            && repl::failover_state(&shared.store) == repl::FailoverState::None
+        {
+            break;
+        }
         let upto = written();
         if pos < upto && chunk.len() < CHUNK {
             // In the files: read them.
@@ -560,6 +638,139 @@ fn send(
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
     Ok(())
+}
+
+/// Serves a replica of this replica (a chained replica): positions and
+/// the replication id are the top primary's. A partial resync when the
+/// relay holds its position; otherwise a full resync from a walk of the
+/// store (a fuzzy snapshot at the LSN applied when the walk began), then
+/// the relay from there.
+fn send_relay(
+    shared: &Arc<Shared>,
+    id: u64,
+    mut stream: TcpStream,
+    replid: &str,
+    offset: u64,
+    dir: &Path,
+) -> std::io::Result<()> {
+    let io_err = |what: String| std::io::Error::other(what);
+    let relay_dir = dir.join("relay");
+    let store = shared.store.clone();
+    let epoch = shared.relay_epoch.load(Ordering::Acquire);
+    let master = lock(shared).master_replid.clone();
+    let relay_end = || shared.relay_end.load(Ordering::Acquire);
+    if master.is_empty() || lock(shared).link != "up" {
+        stream.write_all(b"-NOMASTERLINK Can't SYNC while not connected with my master\r\n")?;
+        return Ok(());
+    }
+    if relay_end() == 0 {
+        // The link starts the relay with its next message (a heartbeat
+        // within a second at the latest).
+        shared.relay_wanted.store(true, Ordering::Release);
+        stream.write_all(
+            b"-ERR this replica is starting to relay its primary's log: try again\r\n",
+        )?;
+        return Ok(());
+    }
+    let closed = read_acks(shared, id, &stream)?;
+    let mut out = Vec::new();
+    let mut tail = None;
+    // A replica of this server's own history before FAILOVER made it a
+    // replica, at exactly where that history ends: the relay starts there.
+    let (replid2, second_offset) = {
+        let inner = lock(shared);
+        (inner.replid2.clone(), inner.second_offset)
+    };
+    let own_history = !replid2.is_empty()
+        && offset == second_offset
+        && replid == format!("{:016x}", repl::replid_tag(&replid2));
+    if (replid == format!("{:016x}", repl::replid_tag(&master)) || own_history)
+        && offset <= relay_end()
+    {
+        tail = LogTail::open(&relay_dir, offset)?;
+    }
+    let tail = match tail {
+        Some(t) => {
+            stream.write_all(format!("+CONTINUE {master} {offset}\r\n").as_bytes())?;
+            println!("shoal: replica {id}: partial resync from LSN {offset} (relayed)");
+            t
+        }
+        None => {
+            let start = repl::applied_lsn(&store);
+            stream.write_all(format!("+FULLRESYNC {master} {start}\r\n").as_bytes())?;
+            set_replica(shared, id, |r| r.state = "send_bulk");
+            let began = Instant::now();
+            let frames = stream_store(&store, &mut stream)?;
+            out.clear();
+            message(&mut out, b'E', &start.to_le_bytes());
+            stream.write_all(&out)?;
+            println!(
+                "shoal: replica {id}: full resync: the store at LSN {start} ({frames} records) sent in {:.3} s",
+                began.elapsed().as_secs_f64()
+            );
+            LogTail::open(&relay_dir, start)?
+                .ok_or_else(|| io_err(format!("the relay no longer holds LSN {start}")))?
+        }
+    };
+    set_replica(shared, id, |r| r.state = "online");
+    let mut tail = tail;
+    let mut chunk = Vec::new();
+    let mut last_sent = Instant::now();
+    while !closed.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
+        // Promoted, or the relay started over: the replica looks again.
+        if !repl::is_replica(&store) || shared.relay_epoch.load(Ordering::Acquire) != epoch {
+            break;
+        }
+        let upto = relay_end();
+        if tail.position() < upto {
+            tail.read(upto, &mut chunk, CHUNK)?;
+            out.clear();
+            message(&mut out, b'L', &chunk);
+            stream.write_all(&out)?;
+            chunk.clear();
+            last_sent = Instant::now();
+            continue;
+        }
+        if last_sent.elapsed() >= HEARTBEAT {
+            out.clear();
+            message(&mut out, b'H', &upto.to_le_bytes());
+            stream.write_all(&out)?;
+            last_sent = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    Ok(())
+}
+
+/// Sends a fuzzy snapshot of the store as `S` messages: every key's whole
+/// value with its version as LSN (the walk of `Handle::snapshot_records`,
+/// which locks one bucket at a time). Returns the records sent.
+fn stream_store(store: &Store, stream: &mut TcpStream) -> std::io::Result<u64> {
+    let mut h = store
+        .handle()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut chunk = Vec::with_capacity(CHUNK);
+    let mut out = Vec::new();
+    let mut frames = 0u64;
+    h.snapshot_records(&mut |lsn, payload| {
+        frames += 1;
+        store::log::encode_frame(lsn, payload, &mut chunk);
+        if chunk.len() >= CHUNK {
+            out.clear();
+            message(&mut out, b'S', &chunk);
+            chunk.clear();
+            stream.write_all(&out)?;
+        }
+        Ok(())
+    })
+    .map_err(|e| std::io::Error::other(e.to_string()))??;
+    if !chunk.is_empty() {
+        out.clear();
+        message(&mut out, b'S', &chunk);
+        stream.write_all(&out)?;
+    }
+    Ok(frames)
 }
 
 /// Whether `bytes` are whole, valid frames, the first at `lsn`.
@@ -645,7 +856,13 @@ fn link_loop(shared: &Arc<Shared>) {
                     Err(e) => println!("shoal: promotion: {e}; trying again"),
                 }
             }
-            std::thread::sleep(Duration::from_millis(if unsettled { 20 } else { 100 }));
+            if let Some(request) = repl::failover_requested(&shared.store) {
+                if let Some((host, port)) = wait_for_failover_target(shared, &request) {
+                    was_replica = fail_over_to(shared, &host, port, request.force);
+                }
+                continue;
+            }
+            std::thread::sleep(Duration::from_millis(if unsettled { 20 } else { 5 }));
             continue;
         }
         if unsettled {
@@ -675,7 +892,7 @@ fn link_loop(shared: &Arc<Shared>) {
             inner.link = "connecting";
         }
         changed(shared);
-        let result = follow(shared, &host, port, generation);
+        let result = follow(shared, &host, port, generation, false);
         {
             let mut inner = lock(shared);
             if inner.link == "up" || inner.link == "sync" {
@@ -715,6 +932,61 @@ fn settle_promotion(shared: &Shared) -> Result<(), String> {
     };
     let mut h = store.handle().map_err(|e| e.to_string())?;
     let ring = h.log_ring();
+    let applied = repl::applied_lsn(store);
+    let old_history = lock(shared).master_replid.clone();
+    let prepared = lock(shared).prepared_restart.take();
+    let (restarted, untouched) = match prepared {
+        // A FAILOVER target restarted its log before it took any write.
+        Some(at) => (at, true),
+        None => restart_past_versions(shared, &mut h, applied)?,
+    };
+    drop(h);
+    println!("shoal: promotion: the log goes on at LSN {restarted}, above every replicated version; snapshot follows");
+    let n = ring.request_snapshot().map_err(|e| e.to_string())?;
+    while ring.snapshot_answered() < n {
+        if shared.stop.load(Ordering::Acquire) {
+            lock(shared).prepared_restart = prepared;
+            return Err("stopping".into());
+        }
+        ring.wait_snapshot_change(Duration::from_millis(100));
+    }
+    let status = ring.status();
+    if status.snapshot_last_failed || status.snapshot_start_lsn < restarted {
+        lock(shared).prepared_restart = prepared;
+        return Err("the snapshot after the promotion failed".into());
+    }
+    std::fs::remove_file(dir.join(REPLICATED_MARKER))
+        .or_else(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => Ok(()),
+            _ => Err(e),
+        })
+        .map_err(|e| format!("removing {REPLICATED_MARKER}: {e}"))?;
+    forget_applied(store)?;
+    {
+        let mut inner = lock(shared);
+        if untouched && applied > 0 && restarted == applied && !old_history.is_empty() {
+            inner.replid2 = old_history;
+            inner.second_offset = restarted;
+        }
+        inner.promotions_settled += 1;
+    }
+    println!(
+        "shoal: promotion: snapshot at LSN {} holds the replicated data; replicas may follow",
+        status.snapshot_start_lsn
+    );
+    changed(shared);
+    Ok(())
+}
+
+/// Restarts a promoted server's log past every version its keys carry
+/// (the first step of `settle_promotion`). Returns where the log goes on
+/// and whether the server wrote nothing of its own since it last applied.
+fn restart_past_versions(
+    shared: &Shared,
+    h: &mut Handle,
+    applied: u64,
+) -> Result<(u64, bool), String> {
+    let ring = h.log_ring();
     // The highest version a key carries: the replicated keys' are the old
     // primary's LSNs (a walk, because a store recovered from a snapshot no
     // longer knows what it applied).
@@ -728,50 +1000,237 @@ fn settle_promotion(shared: &Shared) -> Result<(), String> {
     // Past the frame at `top` and at least where the replicated history
     // ends (the frame at a version ends past it): every new LSN is then
     // above every version.
-    let applied = repl::applied_lsn(store);
     let target = applied.max(top.saturating_add(8));
-    let (following_head, old_history) = {
-        let inner = lock(shared);
-        (inner.head_while_following, inner.master_replid.clone())
+    let following_head = lock(shared).head_while_following;
+    h.exclusive(|_| {
+        // No write of its own since it last applied: its log from the
+        // restart on continues the old history exactly.
+        let untouched = ring.head() == following_head;
+        Ok(super::persistence::restart_log_at(&ring, target).map(|at| (at, untouched)))
+    })
+    .map_err(|e| e.to_string())?
+}
+
+// ---- FAILOVER ----
+
+/// FAILOVER on this primary, while writes are paused: waits until the
+/// target (or, without TO, any replica) has acknowledged the whole log,
+/// and moves the failover to "in progress". Returns the new primary's
+/// address, or None when the failover was aborted (FAILOVER ABORT, or the
+/// timeout without FORCE), which ends the pause.
+fn wait_for_failover_target(
+    shared: &Arc<Shared>,
+    request: &repl::FailoverRequest,
+) -> Option<(String, u16)> {
+    let store = &shared.store;
+    let ring = store.log_ring();
+    // The target by address: a replica that reconnects gets a new id.
+    let target = match request.replica {
+        0 => None,
+        id => match lock(shared).replicas.get(&id) {
+            Some(r) => Some((r.ip.clone(), r.port)),
+            None => {
+                abort_failover(store, request, "the target replica is gone");
+                return None;
+            }
+        },
     };
-    let (restarted, untouched) = h
-        .exclusive(|_| {
-            // No write of its own since it last applied: its log from the
-            // restart on continues the old history exactly.
-            let untouched = ring.head() == following_head;
-            Ok(super::persistence::restart_log_at(&ring, target).map(|at| (at, untouched)))
-        })
-        .map_err(|e| e.to_string())??;
-    drop(h);
-    println!("shoal: promotion: the log goes on at LSN {restarted}, above every replicated version; snapshot follows");
-    let n = ring.request_snapshot().map_err(|e| e.to_string())?;
-    while ring.snapshot_answered() < n {
-        if shared.stop.load(Ordering::Acquire) {
-            return Err("stopping".into());
+    match &target {
+        Some((ip, port)) => println!("shoal: FAILOVER requested to {ip}:{port}"),
+        None => println!("shoal: FAILOVER requested to any replica"),
+    }
+    loop {
+        if !request.is_current(store) {
+            println!("shoal: FAILOVER aborted: Failover manually aborted");
+            return None;
         }
-        ring.wait_snapshot_change(Duration::from_millis(100));
+        let head = ring.head();
+        let caught_up = lock(shared)
+            .replicas
+            .values()
+            .find(|r| {
+                r.state == "online"
+                    && r.ack == head
+                    && target
+                        .as_ref()
+                        .is_none_or(|(ip, port)| r.ip == *ip && r.port == *port)
+            })
+            .map(|r| (r.ip.clone(), r.port));
+        if let Some((ip, port)) = caught_up {
+            if !repl::failover_begin(store, request) {
+                continue;
+            }
+            println!("shoal: FAILOVER target {ip}:{port} is synced, failing over");
+            changed(shared);
+            return Some((ip, port));
+        }
+        if request.deadline_ms != 0 && now_ms() >= request.deadline_ms {
+            if let Some((ip, port)) = target.clone().filter(|_| request.force) {
+                if !repl::failover_begin(store, request) {
+                    continue;
+                }
+                println!("shoal: FAILOVER to {ip}:{port} time out exceeded, failing over");
+                changed(shared);
+                return Some((ip, port));
+            }
+            abort_failover(store, request, "Replica never caught up before timeout");
+            return None;
+        }
+        if shared.stop.load(Ordering::Acquire) {
+            abort_failover(store, request, "the server is stopping");
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
-    let status = ring.status();
-    if status.snapshot_last_failed || status.snapshot_start_lsn < restarted {
-        return Err("the snapshot after the promotion failed".into());
+}
+
+/// Ends a failover that is still `request`; writes go on.
+fn abort_failover(store: &Store, request: &repl::FailoverRequest, why: &str) {
+    if request.is_current(store) {
+        repl::failover_end(store);
     }
-    std::fs::remove_file(dir.join(REPLICATED_MARKER))
-        .or_else(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Ok(()),
-            _ => Err(e),
-        })
-        .map_err(|e| format!("removing {REPLICATED_MARKER}: {e}"))?;
-    forget_applied(store)?;
-    if untouched && applied > 0 && restarted == applied && !old_history.is_empty() {
+    println!("shoal: FAILOVER aborted: {why}");
+}
+
+/// FAILOVER's hand-over: this primary becomes a replica of `host:port`
+/// (workers refuse writes from then on), waits until the target has
+/// acknowledged every write that got in before that, and sends it
+/// `SHOAL.SYNC … FAILOVER`: the target takes over and answers as a
+/// primary, and this server follows it. Returns whether it is a replica
+/// now; when the target refused or could not be reached, this server is a
+/// primary again with its history, as Redis's abortFailover.
+fn fail_over_to(shared: &Arc<Shared>, host: &str, port: u16, force: bool) -> bool {
+    let store = shared.store.clone();
+    let ring = store.log_ring();
+    let own = lock(shared).replid.clone();
+    let handed = (|| -> Result<u64, String> {
+        let mut h = store.handle().map_err(|e| e.to_string())?;
+        repl::set_target(&store, &mut h, Some((host, port))).map_err(|e| e.to_string())?;
+        // A write a worker had let through before the role changed is
+        // complete once every holder of a key lock has left.
+        let head = h
+            .exclusive(|_| Ok(ring.head()))
+            .map_err(|e| e.to_string())?;
+        drop(h);
+        let began = Instant::now();
+        // FORCE: the target takes over wherever it stands.
+        loop {
+            let acked = lock(shared)
+                .replicas
+                .values()
+                .any(|r| r.ip == host && r.port == port && r.ack >= head);
+            if force || acked {
+                break;
+            }
+            if repl::failover_state(&store) != repl::FailoverState::InProgress {
+                return Err("Failover manually aborted".into());
+            }
+            if began.elapsed() > LINK_TIMEOUT {
+                return Err(format!(
+                    "the target did not acknowledge LSN {head} after the role changed"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // What this server holds is its own history up to `head`; its
+        // replicas at exactly there continue through its relay (Redis's
+        // master_replid2 after a failover).
+        repl::set_applied_lsn(&store, head).map_err(|e| e.to_string())?;
+        repl::set_followed_tag(&store, repl::replid_tag(&own)).map_err(|e| e.to_string())?;
         let mut inner = lock(shared);
-        inner.replid2 = old_history;
-        inner.second_offset = restarted;
+        inner.master_replid = own.clone();
+        inner.replid2 = own.clone();
+        inner.second_offset = head;
+        Ok(head)
+    })();
+    let generation = repl::generation(&store);
+    lock(shared).failover_answered = false;
+    let result = handed.and_then(|head| {
+        if repl::failover_state(&store) != repl::FailoverState::InProgress {
+            return Err("Failover manually aborted".into());
+        }
+        if let Some(dir) = &shared.dir {
+            let _ = std::fs::write(
+                dir.join(REPLICATED_MARKER),
+                "this server followed a primary: see docs/replication.md\n",
+            );
+        }
+        // Its own replicas will follow it through its relay.
+        shared.relay_wanted.store(true, Ordering::Release);
+        println!("shoal: FAILOVER: asking {host}:{port} to take over at LSN {head}");
+        {
+            let mut inner = lock(shared);
+            inner.link = "connecting";
+            inner.down_since_ms = now_ms();
+        }
+        changed(shared);
+        follow(shared, host, port, generation, true)
+    });
+    if lock(shared).failover_answered {
+        // The target answered as a primary: the link ran (and ended, or
+        // REPLICAOF moved it): the loop goes on as a replica.
+        if let Err(e) = result {
+            let mut inner = lock(shared);
+            inner.link = "down";
+            inner.down_since_ms = now_ms();
+            inner.last_error = e;
+        }
+        changed(shared);
+        return true;
     }
-    println!(
-        "shoal: promotion: snapshot at LSN {} holds the replicated data; replicas may follow",
-        status.snapshot_start_lsn
-    );
+    let why = result.err().unwrap_or_else(|| "stopped".into());
+    println!("shoal: FAILOVER aborted: {why}; this server stays the primary");
+    if let Ok(mut h) = store.handle() {
+        let _ = repl::set_target(&store, &mut h, None);
+    }
+    let _ = forget_applied(&store);
+    if let Some(dir) = &shared.dir {
+        let _ = std::fs::remove_file(dir.join(REPLICATED_MARKER));
+    }
+    {
+        let mut inner = lock(shared);
+        inner.link = "none";
+        inner.master_replid.clear();
+        inner.replid2.clear();
+        inner.second_offset = 0;
+        inner.last_error = why;
+    }
+    repl::failover_end(&store);
     changed(shared);
+    false
+}
+
+/// A FAILOVER target takes over (its primary, writes paused, sent
+/// `SHOAL.SYNC … FAILOVER`): while it still refuses writes it restarts its
+/// log past every version (where the old primary stopped, normally), so
+/// that its log from there continues the old history exactly; then it
+/// becomes a primary and waits for the promotion to settle (its snapshot),
+/// after which the old primary gets a partial resync.
+fn take_over(shared: &Arc<Shared>) -> Result<(), String> {
+    let store = &shared.store;
+    if shared.dir.is_none() {
+        return Err("this shoal server keeps no transaction log".into());
+    }
+    let mut h = store.handle().map_err(|e| e.to_string())?;
+    let applied = repl::applied_lsn(store);
+    let settled_before = lock(shared).promotions_settled;
+    let (restarted, _) = restart_past_versions(shared, &mut h, applied)?;
+    lock(shared).prepared_restart = Some(restarted);
+    repl::set_target(store, &mut h, None).map_err(|e| e.to_string())?;
+    drop(h);
+    println!(
+        "shoal: FAILOVER: taking over from the primary at LSN {applied}; the log goes on at LSN {restarted}"
+    );
+    let began = Instant::now();
+    while lock(shared).promotions_settled == settled_before {
+        if shared.stop.load(Ordering::Acquire) || began.elapsed() > Duration::from_secs(600) {
+            return Err("the promotion did not settle".into());
+        }
+        if repl::is_replica(store) {
+            return Err("REPLICAOF changed this server meanwhile".into());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
     Ok(())
 }
 
@@ -871,7 +1330,13 @@ fn read_line(reader: &mut impl BufRead, host: &str, port: u16) -> Result<String,
 
 /// Follows the primary at `host:port` until the link fails (the error) or
 /// REPLICAOF changes the generation (Ok).
-fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Result<(), String> {
+fn follow(
+    shared: &Arc<Shared>,
+    host: &str,
+    port: u16,
+    generation: u64,
+    failover: bool,
+) -> Result<(), String> {
     let addr = (host, port)
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {host}: {e}"))?
@@ -909,18 +1374,23 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
             ));
         }
     }
-    let request = resp_command(&[
-        "SHOAL.SYNC",
-        &replid,
-        &applied.to_string(),
-        &shared.port.to_string(),
-        &shared.node,
-    ]);
+    let (offset, listening) = (applied.to_string(), shared.port.to_string());
+    let mut request_args = vec!["SHOAL.SYNC", &replid, &offset, &listening, &shared.node];
+    if failover {
+        request_args.push("FAILOVER");
+    }
+    let request = resp_command(&request_args);
     writer
         .write_all(&request)
         .map_err(|e| format!("writing to {host}:{port}: {e}"))?;
     let line = read_line(&mut reader, host, port)?;
     let words: Vec<&str> = line.split(' ').collect();
+    if failover && (line.starts_with("+CONTINUE ") || line.starts_with("+FULLRESYNC ")) {
+        // The target took over: writes go on here (refused: a replica).
+        lock(shared).failover_answered = true;
+        repl::failover_end(&store);
+        println!("shoal: FAILOVER: {host}:{port} is the primary now");
+    }
     let mut h = store.handle().map_err(|e| e.to_string())?;
     let mut expect;
     match words.as_slice() {
@@ -935,6 +1405,7 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
             }
             lock(shared).master_replid = id.to_string();
             repl::set_followed_tag(&store, repl::replid_tag(id)).map_err(|e| e.to_string())?;
+            relay_from(shared, applied);
             set_up(shared, "up");
             println!("shoal: replicating from {host}:{port}: partial resync from LSN {applied}");
         }
@@ -944,9 +1415,20 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
                 .map_err(|_| format!("bad answer {line:?}"))?;
             set_up(shared, "sync");
             repl::set_applied_lsn(&store, 0).map_err(|e| e.to_string())?;
+            {
+                // The store is replaced: no history of its own goes on.
+                let mut inner = lock(shared);
+                inner.replid2.clear();
+                inner.second_offset = 0;
+            }
+            relay_from(shared, start);
             let mut flush = Vec::new();
             record::encode_flush_all(&mut flush);
-            h.apply_record(FIRST_LSN, &flush)
+            // Every key goes, whatever its version: a replayed FLUSHALL
+            // removes the keys whose versions are below its LSN, and keys
+            // of this server's own history (an old primary, a FAILOVER
+            // with FORCE) may carry versions above the snapshot's.
+            h.apply_record(u64::MAX, &flush)
                 .map_err(|e| e.to_string())?;
             let began = Instant::now();
             let n = receive_snapshot(&mut reader, &mut h, start)?;
@@ -998,6 +1480,7 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
         lock(shared).last_io_ms = now_ms();
         match kind {
             b'L' => {
+                relay_from(shared, expect);
                 let mut closed = expect;
                 let frames = repl::link::frames(&body, Some(expect))
                     .map_err(|e| format!("{e}; resyncing"))?;
@@ -1013,6 +1496,7 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
                         closed = expect;
                     }
                 }
+                relay_append(shared, &body);
                 if closed > repl::applied_lsn(&store) {
                     repl::set_applied_lsn(&store, closed).map_err(|e| e.to_string())?;
                 }
@@ -1020,6 +1504,7 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
                 ack(&mut writer, repl::applied_lsn(&store))?;
             }
             b'H' => {
+                relay_from(shared, expect);
                 lock(shared).head_while_following = store.log_status().head;
                 ack(&mut writer, repl::applied_lsn(&store))?
             }
@@ -1029,6 +1514,59 @@ fn follow(shared: &Arc<Shared>, host: &str, port: u16, generation: u64) -> Resul
                     kind as char
                 ))
             }
+        }
+    }
+}
+
+/// Makes the relay continue at `lsn`: kept when it ends there, else
+/// started over (its replicas then look again).
+fn relay_from(shared: &Shared, lsn: u64) {
+    let Some(dir) = &shared.dir else {
+        return;
+    };
+    if !shared.relay_wanted.load(Ordering::Acquire) {
+        return;
+    }
+    let mut relay = shared.relay.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(r) = relay.as_mut() {
+        if r.end() == lsn {
+            return;
+        }
+        // The frames of a group the link lost go; the replicas keep theirs
+        // (they apply closed groups only).
+        if r.rewind(lsn).unwrap_or(false) {
+            shared.relay_end.store(r.end(), Ordering::Release);
+            return;
+        }
+    }
+    shared.relay_epoch.fetch_add(1, Ordering::AcqRel);
+    shared.relay_end.store(0, Ordering::Release);
+    *relay = match Relay::start(&dir.join("relay"), lsn) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            println!("shoal: the relay for replicas of this replica failed: {e}");
+            None
+        }
+    };
+    if let Some(r) = relay.as_ref() {
+        shared.relay_end.store(r.end(), Ordering::Release);
+    }
+}
+
+/// Relays the frames of one `L` message (already checked and applied up
+/// to its last closed group). A relay that fails is dropped.
+fn relay_append(shared: &Shared, frames: &[u8]) {
+    let mut relay = shared.relay.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(r) = relay.as_mut() else {
+        return;
+    };
+    match r.append(frames) {
+        Ok(()) => shared.relay_end.store(r.end(), Ordering::Release),
+        Err(e) => {
+            println!("shoal: the relay for replicas of this replica failed: {e}");
+            *relay = None;
+            shared.relay_end.store(0, Ordering::Release);
+            shared.relay_epoch.fetch_add(1, Ordering::AcqRel);
         }
     }
 }

@@ -396,6 +396,7 @@ where
             replid,
             offset,
             port,
+            failover,
         }) = &step
         {
             if !out.is_empty() {
@@ -407,6 +408,7 @@ where
                 "offset": offset,
                 "port": port,
                 "addr": addr,
+                "failover": failover,
             })));
         }
         let close = match step {
