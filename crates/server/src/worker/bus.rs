@@ -200,6 +200,16 @@ impl Bus {
 }
 
 /// CLIENT LIST's id filter as a payload.
+/// The little-endian u64 a payload starts with (None when too short).
+pub(crate) fn payload_u64(payload: &[u8]) -> Option<u64> {
+    payload.get(..8)?.try_into().ok().map(u64::from_le_bytes)
+}
+
+/// The little-endian u32 a payload starts with (None when too short).
+pub(crate) fn payload_u32(payload: &[u8]) -> Option<u32> {
+    payload.get(..4)?.try_into().ok().map(u32::from_le_bytes)
+}
+
 pub(crate) fn encode_ids(ids: &[u64]) -> Vec<u8> {
     ids.iter().flat_map(|i| i.to_le_bytes()).collect()
 }

@@ -866,11 +866,7 @@ pub(crate) async fn server_request(
         ServerRequest::ClientKill(filter) => {
             let mut killed = worker.clients.kill(&filter, now, Some(&session.borrow()));
             for p in ask_peers(worker, bus::KILL_REQUEST, &bus::encode_filter(&filter)).await {
-                killed += p
-                    .get(..8)
-                    .and_then(|b| b.try_into().ok())
-                    .map(u64::from_le_bytes)
-                    .unwrap_or(0);
+                killed += bus::payload_u64(&p).unwrap_or(0);
             }
             let mut w = ReplyWriter::new(out, protocol);
             if filter.quiet {

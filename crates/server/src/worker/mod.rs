@@ -860,22 +860,12 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
                 .serve_announced(&mut engine, keys, m.request);
         }
         bus::ROUND_DONE => {
-            let weight = m
-                .payload
-                .get(..8)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_le_bytes);
-            if let Some(weight) = weight {
+            if let Some(weight) = bus::payload_u64(&m.payload) {
                 worker.blocking.round_done(m.request, weight);
             }
         }
         bus::WORD_READY => {
-            let word = m
-                .payload
-                .get(..4)
-                .and_then(|b| b.try_into().ok())
-                .map(u32::from_le_bytes);
-            if let Some(word) = word {
+            if let Some(word) = bus::payload_u32(&m.payload) {
                 let keys = worker.blocking.keys_of_word(word);
                 let mut engine = worker.engine.borrow_mut();
                 worker
@@ -884,11 +874,7 @@ async fn handle_message(worker: &Rc<Worker>, m: Message) {
             }
         }
         bus::UNBLOCK_REQUEST => {
-            let id = m
-                .payload
-                .get(..8)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_le_bytes);
+            let id = bus::payload_u64(&m.payload);
             let error = m.payload.get(8) == Some(&1);
             let n = id.is_some_and(|id| worker.blocking.client_unblock(id, error)) as u64;
             worker
