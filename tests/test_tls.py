@@ -213,6 +213,44 @@ def test_an_encrypted_key_needs_its_password(tls_server, certs):
         plain.config_set("tls-key-file-pass", "")
 
 
+def make_v1_cert(d, ca, name):
+    """An X.509 v1 certificate: `openssl x509 -req` with no extensions file,
+    as Redis's utils/gen-test-certs.sh makes its `redis.crt`."""
+    openssl("req", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", f"{name}.key",
+            "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+            "-CAcreateserial", "-days", "2", "-out", f"{name}.crt", cwd=d)
+    os.chmod(os.path.join(d, f"{name}.key"), 0o600)
+    out = subprocess.run(["openssl", "x509", "-in", f"{name}.crt", "-noout", "-text"],
+                         cwd=d, capture_output=True, text=True, check=True).stdout
+    assert "Version: 1 (0x0)" in out
+
+
+def test_an_x509_v1_certificate_is_served_but_not_accepted_from_a_client(tls_server, certs):
+    d = os.path.dirname(certs("ca.crt"))
+    make_v1_cert(d, "ca", "v1")
+    plain = tls_server.client()
+    # Its key must still be the certificate's.
+    with pytest.raises(redis.ResponseError, match="Unable to update TLS configuration"):
+        plain.config_set("tls-cert-file", certs("v1.crt"), "tls-key-file", certs("server.key"))
+    assert plain.config_set("tls-cert-file", certs("v1.crt"), "tls-key-file", certs("v1.key"))
+    try:
+        # OpenSSL accepts a v1 server certificate (it has no name to check).
+        ctx = ssl.create_default_context(cafile=certs("ca.crt"))
+        ctx.check_hostname = False
+        ctx.load_cert_chain(certs("client.crt"), certs("client.key"))
+        with socket.create_connection(("127.0.0.1", tls_server.tls_port), timeout=10) as raw:
+            with ctx.wrap_socket(raw) as s:
+                assert dict(x[0] for x in s.getpeercert()["subject"])["commonName"] == "v1"
+                s.sendall(b"PING\r\n")
+                assert s.recv(64) == b"+PONG\r\n"
+    finally:
+        plain.config_set("tls-cert-file", certs("server.crt"), "tls-key-file", certs("server.key"))
+    # webpki verifies client certificates and refuses v1 (docs/security.md).
+    refused(tls_client(tls_server, certs, cert="v1"))
+    assert tls_client(tls_server, certs).ping()
+
+
 def test_tls_protocols(tls_server, certs):
     plain = tls_server.client()
     with pytest.raises(redis.ResponseError):
