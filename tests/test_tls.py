@@ -315,3 +315,60 @@ def test_a_bad_tls_configuration_fails_the_start(certs):
     assert out.returncode != 0
     assert "Failed to configure TLS" in out.stdout + out.stderr
     assert "/nonexistent/key.pem" in out.stdout + out.stderr
+
+
+def test_a_busy_script_still_answers_tls_clients_on_its_worker(certs):
+    """One worker: the script's client and the others share its thread, so
+    only the script's hook can answer them (BUSY, SCRIPT KILL), through
+    their TLS sessions."""
+    if TARGET != "shoal":
+        pytest.skip("shoal's own listeners")
+    tls_port = free_port()
+    server = Server(workers=1, extra_args=[
+        "--tls-port", str(tls_port),
+        "--tls-cert-file", certs("server.crt"),
+        "--tls-key-file", certs("server.key"),
+        "--tls-ca-cert-file", certs("ca.crt"),
+    ]).start()
+    try:
+        server.client().config_set("busy-reply-threshold", "100")
+        ctx = ssl.create_default_context(cafile=certs("ca.crt"))
+        ctx.load_cert_chain(certs("client.crt"), certs("client.key"))
+
+        def connect():
+            raw = socket.create_connection(("127.0.0.1", tls_port), timeout=10)
+            return ctx.wrap_socket(raw, server_hostname="localhost")
+
+        def reply(s):
+            got = b""
+            while not got.endswith(b"\r\n"):
+                got += s.recv(4096)
+            return got
+
+        # Every session is up before the script starts (a handshake is the
+        # connection task's, which waits for the script).
+        script, other, killer = connect(), connect(), connect()
+        for s in (other, killer):
+            s.sendall(b"PING\r\n")
+            assert reply(s) == b"+PONG\r\n"
+        script.sendall(b"EVAL 'while true do end' 0\r\n")
+        busy = b""
+        for _ in range(200):
+            other.sendall(b"PING\r\n")
+            busy = reply(other)
+            if busy.startswith(b"-BUSY"):
+                break
+        assert busy.startswith(b"-BUSY Redis is busy running a script.")
+        # The start of a request is kept for the connection once the
+        # script is over; SCRIPT KILL on its own is answered now.
+        other.sendall(b"*3\r\n$3\r\nSET\r\n$9\r\nafter:tls\r\n$2\r\nok")
+        killer.sendall(b"SCRIPT KILL\r\n")
+        assert reply(killer) == b"+OK\r\n"
+        assert reply(script).startswith(b"-ERR Script killed by user with SCRIPT KILL")
+        other.sendall(b"\r\n")
+        assert reply(other) == b"+OK\r\n"
+        assert server.client().get("after:tls") == "ok"
+        for s in (script, other, killer):
+            s.close()
+    finally:
+        server.stop()
