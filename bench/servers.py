@@ -47,24 +47,26 @@ def wait_port(port, proc, what, timeout=20):
     sys.exit(f"{what} did not answer PING on port {port}")
 
 
-def start_redis(port):
-    """redis-server on `port`, answering PING when this returns."""
+def start_redis(port, extra=()):
+    """redis-server on `port` (and what `extra` options add, such as a TLS
+    port), answering PING on `port` when this returns."""
     proc = subprocess.Popen(
         ["taskset", "-c", SERVER_CPU, "redis-server", "--port", str(port), "--bind", "127.0.0.1",
-         "--save", "", "--appendonly", "no", "--daemonize", "no"],
+         "--save", "", "--appendonly", "no", "--daemonize", "no", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port, proc, "redis-server")
     return proc
 
 
-def start_shoal(port, name, memory, memcached_port=0, http_port=0):
+def start_shoal(port, name, memory, memcached_port=0, http_port=0, extra=()):
     """`shoal serve --workers 1` on `port` with segment `name`, answering PING
-    when this returns; memcached (TCP only) and HTTP listeners when given ports."""
+    when this returns; memcached (TCP only) and HTTP listeners when given ports,
+    and what `extra` options add (such as a TLS port)."""
     proc = subprocess.Popen(
         ["taskset", "-c", SERVER_CPU, str(SHOAL_BIN), "serve", "--workers", "1", "--port", str(port),
          "--name", name, "--memory", memory,
          "--memcached-port", str(memcached_port), "--memcached-udp-port", "0",
-         "--http-port", str(http_port), "--nats-port", "0"],
+         "--http-port", str(http_port), "--nats-port", "0", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port, proc, "shoal serve")
     return proc

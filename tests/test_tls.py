@@ -213,6 +213,44 @@ def test_an_encrypted_key_needs_its_password(tls_server, certs):
         plain.config_set("tls-key-file-pass", "")
 
 
+def make_v1_cert(d, ca, name):
+    """An X.509 v1 certificate: `openssl x509 -req` with no extensions file,
+    as Redis's utils/gen-test-certs.sh makes its `redis.crt`."""
+    openssl("req", "-new", "-nodes", "-newkey", "rsa:2048", "-keyout", f"{name}.key",
+            "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+            "-CAcreateserial", "-days", "2", "-out", f"{name}.crt", cwd=d)
+    os.chmod(os.path.join(d, f"{name}.key"), 0o600)
+    out = subprocess.run(["openssl", "x509", "-in", f"{name}.crt", "-noout", "-text"],
+                         cwd=d, capture_output=True, text=True, check=True).stdout
+    assert "Version: 1 (0x0)" in out
+
+
+def test_an_x509_v1_certificate_is_served_but_not_accepted_from_a_client(tls_server, certs):
+    d = os.path.dirname(certs("ca.crt"))
+    make_v1_cert(d, "ca", "v1")
+    plain = tls_server.client()
+    # Its key must still be the certificate's.
+    with pytest.raises(redis.ResponseError, match="Unable to update TLS configuration"):
+        plain.config_set("tls-cert-file", certs("v1.crt"), "tls-key-file", certs("server.key"))
+    assert plain.config_set("tls-cert-file", certs("v1.crt"), "tls-key-file", certs("v1.key"))
+    try:
+        # OpenSSL accepts a v1 server certificate (it has no name to check).
+        ctx = ssl.create_default_context(cafile=certs("ca.crt"))
+        ctx.check_hostname = False
+        ctx.load_cert_chain(certs("client.crt"), certs("client.key"))
+        with socket.create_connection(("127.0.0.1", tls_server.tls_port), timeout=10) as raw:
+            with ctx.wrap_socket(raw) as s:
+                assert dict(x[0] for x in s.getpeercert()["subject"])["commonName"] == "v1"
+                s.sendall(b"PING\r\n")
+                assert s.recv(64) == b"+PONG\r\n"
+    finally:
+        plain.config_set("tls-cert-file", certs("server.crt"), "tls-key-file", certs("server.key"))
+    # webpki verifies client certificates and refuses v1 (docs/security.md).
+    refused(tls_client(tls_server, certs, cert="v1"))
+    assert tls_client(tls_server, certs).ping()
+
+
 def test_tls_protocols(tls_server, certs):
     plain = tls_server.client()
     with pytest.raises(redis.ResponseError):
@@ -277,3 +315,60 @@ def test_a_bad_tls_configuration_fails_the_start(certs):
     assert out.returncode != 0
     assert "Failed to configure TLS" in out.stdout + out.stderr
     assert "/nonexistent/key.pem" in out.stdout + out.stderr
+
+
+def test_a_busy_script_still_answers_tls_clients_on_its_worker(certs):
+    """One worker: the script's client and the others share its thread, so
+    only the script's hook can answer them (BUSY, SCRIPT KILL), through
+    their TLS sessions."""
+    if TARGET != "shoal":
+        pytest.skip("shoal's own listeners")
+    tls_port = free_port()
+    server = Server(workers=1, extra_args=[
+        "--tls-port", str(tls_port),
+        "--tls-cert-file", certs("server.crt"),
+        "--tls-key-file", certs("server.key"),
+        "--tls-ca-cert-file", certs("ca.crt"),
+    ]).start()
+    try:
+        server.client().config_set("busy-reply-threshold", "100")
+        ctx = ssl.create_default_context(cafile=certs("ca.crt"))
+        ctx.load_cert_chain(certs("client.crt"), certs("client.key"))
+
+        def connect():
+            raw = socket.create_connection(("127.0.0.1", tls_port), timeout=10)
+            return ctx.wrap_socket(raw, server_hostname="localhost")
+
+        def reply(s):
+            got = b""
+            while not got.endswith(b"\r\n"):
+                got += s.recv(4096)
+            return got
+
+        # Every session is up before the script starts (a handshake is the
+        # connection task's, which waits for the script).
+        script, other, killer = connect(), connect(), connect()
+        for s in (other, killer):
+            s.sendall(b"PING\r\n")
+            assert reply(s) == b"+PONG\r\n"
+        script.sendall(b"EVAL 'while true do end' 0\r\n")
+        busy = b""
+        for _ in range(200):
+            other.sendall(b"PING\r\n")
+            busy = reply(other)
+            if busy.startswith(b"-BUSY"):
+                break
+        assert busy.startswith(b"-BUSY Redis is busy running a script.")
+        # The start of a request is kept for the connection once the
+        # script is over; SCRIPT KILL on its own is answered now.
+        other.sendall(b"*3\r\n$3\r\nSET\r\n$9\r\nafter:tls\r\n$2\r\nok")
+        killer.sendall(b"SCRIPT KILL\r\n")
+        assert reply(killer) == b"+OK\r\n"
+        assert reply(script).startswith(b"-ERR Script killed by user with SCRIPT KILL")
+        other.sendall(b"\r\n")
+        assert reply(other) == b"+OK\r\n"
+        assert server.client().get("after:tls") == "ok"
+        for s in (script, other, killer):
+            s.close()
+    finally:
+        server.stop()

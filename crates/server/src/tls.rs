@@ -20,7 +20,9 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
+use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedCipherSuite};
+use x509_cert::der::{Decode, Encode};
 
 /// Redis's `tls-auth-clients`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,7 +120,7 @@ pub fn server_config(s: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
         builder.with_no_client_auth()
     } else {
         let roots = Arc::new(roots(s)?);
-        let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider);
+        let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
         let verifier = if auth == ClientAuth::Optional {
             verifier.allow_unauthenticated()
         } else {
@@ -130,9 +132,9 @@ pub fn server_config(s: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
                 .map_err(|e| format!("client certificate verifier: {e}"))?,
         )
     };
-    let mut config = builder
-        .with_single_cert(certs, key)
+    let certified = certified_key(certs, key, &provider)
         .map_err(|e| format!("{} and {}: {e}", s.cert_file, s.key_file))?;
+    let mut config = builder.with_cert_resolver(Arc::new(SingleCertAndKey::from(certified)));
     config.ignore_client_order = s.prefer_server_ciphers;
     Ok(Arc::new(config))
 }
@@ -142,7 +144,7 @@ pub fn server_config(s: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
 /// shows `tls-client-cert-file` (else `tls-cert-file`), as Redis does.
 pub fn client_config(s: &TlsSettings) -> Result<Arc<ClientConfig>, String> {
     let provider = Arc::new(provider(s)?);
-    let builder = ClientConfig::builder_with_provider(provider)
+    let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions(&s.protocols)?)
         .map_err(|e| format!("tls-protocols / tls-ciphers: {e}"))?
         .with_root_certificates(roots(s)?);
@@ -154,11 +156,48 @@ pub fn client_config(s: &TlsSettings) -> Result<Arc<ClientConfig>, String> {
     let config = if cert.is_empty() {
         builder.with_no_client_auth()
     } else {
-        builder
-            .with_client_auth_cert(load_certs(cert)?, load_key(key, &s.key_file_pass)?)
-            .map_err(|e| format!("{cert} and {key}: {e}"))?
+        let certified = certified_key(
+            load_certs(cert)?,
+            load_key(key, &s.key_file_pass)?,
+            &provider,
+        )
+        .map_err(|e| format!("{cert} and {key}: {e}"))?;
+        builder.with_client_cert_resolver(Arc::new(SingleCertAndKey::from(certified)))
     };
     Ok(Arc::new(config))
+}
+
+/// This server's certificate chain with its private key, once the key is
+/// known to be the certificate's. rustls's own check parses the certificate
+/// with webpki, which refuses X.509 v1 (what `openssl x509 -req` makes
+/// without an extensions file, as Redis's test certificates `redis.crt`);
+/// peers that accept v1 (OpenSSL) may be shown one, so the public keys are
+/// compared here from a parse that reads every version.
+fn certified_key(
+    certs: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, String> {
+    let signing_key = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| format!("unusable private key: {e}"))?;
+    let end_entity = certs.first().ok_or("no certificate")?;
+    let certificate = x509_cert::Certificate::from_der(end_entity)
+        .map_err(|e| format!("unreadable certificate: {e}"))?;
+    let cert_spki = certificate
+        .tbs_certificate
+        .subject_public_key_info
+        .to_der()
+        .map_err(|e| format!("unreadable certificate: {e}"))?;
+    match signing_key.public_key() {
+        Some(key_spki) if key_spki.as_ref() != cert_spki.as_slice() => {
+            Err("the private key does not match the certificate".into())
+        }
+        // A key whose public half the provider cannot name (none of
+        // ring's) is taken on trust, as rustls takes it.
+        _ => Ok(CertifiedKey::new(certs, signing_key)),
+    }
 }
 
 /// The certificate chain in a PEM file.

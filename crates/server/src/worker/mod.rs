@@ -433,6 +433,12 @@ fn serve_stream(
                     // draining worker closes it gracefully (see
                     // `connection::run`).
                     _ => {
+                        // While one of this worker's scripts is busy, its
+                        // hook answers the client through the session.
+                        let _registered = match &transport {
+                            Transport::Tls(tls) => Some(busy::register_tls(fd as i64, tls)),
+                            Transport::Plain(_) => None,
+                        };
                         connection::run(worker, transport, resp_peer, moved).await;
                     }
                 }

@@ -2,11 +2,13 @@
 //! over it. Front ends (memcached, HTTP and what it upgrades to, RESP on
 //! the TLS port) read and write a [`Transport`] and never know which.
 
+use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -24,8 +26,30 @@ const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 pub(crate) enum Transport {
     /// Bytes as they are on the wire.
     Plain(TcpStream),
-    /// TLS, handshake done.
-    Tls(Box<TlsStream<TcpStream>>),
+    /// TLS, handshake done; shared with the busy-script hook (`busy.rs`),
+    /// which answers the connection's requests while its task cannot run.
+    Tls(Rc<RefCell<TlsConnection>>),
+}
+
+/// A TLS connection, and what a busy script's hook left for its task.
+pub(crate) struct TlsConnection {
+    /// The session over its socket.
+    pub stream: TlsStream<TcpStream>,
+    /// Decrypted bytes the hook took out of rustls and did not answer (the
+    /// start of a request): the task reads them before anything else.
+    pub unread: Vec<u8>,
+    /// The task waiting to read, woken when the hook leaves it something
+    /// (bytes in `unread`, records to send).
+    pub reader: Option<Waker>,
+}
+
+impl TlsConnection {
+    /// Wakes the task reading the connection.
+    pub fn wake_reader(&mut self) {
+        if let Some(waker) = self.reader.take() {
+            waker.wake();
+        }
+    }
 }
 
 impl Transport {
@@ -51,23 +75,22 @@ impl Transport {
         }
         let acceptor = tokio_rustls::TlsAcceptor::from(config);
         match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
-            Ok(Ok(tls)) => Some(Transport::Tls(Box::new(tls))),
+            Ok(Ok(tls)) => Some(Transport::Tls(Rc::new(RefCell::new(TlsConnection {
+                stream: tls,
+                unread: Vec::new(),
+                reader: None,
+            })))),
             // The stream is dropped, which closes it.
             _ => None,
         }
     }
 
-    /// The socket under the transport.
-    pub fn tcp(&self) -> &TcpStream {
-        match self {
-            Transport::Plain(s) => s,
-            Transport::Tls(s) => s.get_ref().0,
-        }
-    }
-
     /// The local address, as CLIENT LIST's `laddr` shows it.
     pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
-        self.tcp().local_addr()
+        match self {
+            Transport::Plain(s) => s.local_addr(),
+            Transport::Tls(s) => s.borrow().stream.get_ref().0.local_addr(),
+        }
     }
 
     /// Whether the connection may move to another worker with its state:
@@ -95,7 +118,10 @@ async fn close_unread(mut stream: TcpStream) {
 
 impl AsRawFd for Transport {
     fn as_raw_fd(&self) -> RawFd {
-        self.tcp().as_raw_fd()
+        match self {
+            Transport::Plain(s) => s.as_raw_fd(),
+            Transport::Tls(s) => s.borrow().stream.get_ref().0.as_raw_fd(),
+        }
     }
 }
 
@@ -108,12 +134,23 @@ impl AsyncRead for Transport {
         match self.get_mut() {
             Transport::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Transport::Tls(s) => {
+                let mut conn = s.borrow_mut();
+                if !conn.unread.is_empty() {
+                    let n = conn.unread.len().min(buf.remaining());
+                    buf.put_slice(&conn.unread[..n]);
+                    conn.unread.drain(..n);
+                    return Poll::Ready(Ok(()));
+                }
                 // Records a write left in rustls's buffer (the socket was
                 // full) go out here: every front end goes back to reading
                 // after it writes, and a pending flush wakes this task
                 // when the socket can take them.
-                let _ = Pin::new(&mut *s).poll_flush(cx);
-                Pin::new(s).poll_read(cx, buf)
+                let _ = Pin::new(&mut conn.stream).poll_flush(cx);
+                let read = Pin::new(&mut conn.stream).poll_read(cx, buf);
+                if read.is_pending() {
+                    conn.reader = Some(cx.waker().clone());
+                }
+                read
             }
         }
     }
@@ -128,12 +165,13 @@ impl AsyncWrite for Transport {
         match self.get_mut() {
             Transport::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Transport::Tls(s) => {
+                let stream = &mut s.borrow_mut().stream;
                 // Earlier records first, so that rustls's buffer stays
                 // bounded; then the new ones are sent as far as the
                 // socket takes them (the rest by the next read or write).
-                std::task::ready!(Pin::new(&mut *s).poll_flush(cx))?;
-                let n = std::task::ready!(Pin::new(&mut *s).poll_write(cx, buf))?;
-                let _ = Pin::new(s).poll_flush(cx);
+                std::task::ready!(Pin::new(&mut *stream).poll_flush(cx))?;
+                let n = std::task::ready!(Pin::new(&mut *stream).poll_write(cx, buf))?;
+                let _ = Pin::new(stream).poll_flush(cx);
                 Poll::Ready(Ok(n))
             }
         }
@@ -147,9 +185,10 @@ impl AsyncWrite for Transport {
         match self.get_mut() {
             Transport::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Transport::Tls(s) => {
-                std::task::ready!(Pin::new(&mut *s).poll_flush(cx))?;
-                let n = std::task::ready!(Pin::new(&mut *s).poll_write_vectored(cx, bufs))?;
-                let _ = Pin::new(s).poll_flush(cx);
+                let stream = &mut s.borrow_mut().stream;
+                std::task::ready!(Pin::new(&mut *stream).poll_flush(cx))?;
+                let n = std::task::ready!(Pin::new(&mut *stream).poll_write_vectored(cx, bufs))?;
+                let _ = Pin::new(stream).poll_flush(cx);
                 Poll::Ready(Ok(n))
             }
         }
@@ -158,21 +197,21 @@ impl AsyncWrite for Transport {
     fn is_write_vectored(&self) -> bool {
         match self {
             Transport::Plain(s) => s.is_write_vectored(),
-            Transport::Tls(s) => s.is_write_vectored(),
+            Transport::Tls(s) => s.borrow().stream.is_write_vectored(),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Transport::Plain(s) => Pin::new(s).poll_flush(cx),
-            Transport::Tls(s) => Pin::new(s).poll_flush(cx),
+            Transport::Tls(s) => Pin::new(&mut s.borrow_mut().stream).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Transport::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Transport::Tls(s) => Pin::new(s).poll_shutdown(cx),
+            Transport::Tls(s) => Pin::new(&mut s.borrow_mut().stream).poll_shutdown(cx),
         }
     }
 }
