@@ -149,11 +149,39 @@ async fn worker_channel(sup: Rc<Supervisor>, channel: Rc<Channel>) {
 }
 
 /// A worker's messages: connections it hands over, replies to `exec`.
-async fn serve_worker(sup: &Supervisor, channel: &Channel, listeners: std::rc::Weak<ListenerSet>) {
+async fn serve_worker(
+    sup: &Supervisor,
+    channel: &Channel,
+    mut listeners: std::rc::Weak<ListenerSet>,
+) {
     while let Ok(Some((msg, mut fds))) = channel.recv().await {
         if msg["op"] == "replica" {
             if let Some(fd) = fds.pop() {
                 crate::supervisor::replication::serve_replica(fd, &msg["link"]);
+            }
+            continue;
+        }
+        if msg["op"] == "rebound" {
+            let kinds: Vec<Kind> = msg["kinds"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|k| k.as_str().and_then(Kind::from_name))
+                .collect();
+            if kinds.len() == fds.len() {
+                let sockets = kinds.into_iter().zip(fds).collect();
+                sup.listeners_moved(channel, listeners.as_ptr(), &msg, sockets)
+                    .await;
+                // This worker's slot serves the new set now.
+                let slots = sup.slots.borrow();
+                let mine = slots.values().find(|s| {
+                    s.channel
+                        .as_ref()
+                        .is_some_and(|c| std::ptr::eq(Rc::as_ptr(c), channel))
+                });
+                if let Some(s) = mine {
+                    listeners = Rc::downgrade(&s.listeners);
+                }
             }
             continue;
         }
