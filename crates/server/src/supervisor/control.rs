@@ -5,7 +5,8 @@
 //!   `UPGRADE [binary]`, `EXEC at_ms spin|naive cmd …`, `SHUTDOWN`) and gets
 //!   one RESP reply each: an error, `+OK`, or a bulk string of JSON;
 //! - each worker, at start, which sends a JSON hello line and from then on
-//!   is a [`Channel`]: the supervisor sends it its listening sockets, `exec`
+//!   is a [`Channel`]: the supervisor sends it its listening sockets (again
+//!   when another worker's CONFIG SET port / bind moved them), `exec`
 //!   requests and handed-over connections.
 
 use std::os::fd::{AsFd, OwnedFd};

@@ -678,7 +678,9 @@ impl Supervisor {
                 match listener::bind_kinds(&cfg, &moved, true) {
                     Ok(bound) => bound.into_iter().map(|(k, fd)| (k, Rc::new(fd))).collect(),
                     Err(e) => {
-                        eprintln!("shoal: CONFIG SET port/bind: {e}; a worker keeps its old listeners");
+                        eprintln!(
+                            "shoal: CONFIG SET port/bind: {e}; a worker keeps its old listeners"
+                        );
                         continue;
                     }
                 }
@@ -702,7 +704,9 @@ impl Supervisor {
         {
             let mut slots = self.slots.borrow_mut();
             for s in slots.values_mut() {
-                let Some((_, new)) = replaced.iter().find(|(old, _)| Rc::ptr_eq(old, &s.listeners))
+                let Some((_, new)) = replaced
+                    .iter()
+                    .find(|(old, _)| Rc::ptr_eq(old, &s.listeners))
                 else {
                     continue;
                 };

@@ -357,7 +357,10 @@ fn rebind(
     cfg.port = new.port;
     let reuseport = !worker.shared_listeners.get();
     let sockets = bind_kinds(&cfg, &kinds, reuseport).map_err(|e| {
-        let why = format!("Failed to move the listeners to {}:{}: {e}", new.bind, new.port);
+        let why = format!(
+            "Failed to move the listeners to {}:{}: {e}",
+            new.bind, new.port
+        );
         crate::redislog::log('M', crate::redislog::level::WARNING, &why);
         why
     })?;
