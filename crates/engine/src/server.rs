@@ -997,6 +997,14 @@ pub(crate) fn apply_changes(
             }
             Change::Text(name, value) => {
                 tls_changed |= is_tls_setting(name);
+                let listpack_word = match name {
+                    "hash-max-listpack-entries" => Some(word::HASH_LISTPACK_ENTRIES),
+                    "hash-max-listpack-value" => Some(word::HASH_LISTPACK_VALUE),
+                    _ => None,
+                };
+                if let (Some(w), Ok(n)) = (listpack_word, value.parse::<u64>()) {
+                    store.set_config_word(w, n.saturating_add(1))?;
+                }
                 h.update_config_text(|old| {
                         let mut overrides = params::Overrides::parse(old);
                         match name {

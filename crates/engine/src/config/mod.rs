@@ -198,6 +198,11 @@ pub(crate) mod word {
     /// `memcached-tls`, `http-tls`): each worker builds its TLS
     /// configuration again when it sees it move.
     pub const TLS_GENERATION: u64 = 62;
+    /// `hash-max-listpack-entries` plus one, read by the store: a hash
+    /// within the listpack thresholds keeps its insertion order.
+    pub const HASH_LISTPACK_ENTRIES: u64 = store::HASH_LISTPACK_ENTRIES_WORD;
+    /// `hash-max-listpack-value` plus one, read by the store.
+    pub const HASH_LISTPACK_VALUE: u64 = store::HASH_LISTPACK_VALUE_WORD;
 }
 
 /// The TLS generation now in force (see `word::TLS_GENERATION`).
