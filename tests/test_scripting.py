@@ -435,24 +435,3 @@ def test_what_scripts_may_not_do_and_the_cached_scripts_count(two, conns):
     assert "number_of_cached_scripts:3\r\n" in other.cmd("INFO", "memory").decode()
     assert c.cmd("SCRIPT", "FLUSH", "ASYNC") == "OK"
     assert "number_of_cached_scripts:0\r\n" in other.cmd("INFO", "memory").decode()
-
-
-def test_tail_called_redis_call_names_the_script_line(raw):
-    """`return redis.call(...)` is a tail call; Redis's error still ends
-    with the script and its line, as for any other call."""
-    err = raw.cmd("EVAL_RO", "return redis.call('publish', 'ch', 'msg')", "0")
-    assert isinstance(err, Err)
-    assert re.fullmatch(r"ERR Write commands are not allowed from read-only scripts\. "
-                        r"script: [0-9a-f]{40}, on @user_script:1\.", str(err)), err
-    err = raw.cmd("EVAL", "#!lua flags=no-writes\nreturn redis.call('publish', 'ch', 'msg')", "0")
-    assert re.fullmatch(r"ERR Write commands are not allowed from read-only scripts\. "
-                        r"script: [0-9a-f]{40}, on @user_script:2\.", str(err)), err
-    raw.cmd("SET", "tail", "abc")
-    err = raw.cmd("EVAL", "local x = 1\n\nreturn redis.call('incr', KEYS[1])", "1", "tail")
-    assert re.fullmatch(r"ERR value is not an integer or out of range "
-                        r"script: [0-9a-f]{40}, on @user_script:3\.", str(err)), err
-    # pcall still hands back the error's text.
-    assert raw.cmd("EVAL", "local ok, e = pcall(redis.call, 'incr', KEYS[1]) return e",
-                   "1", "tail") == b"ERR value is not an integer or out of range"
-    assert raw.cmd("EVAL", "return redis.call('set', KEYS[1], 'v')", "1", "tail") == "OK"
-    raw.cmd("DEL", "tail")

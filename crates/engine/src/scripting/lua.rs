@@ -129,52 +129,6 @@ pub(crate) fn ok(values: Vec<Value>) -> mlua::Result<MultiValue> {
     Ok(MultiValue::from_vec(v))
 }
 
-/// `redis.call`, native so that a script's `return redis.call(...)` (a tail
-/// call, which drops a Lua caller's frame) still names the script's line
-/// in its error, as Redis's C `redis.call` does: runs the command through
-/// the engine's entry point for the run (`state.call`) and raises a failed
-/// command's error table, with the caller's position, through
-/// `state.pending` (the prelude's handlers and pcall take it from there).
-fn redis_call_native(lua: &Lua, state: &Table) -> mlua::Result<Function> {
-    let state = state.clone();
-    lua.create_function(move |lua, args: MultiValue| {
-        let call = state.raw_get::<Value>("call")?;
-        let (value, failed) = match call {
-            Value::Function(call) => {
-                let packed = lua.create_table()?;
-                packed.raw_set("n", args.len())?;
-                for (i, arg) in args.into_iter().enumerate() {
-                    packed.raw_set(i + 1, arg)?;
-                }
-                call.call::<(Value, bool)>(packed)?
-            }
-            _ => (
-                error_table(
-                    lua,
-                    b"ERR redis.call/pcall can only be called inside a script invocation",
-                )?,
-                true,
-            ),
-        };
-        if !failed {
-            return Ok(value);
-        }
-        if let Value::Table(t) = &value {
-            let position = lua.inspect_stack(1, |d| {
-                let source = d.source();
-                let name = source.source.filter(|s| s.starts_with('@'))?.into_owned();
-                Some((name, d.current_line()?))
-            });
-            if let Some(Some((name, line))) = position {
-                t.raw_set("source", name)?;
-                t.raw_set("line", line)?;
-            }
-        }
-        state.raw_set("pending", value)?;
-        Err(mlua::Error::runtime("redis.call failed"))
-    })
-}
-
 impl Vm {
     /// A fresh state with Redis's libraries and protections.
     pub(crate) fn new() -> mlua::Result<Vm> {
@@ -228,8 +182,6 @@ impl Vm {
             .set_name("@[shoal]")
             .set_mode(ChunkMode::Text)
             .call::<()>((state.clone(), globals.clone()))?;
-        let redis: Table = state.raw_get("redis")?;
-        redis.raw_set("call", redis_call_native(&lua, &state)?)?;
         Ok(Vm {
             lua,
             state,

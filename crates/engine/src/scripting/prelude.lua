@@ -79,8 +79,11 @@ local function raise_at_caller(v)
   end
   error(v)
 end
--- redis.call is native (lua.rs): a script's `return redis.call(...)` is a
--- tail call, which would lose the script's line if it were Lua.
+redis.call = function(...)
+  local v, failed = native(...)
+  if failed then raise_at_caller(v) end
+  return v
+end
 redis.pcall = function(...)
   return (native(...))
 end
