@@ -438,3 +438,30 @@ def test_hash_resp3(raw):
     # HSCAN stays a flat array; HINCRBYFLOAT a bulk string
     assert raw_reply(raw, "HSCAN", "h", "0") == b"*2\r\n$1\r\n0\r\n*2\r\n$1\r\na\r\n$1\r\n1\r\n"
     assert raw_reply(raw, "HINCRBYFLOAT", "h", "a", "1") == b"$1\r\n2\r\n"
+
+
+def test_listpack_thresholds_keep_insertion_order(raw):
+    """While a hash is within hash-max-listpack-entries/-value Redis keeps
+    it as a listpack, in insertion order, however large its values; the
+    thresholds raised, a 74 KB hash still answers HGETALL in that order,
+    and once they are lowered again the next write may reorder it."""
+    raw.cmd("DEL", "lp")
+    try:
+        assert raw.cmd("CONFIG", "SET", "hash-max-ziplist-entries", "1000000000",
+                       "hash-max-ziplist-value", "1000000000") == "OK"
+        fields = [("small", b"127"), ("mid", b"x" * 8191), ("big", b"y" * 65535),
+                  ("last", b"12")]
+        for f, v in fields:
+            assert raw.cmd("HSET", "lp", f, v) == 1
+        flat = raw.cmd("HGETALL", "lp")
+        assert flat[0::2] == [f.encode() for f, _ in fields]
+        assert flat[1::2] == [v for _, v in fields]
+        assert raw.cmd("HKEYS", "lp") == [f.encode() for f, _ in fields]
+    finally:
+        raw.cmd("CONFIG", "SET", "hash-max-listpack-entries", "512",
+                "hash-max-listpack-value", "64")
+    # Back at Redis's defaults: a field over 64 bytes makes it a table.
+    raw.cmd("HSET", "lp", "after", "1")
+    assert sorted(raw.cmd("HKEYS", "lp")) == sorted(
+        [b"small", b"mid", b"big", b"last", b"after"])
+    raw.cmd("DEL", "lp")

@@ -250,6 +250,9 @@ pub struct Engine {
     /// Checks a CONFIG SET of TLS settings before it applies (see
     /// [`Engine::set_tls_check`]).
     pub(crate) tls_check: Option<TlsCheck>,
+    /// Moves the listening sockets for CONFIG SET port / bind (see
+    /// [`Engine::set_rebind`]).
+    pub(crate) rebind: Option<Rebind>,
     /// memcached's auth file (`memcached-auth-file`), read at start.
     pub(crate) mc_auth_file: Option<crate::memcache_auth::AuthFile>,
 }
@@ -262,6 +265,21 @@ pub type BusyServer = Rc<dyn Fn(&mut Engine)>;
 /// and says why it cannot (the engine knows nothing of TLS; the server
 /// crate sets it).
 pub type TlsCheck = Box<dyn Fn(&[u8]) -> Result<(), String>>;
+
+/// A listening address: the `bind` address (empty = no TCP listener) and
+/// the RESP `port` (0 = none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenAddress {
+    /// The one address listened on (empty = none).
+    pub bind: String,
+    /// The RESP port (0 = none).
+    pub port: u16,
+}
+
+/// Moves every worker's listening sockets from the first address to the
+/// second (CONFIG SET port / bind), or none of them, saying why it could
+/// not bind. The engine knows nothing of sockets; the server crate sets it.
+pub type Rebind = Box<dyn Fn(&ListenAddress, &ListenAddress) -> Result<(), String>>;
 
 /// What a handler works with: the engine, the client's session and the reply
 /// sink, plus what the connection should do next.
@@ -398,6 +416,7 @@ impl Engine {
             error_counted: false,
             good_replicas: None,
             tls_check: None,
+            rebind: None,
             mc_auth_file: None,
         };
         engine.mc_auth_file = engine.load_mc_auth_file();
@@ -423,6 +442,12 @@ impl Engine {
     /// refuses it.
     pub fn set_tls_check(&mut self, check: TlsCheck) {
         self.tls_check = Some(check);
+    }
+
+    /// Sets what CONFIG SET port / bind runs to move the listeners; without
+    /// it they are refused as immutable.
+    pub fn set_rebind(&mut self, rebind: Rebind) {
+        self.rebind = Some(rebind);
     }
 
     /// Applies settings another worker changed (CONFIG SET), if any.

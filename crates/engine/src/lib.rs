@@ -64,10 +64,10 @@ mod transaction;
 mod types;
 mod wire;
 
-pub use config::{setting_in, startup, tls_generation, Config};
+pub use config::{listen_address, setting_in, startup, tls_generation, Config};
 pub use engine::{
-    BlockRequest, BusyServer, Cx, Engine, EngineStats, Flow, KillFilter, ServerInfo, ServerRequest,
-    TimeoutReply, TlsCheck,
+    BlockRequest, BusyServer, Cx, Engine, EngineStats, Flow, KillFilter, ListenAddress, Rebind,
+    ServerInfo, ServerRequest, TimeoutReply, TlsCheck,
 };
 pub use pause::PauseMode;
 pub use pubsub::{queue_key, ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};

@@ -441,7 +441,7 @@ fn info_section(
                 std::env::consts::ARCH,
                 std::process::id(),
                 e.info.run_id,
-                e.info.port,
+                e.config.port,
                 now_ms * 1000,
                 uptime / 86400,
                 e.config.hz,
@@ -856,11 +856,58 @@ fn config_set(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         changes.push(check_change(&name, &pair[1])?);
     }
     check_tls_change(cx.engine, &changes)?;
+    move_listeners(cx.engine, &changes)?;
     let store = cx.engine.store.clone();
     apply_changes(&store, &mut cx.engine.h, changes)?;
     cx.engine.sync_config();
     cx.out.simple(b"OK");
     Ok(())
+}
+
+/// CONFIG SET port / bind: the listeners move before any other change
+/// applies, so that a port or address that cannot be bound leaves every
+/// setting as it was (Redis's rollback on an apply error). A value that
+/// changes nothing moves nothing.
+fn move_listeners(engine: &Engine, changes: &[Change]) -> Result<(), CmdError> {
+    let old = crate::ListenAddress {
+        bind: engine.config.bind.clone(),
+        port: engine.config.port,
+    };
+    let mut new = old.clone();
+    let mut first = None;
+    for change in changes {
+        match change {
+            Change::Text(name @ "port", value) => {
+                new.port = value.parse().unwrap_or(old.port);
+                first.get_or_insert(*name);
+            }
+            Change::Text(name @ "bind", value) => {
+                new.bind = crate::config::listen_address(value)
+                    .map(|(address, _)| address)
+                    .unwrap_or_default();
+                first.get_or_insert(*name);
+            }
+            _ => {}
+        }
+    }
+    let Some(name) = first else {
+        return Ok(());
+    };
+    if new == old {
+        return Ok(());
+    }
+    let Some(rebind) = &engine.rebind else {
+        return Err(set_failed(name, "can't set immutable config"));
+    };
+    rebind(&old, &new).map_err(|_| {
+        set_failed(
+            name,
+            match name {
+                "port" => "Unable to listen on this port. Check server logs.",
+                _ => "Failed to bind to specified addresses.",
+            },
+        )
+    })
 }
 
 /// Whether a parameter is one of the TLS settings (see
@@ -950,9 +997,20 @@ pub(crate) fn apply_changes(
             }
             Change::Text(name, value) => {
                 tls_changed |= is_tls_setting(name);
+                let listpack_word = match name {
+                    "hash-max-listpack-entries" => Some(word::HASH_LISTPACK_ENTRIES),
+                    "hash-max-listpack-value" => Some(word::HASH_LISTPACK_VALUE),
+                    _ => None,
+                };
+                if let (Some(w), Ok(n)) = (listpack_word, value.parse::<u64>()) {
+                    store.set_config_word(w, n.saturating_add(1))?;
+                }
                 h.update_config_text(|old| {
                         let mut overrides = params::Overrides::parse(old);
-                        overrides.set(name, value);
+                        match name {
+                            "port" | "bind" => overrides.set_kept(name, value),
+                            _ => overrides.set(name, value),
+                        }
                         Ok(overrides.to_text())
                     })
                     .map_err(|e| match e {

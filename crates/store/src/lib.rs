@@ -47,7 +47,8 @@ pub mod testing;
 
 pub use collections::{
     Collection, FieldValue, Hash, List, NodeLimits, Pending, Scored, Set, Stream, StreamConsumer,
-    StreamEntry, StreamGroup, StreamId, StreamMeta, Trim, ZSet,
+    StreamEntry, StreamGroup, StreamId, StreamMeta, Trim, ZSet, HASH_LISTPACK_ENTRIES_WORD,
+    HASH_LISTPACK_VALUE_WORD,
 };
 pub use error::{Error, Result};
 pub use ipc::keylog::{KeyEvent, KeyLogEntry};

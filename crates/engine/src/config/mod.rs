@@ -207,6 +207,11 @@ pub(crate) mod word {
     /// `memcached-tls`, `http-tls`): each worker builds its TLS
     /// configuration again when it sees it move.
     pub const TLS_GENERATION: u64 = 62;
+    /// `hash-max-listpack-entries` plus one, read by the store: a hash
+    /// within the listpack thresholds keeps its insertion order.
+    pub const HASH_LISTPACK_ENTRIES: u64 = store::HASH_LISTPACK_ENTRIES_WORD;
+    /// `hash-max-listpack-value` plus one, read by the store.
+    pub const HASH_LISTPACK_VALUE: u64 = store::HASH_LISTPACK_VALUE_WORD;
 }
 
 /// The TLS generation now in force (see `word::TLS_GENERATION`).
@@ -271,6 +276,13 @@ impl Config {
         if get(word::TEXT_SET).is_some() {
             if let Ok(text) = store.config_text() {
                 let overrides = params::Overrides::parse(&text);
+                // CONFIG SET port / bind moved the listeners (`Engine::set_rebind`).
+                if let Some(port) = overrides.get("port").and_then(|p| p.parse().ok()) {
+                    self.port = port;
+                }
+                if let Some(bind) = overrides.get("bind") {
+                    self.bind = listen_address(bind).map(|(a, _)| a).unwrap_or_default();
+                }
                 if let Some(globs) = overrides.get("lvc-channels") {
                     self.lvc_channels = split_globs(globs.as_bytes());
                 }
@@ -315,6 +327,34 @@ impl Config {
         }
         generation
     }
+}
+
+/// The one address shoal listens on for a `bind` list (it binds one): the
+/// first IPv4 address (`*` is 0.0.0.0), else the first address; plus the
+/// addresses left out. A leading `-` (Redis's "skip if missing") is
+/// dropped. None for an empty list (no TCP listener, as in Redis).
+pub fn listen_address(bind: &str) -> Option<(String, Vec<String>)> {
+    let words: Vec<String> = bind
+        .split_whitespace()
+        .map(|w| w.trim_start_matches('-').to_string())
+        .collect();
+    let is_v4 = |w: &str| w == "*" || w.parse::<std::net::Ipv4Addr>().is_ok() || w == "localhost";
+    let chosen = words
+        .iter()
+        .position(|w| is_v4(w))
+        .or((!words.is_empty()).then_some(0))?;
+    let addr = match words[chosen].as_str() {
+        "*" => "0.0.0.0".to_string(),
+        "::*" => "::".to_string(),
+        w => w.to_string(),
+    };
+    let rest = words
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != chosen)
+        .map(|(_, w)| w.clone())
+        .collect();
+    Some((addr, rest))
 }
 
 /// The globs of a space-separated list (`lvc-channels`).

@@ -112,7 +112,7 @@ pub(crate) const PARAMS: &[Param] = &[
     p("auto-aof-rewrite-min-size", None, Kind::Int { min: 0, max: 9223372036854775807, memory: true, percent: false }, "67108864", 0),
     p("auto-aof-rewrite-percentage", None, Kind::Int { min: 0, max: 2147483647, memory: false, percent: false }, "100", 0),
     p("bgsave_cpulist", None, Kind::Text, "", IMMUTABLE),
-    p("bind", None, Kind::Special, "* -::*", MULTI_ARG | START_ONLY),
+    p("bind", None, Kind::Special, "* -::*", MULTI_ARG),
     p("bind-source-addr", None, Kind::Text, "", 0),
     p("bio_cpulist", None, Kind::Text, "", IMMUTABLE),
     p("busy-reply-threshold", Some("lua-time-limit"), Kind::Int { min: 0, max: 9223372036854775807, memory: false, percent: false }, "5000", 0),
@@ -186,7 +186,7 @@ pub(crate) const PARAMS: &[Param] = &[
     p("oom-score-adj", None, Kind::Enum(&["no", "yes", "relative", "absolute"]), "no", 0),
     p("oom-score-adj-values", None, Kind::Special, "0 200 800", MULTI_ARG),
     p("pidfile", None, Kind::Text, "", IMMUTABLE),
-    p("port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "6379", START_ONLY),
+    p("port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "6379", 0),
     p("proc-title-template", None, Kind::Text, "{title} {listen-addr} {server-mode}", 0),
     p("propagation-error-behavior", None, Kind::Enum(&["ignore", "panic", "panic-on-replicas"]), "ignore", 0),
     p("protected-mode", None, Kind::Bool, "yes", 0),
@@ -377,6 +377,9 @@ pub(crate) fn normalize(param: &Param, value: &[u8]) -> Result<String, Refusal> 
 fn special(name: &str, text: &str) -> Result<String, Refusal> {
     let words: Vec<&str> = text.split_whitespace().collect();
     match name {
+        // Redis's CONFIG_BINDADDR_MAX.
+        "bind" if words.len() > 16 => Err("Too many bind addresses specified.".into()),
+        "bind" => Ok(words.join(" ")),
         // Pairs of <seconds> <changes>, or "" for none.
         "save" => {
             if !words.len().is_multiple_of(2) || words.iter().any(|w| w.parse::<u32>().is_err()) {
@@ -462,6 +465,15 @@ impl Overrides {
         if find(name.as_bytes()).is_none_or(|p| p.default != value) {
             self.0.push((name.to_string(), value));
         }
+    }
+
+    /// Sets `name` to `value` even when it is the default: for a setting
+    /// whose value in force started elsewhere (the listening `port` and
+    /// `bind` come from each worker's command line), so that every worker
+    /// takes it.
+    pub(crate) fn set_kept(&mut self, name: &str, value: String) {
+        self.0.retain(|(n, _)| n != name);
+        self.0.push((name.to_string(), value));
     }
 
     /// The shared text.

@@ -349,34 +349,10 @@ impl StartupConfig {
         &self.settings
     }
 
-    /// The one address shoal listens on for `bind` (it binds one): the
-    /// first IPv4 address (`*` is 0.0.0.0), else the first address; plus
-    /// the addresses left out. A leading `-` (Redis's "skip if missing")
-    /// is dropped.
+    /// The one address shoal listens on for `bind` (see
+    /// [`super::listen_address`]).
     pub fn listen_address(&self) -> Option<(String, Vec<String>)> {
-        let words: Vec<String> = self
-            .get("bind")?
-            .split_whitespace()
-            .map(|w| w.trim_start_matches('-').to_string())
-            .collect();
-        let is_v4 =
-            |w: &str| w == "*" || w.parse::<std::net::Ipv4Addr>().is_ok() || w == "localhost";
-        let chosen = words
-            .iter()
-            .position(|w| is_v4(w))
-            .or((!words.is_empty()).then_some(0))?;
-        let addr = match words[chosen].as_str() {
-            "*" => "0.0.0.0".to_string(),
-            "::*" => "::".to_string(),
-            w => w.to_string(),
-        };
-        let rest = words
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != chosen)
-            .map(|(_, w)| w.clone())
-            .collect();
-        Some((addr, rest))
+        super::listen_address(self.get("bind")?)
     }
 
     /// Applies every parameter but those the server applies itself to the

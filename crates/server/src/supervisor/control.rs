@@ -5,7 +5,8 @@
 //!   `UPGRADE [binary]`, `EXEC at_ms spin|naive cmd …`, `SHUTDOWN`) and gets
 //!   one RESP reply each: an error, `+OK`, or a bulk string of JSON;
 //! - each worker, at start, which sends a JSON hello line and from then on
-//!   is a [`Channel`]: the supervisor sends it its listening sockets, `exec`
+//!   is a [`Channel`]: the supervisor sends it its listening sockets (again
+//!   when another worker's CONFIG SET port / bind moved them), `exec`
 //!   requests and handed-over connections.
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -149,11 +150,39 @@ async fn worker_channel(sup: Rc<Supervisor>, channel: Rc<Channel>) {
 }
 
 /// A worker's messages: connections it hands over, replies to `exec`.
-async fn serve_worker(sup: &Supervisor, channel: &Channel, listeners: std::rc::Weak<ListenerSet>) {
+async fn serve_worker(
+    sup: &Supervisor,
+    channel: &Channel,
+    mut listeners: std::rc::Weak<ListenerSet>,
+) {
     while let Ok(Some((msg, mut fds))) = channel.recv().await {
         if msg["op"] == "replica" {
             if let Some(fd) = fds.pop() {
                 crate::supervisor::replication::serve_replica(fd, &msg["link"]);
+            }
+            continue;
+        }
+        if msg["op"] == "rebound" {
+            let kinds: Vec<Kind> = msg["kinds"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|k| k.as_str().and_then(Kind::from_name))
+                .collect();
+            if kinds.len() == fds.len() {
+                let sockets = kinds.into_iter().zip(fds).collect();
+                sup.listeners_moved(channel, listeners.as_ptr(), &msg, sockets)
+                    .await;
+                // This worker's slot serves the new set now.
+                let slots = sup.slots.borrow();
+                let mine = slots.values().find(|s| {
+                    s.channel
+                        .as_ref()
+                        .is_some_and(|c| std::ptr::eq(Rc::as_ptr(c), channel))
+                });
+                if let Some(s) = mine {
+                    listeners = Rc::downgrade(&s.listeners);
+                }
             }
             continue;
         }

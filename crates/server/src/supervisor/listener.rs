@@ -74,6 +74,65 @@ pub(crate) fn unix(path: &Path) -> Result<std::os::unix::net::UnixListener, Erro
     Ok(l)
 }
 
+/// The kinds of socket that listen on the `bind` address.
+pub(crate) const NETWORK_KINDS: [Kind; 6] = [
+    Kind::Redis,
+    Kind::RedisTls,
+    Kind::Memcached,
+    Kind::Http,
+    Kind::Nats,
+    Kind::MemcachedUdp,
+];
+
+/// Binds the sockets of `kinds` that `cfg` turns on (a port other than 0,
+/// a `bind` address), all or none.
+pub(crate) fn bind_kinds(
+    cfg: &engine::Config,
+    kinds: &[Kind],
+    reuseport: bool,
+) -> Result<Vec<(Kind, OwnedFd)>, Error> {
+    let mut sockets = Vec::new();
+    if cfg.bind.is_empty() {
+        return Ok(sockets);
+    }
+    for kind in kinds {
+        let port = match kind {
+            Kind::Redis => cfg.port,
+            Kind::RedisTls => cfg.tls_port,
+            Kind::Memcached => cfg.memcached_port,
+            Kind::Http => cfg.http_port,
+            Kind::Nats => cfg.nats_port,
+            Kind::MemcachedUdp => cfg.memcached_udp_port,
+            Kind::Unix => 0,
+        };
+        if port == 0 {
+            continue;
+        }
+        let addr = resolve(&cfg.bind, port)?;
+        let socket = match kind {
+            Kind::MemcachedUdp => {
+                bound_socket(addr, Type::DGRAM, Protocol::UDP, "udp ", reuseport)?
+            }
+            _ => tcp_socket(addr, reuseport)?,
+        };
+        sockets.push((*kind, OwnedFd::from(socket)));
+    }
+    Ok(sockets)
+}
+
+/// The kinds of socket a change of the listening address moves: every
+/// network one when `bind` changes, the RESP port's alone when only it
+/// does.
+pub(crate) fn moved_kinds(old: &engine::ListenAddress, new: &engine::ListenAddress) -> Vec<Kind> {
+    if old.bind != new.bind {
+        NETWORK_KINDS.to_vec()
+    } else if old.port != new.port {
+        vec![Kind::Redis]
+    } else {
+        Vec::new()
+    }
+}
+
 /// The listening sockets one worker serves. The supervisor creates and keeps
 /// them and hands copies to the worker, so a worker's exit (an upgrade, a
 /// crash) never closes an accept queue: the next worker takes the same
@@ -93,29 +152,27 @@ impl ListenerSet {
         reuseport: bool,
         unix: Option<Rc<OwnedFd>>,
     ) -> Result<ListenerSet, Error> {
-        let mut sockets = Vec::new();
-        for (kind, port) in [
-            (Kind::Redis, cfg.port),
-            (Kind::RedisTls, cfg.tls_port),
-            (Kind::Memcached, cfg.memcached_port),
-            (Kind::Http, cfg.http_port),
-            (Kind::Nats, cfg.nats_port),
-        ] {
-            if port != 0 {
-                let addr = resolve(&cfg.bind, port)?;
-                let socket = tcp_socket(addr, reuseport)?;
-                sockets.push((kind, Rc::new(OwnedFd::from(socket))));
-            }
-        }
-        if cfg.memcached_udp_port != 0 {
-            let addr = resolve(&cfg.bind, cfg.memcached_udp_port)?;
-            let socket = bound_socket(addr, Type::DGRAM, Protocol::UDP, "udp ", reuseport)?;
-            sockets.push((Kind::MemcachedUdp, Rc::new(OwnedFd::from(socket))));
-        }
+        let mut sockets: Vec<(Kind, Rc<OwnedFd>)> = bind_kinds(cfg, &NETWORK_KINDS, reuseport)?
+            .into_iter()
+            .map(|(kind, fd)| (kind, Rc::new(fd)))
+            .collect();
         if let Some(fd) = unix {
             sockets.push((Kind::Unix, fd));
         }
         Ok(ListenerSet { sockets })
+    }
+
+    /// This set with the sockets of `kinds` replaced by `new` (CONFIG SET
+    /// port / bind).
+    pub fn replacing(&self, kinds: &[Kind], new: Vec<(Kind, Rc<OwnedFd>)>) -> ListenerSet {
+        let mut sockets: Vec<_> = self
+            .sockets
+            .iter()
+            .filter(|(k, _)| !kinds.contains(k))
+            .cloned()
+            .collect();
+        sockets.extend(new);
+        ListenerSet { sockets }
     }
 
     /// The TCP listeners of the set (for the supervisor's last accepts).

@@ -17,7 +17,7 @@ pub mod replication;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::rc::Rc;
@@ -121,7 +121,7 @@ pub(crate) struct Supervisor {
     /// The binary new workers run (an upgrade changes it).
     pub exe: RefCell<PathBuf>,
     pub segment: PathBuf,
-    pub config: Config,
+    pub config: RefCell<Config>,
     pub balance: Balance,
     pub started: Instant,
     pub stopping: Cell<bool>,
@@ -262,7 +262,7 @@ fn serve_until_stopped(opts: ServeOptions) -> Result<(), Error> {
     let sup = Rc::new(Supervisor {
         exe: RefCell::new(std::env::current_exe().map_err(io("find the shoal executable"))?),
         segment: store.path().to_path_buf(),
-        config: opts.config.clone(),
+        config: RefCell::new(opts.config.clone()),
         balance: opts.balance,
         started: Instant::now(),
         stopping: Cell::new(false),
@@ -519,7 +519,7 @@ impl Supervisor {
             (None, Some(shared)) => shared,
             (None, None) => {
                 let unix = self.unix.borrow().clone();
-                let set = Rc::new(ListenerSet::bind(&self.config, true, unix)?);
+                let set = Rc::new(ListenerSet::bind(&self.config.borrow(), true, unix)?);
                 let mut groups = self.groups.borrow_mut();
                 for (kind, fd) in set.tcp() {
                     groups.entry(kind).or_default().push(fd.as_raw_fd());
@@ -627,6 +627,120 @@ impl Supervisor {
             self.leave_groups(&listeners);
             drop(listeners);
             self.steer_away_from_none();
+        }
+    }
+
+    /// A worker ran CONFIG SET port / bind and moved its own sockets of the
+    /// kinds in `moved` to `sockets` (bound at `bind`/`port`): its set
+    /// takes them, every other set gets its own new sockets (or, under
+    /// `--balance shared`, these same ones), and every other worker is
+    /// sent its set's. The old sockets close as their last holder drops
+    /// them.
+    pub async fn listeners_moved(
+        &self,
+        from: &Channel,
+        origin: *const ListenerSet,
+        msg: &Value,
+        sockets: Vec<(listener::Kind, OwnedFd)>,
+    ) {
+        let moved: Vec<listener::Kind> = msg["moved"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|k| k.as_str().and_then(listener::Kind::from_name))
+            .collect();
+        let cfg = {
+            let mut cfg = self.config.borrow_mut();
+            if let Some(bind) = msg["bind"].as_str() {
+                cfg.bind = bind.to_string();
+            }
+            if let Some(port) = msg["port"].as_u64() {
+                cfg.port = port as u16;
+            }
+            cfg.clone()
+        };
+        let sockets: Vec<_> = sockets
+            .into_iter()
+            .map(|(k, fd)| (k, Rc::new(fd)))
+            .collect();
+        // Each distinct set once, the one the CONFIG SET ran on first.
+        let mut sets: Vec<Rc<ListenerSet>> = Vec::new();
+        for s in self.slots.borrow().values() {
+            if !sets.iter().any(|x| Rc::ptr_eq(x, &s.listeners)) {
+                sets.push(s.listeners.clone());
+            }
+        }
+        sets.sort_by_key(|set| !std::ptr::eq(Rc::as_ptr(set), origin));
+        let mut replaced = Vec::new();
+        for set in sets {
+            let new = if std::ptr::eq(Rc::as_ptr(&set), origin) || self.balance == Balance::Shared {
+                sockets.clone()
+            } else {
+                match listener::bind_kinds(&cfg, &moved, true) {
+                    Ok(bound) => bound.into_iter().map(|(k, fd)| (k, Rc::new(fd))).collect(),
+                    Err(e) => {
+                        eprintln!(
+                            "shoal: CONFIG SET port/bind: {e}; a worker keeps its old listeners"
+                        );
+                        continue;
+                    }
+                }
+            };
+            replaced.push((set.clone(), Rc::new(set.replacing(&moved, new))));
+        }
+        {
+            let mut groups = self.groups.borrow_mut();
+            for kind in &moved {
+                groups.remove(kind);
+            }
+            for (_, new) in &replaced {
+                for (kind, fd) in new.tcp() {
+                    if moved.contains(&kind) {
+                        groups.entry(kind).or_default().push(fd.as_raw_fd());
+                    }
+                }
+            }
+        }
+        let mut sends = Vec::new();
+        {
+            let mut slots = self.slots.borrow_mut();
+            for s in slots.values_mut() {
+                let Some((_, new)) = replaced
+                    .iter()
+                    .find(|(old, _)| Rc::ptr_eq(old, &s.listeners))
+                else {
+                    continue;
+                };
+                s.listeners = new.clone();
+                if let Some(channel) = &s.channel {
+                    if !std::ptr::eq(Rc::as_ptr(channel), from) {
+                        sends.push((channel.clone(), new.clone()));
+                    }
+                }
+            }
+            let mut shared = self.shared.borrow_mut();
+            if let Some(old) = shared.as_ref() {
+                if let Some((_, new)) = replaced.iter().find(|(o, _)| Rc::ptr_eq(o, old)) {
+                    *shared = Some(new.clone());
+                }
+            }
+        }
+        for (channel, set) in sends {
+            let mine: Vec<_> = set
+                .sockets
+                .iter()
+                .filter(|(k, _)| moved.contains(k))
+                .collect();
+            let kinds: Vec<&str> = mine.iter().map(|(k, _)| k.name()).collect();
+            let fds: Vec<_> = mine.iter().map(|(_, fd)| fd.as_fd()).collect();
+            let msg = json!({
+                "op": "listen",
+                "moved": moved.iter().map(|k| k.name()).collect::<Vec<_>>(),
+                "kinds": kinds,
+                "bind": cfg.bind,
+                "port": cfg.port,
+            });
+            let _ = channel.send(&msg, &fds).await;
         }
     }
 
@@ -970,7 +1084,7 @@ async fn keep_worker(sup: Rc<Supervisor>, slot: u32) {
 }
 
 async fn run_child(sup: &Supervisor, slot: u32) -> Result<ExitStatus, Error> {
-    let cfg = &sup.config;
+    let cfg = sup.config.borrow().clone();
     let binary = match sup.slots.borrow().get(&slot) {
         Some(s) => s.binary.clone(),
         None => return Err(Error::Config(format!("slot {slot} is gone"))),

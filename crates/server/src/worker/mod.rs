@@ -90,6 +90,13 @@ pub(crate) struct Worker {
     connection_tasks: std::cell::Cell<usize>,
     /// The TLS configuration new handshakes use.
     tls: RefCell<crate::tls::Acceptor>,
+    /// The task serving each listening socket, to stop when the socket
+    /// moves (CONFIG SET port / bind) or the worker drains.
+    accepting: RefCell<Vec<(Kind, tokio::task::JoinHandle<()>)>>,
+    /// Whether every worker serves the same sockets (`--balance shared`).
+    shared_listeners: std::cell::Cell<bool>,
+    /// The addresses and ports the sockets listen on.
+    listen: RefCell<Config>,
 }
 
 /// Held by each connection task for its whole life (see
@@ -174,7 +181,18 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
         handover: std::cell::Cell::new(false),
         connection_tasks: std::cell::Cell::new(0),
         tls: RefCell::new(crate::tls::Acceptor::default()),
+        accepting: RefCell::new(Vec::new()),
+        shared_listeners: std::cell::Cell::new(false),
+        listen: RefCell::new(opts.config.clone()),
     });
+    let rebinding = Rc::downgrade(&worker);
+    worker
+        .engine
+        .borrow_mut()
+        .set_rebind(Box::new(move |old, new| match rebinding.upgrade() {
+            Some(worker) => rebind(&worker, old, new),
+            None => Err("the worker is stopping".into()),
+        }));
     worker
         .engine
         .borrow_mut()
@@ -217,35 +235,8 @@ fn run_id() -> String {
 
 async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     let (channel, sockets, shared) = connect_supervisor(&worker, &opts).await?;
-    let mut listeners = Vec::new();
-    for (kind, fd) in &sockets {
-        if let Ok(copy) = fd.try_clone() {
-            worker.sockets.borrow_mut().push((*kind, copy));
-        }
-    }
-    for (kind, fd) in sockets {
-        let what = format!("serve the {} listener", kind.name());
-        let task = match kind {
-            Kind::MemcachedUdp => {
-                let socket = std::net::UdpSocket::from(fd);
-                socket.set_nonblocking(true).map_err(io(what.clone()))?;
-                let s = tokio::net::UdpSocket::from_std(socket).map_err(io(what))?;
-                tokio::task::spawn_local(memcache::serve_udp(worker.clone(), s))
-            }
-            Kind::Unix => {
-                let l = std::os::unix::net::UnixListener::from(fd);
-                l.set_nonblocking(true).map_err(io(what.clone()))?;
-                let l = tokio::net::UnixListener::from_std(l).map_err(io(what))?;
-                tokio::task::spawn_local(accept_unix(worker.clone(), l))
-            }
-            Kind::Redis | Kind::RedisTls | Kind::Memcached | Kind::Http | Kind::Nats => {
-                let l = std::net::TcpListener::from(fd);
-                l.set_nonblocking(true).map_err(io(what))?;
-                tokio::task::spawn_local(accept_tcp(worker.clone(), l, kind, shared))
-            }
-        };
-        listeners.push(task);
-    }
+    worker.shared_listeners.set(shared);
+    serve_sockets(&worker, &[], sockets)?;
     *worker.control.borrow_mut() = Some(channel.clone());
     tokio::task::spawn_local(control_loop(worker.clone(), channel));
     let wake = worker.bus.bind()?;
@@ -276,8 +267,8 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     worker
         .store
         .set_worker_state(worker.slot, WorkerState::Draining)?;
-    for l in listeners {
-        l.abort();
+    for (_, task) in worker.accepting.take() {
+        task.abort();
     }
     // Connections finish the requests they have read, then close (see
     // `connection::run`); a connection stuck writing to a client that does
@@ -296,6 +287,130 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
         .store
         .set_worker_state(worker.slot, WorkerState::Free)?;
     Ok(())
+}
+
+/// Serves `sockets` in place of those of the kinds in `replaced` (all
+/// new at start): stops their accept tasks and keeps copies of the new
+/// ones to give back to a re-executed supervisor.
+fn serve_sockets(
+    worker: &Rc<Worker>,
+    replaced: &[Kind],
+    sockets: Vec<(Kind, OwnedFd)>,
+) -> Result<(), Error> {
+    worker.accepting.borrow_mut().retain(|(kind, task)| {
+        let keep = !replaced.contains(kind);
+        if !keep {
+            task.abort();
+        }
+        keep
+    });
+    worker
+        .sockets
+        .borrow_mut()
+        .retain(|(kind, _)| !replaced.contains(kind));
+    for (kind, fd) in &sockets {
+        if let Ok(copy) = fd.try_clone() {
+            worker.sockets.borrow_mut().push((*kind, copy));
+        }
+    }
+    let shared = worker.shared_listeners.get();
+    for (kind, fd) in sockets {
+        let what = format!("serve the {} listener", kind.name());
+        let task = match kind {
+            Kind::MemcachedUdp => {
+                let socket = std::net::UdpSocket::from(fd);
+                socket.set_nonblocking(true).map_err(io(what.clone()))?;
+                let s = tokio::net::UdpSocket::from_std(socket).map_err(io(what))?;
+                tokio::task::spawn_local(memcache::serve_udp(worker.clone(), s))
+            }
+            Kind::Unix => {
+                let l = std::os::unix::net::UnixListener::from(fd);
+                l.set_nonblocking(true).map_err(io(what.clone()))?;
+                let l = tokio::net::UnixListener::from_std(l).map_err(io(what))?;
+                tokio::task::spawn_local(accept_unix(worker.clone(), l))
+            }
+            Kind::Redis | Kind::RedisTls | Kind::Memcached | Kind::Http | Kind::Nats => {
+                let l = std::net::TcpListener::from(fd);
+                l.set_nonblocking(true).map_err(io(what))?;
+                tokio::task::spawn_local(accept_tcp(worker.clone(), l, kind, shared))
+            }
+        };
+        worker.accepting.borrow_mut().push((kind, task));
+    }
+    Ok(())
+}
+
+/// CONFIG SET port / bind on this worker: binds the new sockets here (an
+/// address or port that cannot be bound refuses the change, nothing
+/// moved), serves them at once in place of the old ones, and sends them
+/// to the supervisor, which keeps them and moves every other worker too.
+/// The old sockets close once no worker and not the supervisor holds them.
+fn rebind(
+    worker: &Rc<Worker>,
+    old: &engine::ListenAddress,
+    new: &engine::ListenAddress,
+) -> Result<(), String> {
+    use crate::supervisor::listener::{bind_kinds, moved_kinds};
+    let kinds = moved_kinds(old, new);
+    let mut cfg = worker.listen.borrow().clone();
+    cfg.bind.clone_from(&new.bind);
+    cfg.port = new.port;
+    let reuseport = !worker.shared_listeners.get();
+    let sockets = bind_kinds(&cfg, &kinds, reuseport).map_err(|e| {
+        let why = format!(
+            "Failed to move the listeners to {}:{}: {e}",
+            new.bind, new.port
+        );
+        crate::redislog::log('M', crate::redislog::level::WARNING, &why);
+        why
+    })?;
+    let copies: Vec<(Kind, OwnedFd)> = sockets
+        .iter()
+        .filter_map(|(kind, fd)| fd.try_clone().ok().map(|c| (*kind, c)))
+        .collect();
+    serve_sockets(worker, &kinds, sockets).map_err(|e| e.to_string())?;
+    *worker.listen.borrow_mut() = cfg;
+    if let Some(channel) = worker.control.borrow().clone() {
+        let msg = json!({
+            "op": "rebound",
+            "moved": kinds.iter().map(|k| k.name()).collect::<Vec<_>>(),
+            "kinds": copies.iter().map(|(k, _)| k.name()).collect::<Vec<_>>(),
+            "bind": new.bind,
+            "port": new.port,
+        });
+        tokio::task::spawn_local(async move {
+            let fds: Vec<_> = copies.iter().map(|(_, fd)| fd.as_fd()).collect();
+            let _ = channel.send(&msg, &fds).await;
+        });
+    }
+    Ok(())
+}
+
+/// The supervisor moved this worker's sockets (another worker ran CONFIG
+/// SET port / bind): serves the new ones in place of the moved kinds.
+fn listen_moved(worker: &Rc<Worker>, msg: &serde_json::Value, fds: Vec<OwnedFd>) {
+    let names = |field: &str| -> Vec<Kind> {
+        msg[field]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|k| k.as_str().and_then(Kind::from_name))
+            .collect()
+    };
+    let (moved, kinds) = (names("moved"), names("kinds"));
+    if kinds.len() != fds.len() {
+        return;
+    }
+    {
+        let mut listen = worker.listen.borrow_mut();
+        if let Some(bind) = msg["bind"].as_str() {
+            listen.bind = bind.to_string();
+        }
+        if let Some(port) = msg["port"].as_u64() {
+            listen.port = port as u16;
+        }
+    }
+    let _ = serve_sockets(worker, &moved, kinds.into_iter().zip(fds).collect());
 }
 
 /// Accepts connections of `kind` until the worker drains. Under
@@ -574,6 +689,7 @@ async fn control_loop(worker: Rc<Worker>, mut channel: Rc<Channel>) {
                     adopt(&worker, kind, fd, moved);
                 }
             }
+            Some("listen") => listen_moved(&worker, &msg, fds),
             Some("drain") => {
                 worker
                     .handover

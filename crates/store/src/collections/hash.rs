@@ -14,9 +14,34 @@ use crate::keyspace::entry::ValueType;
 /// OBJECT ENCODING calls `listpack`.
 const LISTPACK_ENTRIES: usize = 512;
 const LISTPACK_VALUE: usize = 64;
-/// A hash with more fields than this, or more bytes, is paged.
+/// A hash with more fields than this, or more bytes, is paged (unless
+/// raised thresholds keep it compact, [`listpack_thresholds`]).
 const COMPACT_ITEMS: usize = LISTPACK_ENTRIES;
 const COMPACT_BYTES: usize = 64 * 1024;
+/// The most bytes of fields and values a compact hash holds whatever the
+/// thresholds say (each write rewrites a compact value whole).
+const COMPACT_BYTES_MAX: usize = 32 << 20;
+
+/// The shared setting word holding `hash-max-listpack-entries` plus one
+/// (0 = never set: Redis's default).
+pub const HASH_LISTPACK_ENTRIES_WORD: u64 = 14;
+/// The shared setting word holding `hash-max-listpack-value` plus one.
+pub const HASH_LISTPACK_VALUE_WORD: u64 = 15;
+
+/// `hash-max-listpack-entries` and `hash-max-listpack-value` in force.
+/// While a hash is within them Redis keeps it as a listpack, in insertion
+/// order (HGETALL, HSCAN and HRANDFIELD show that order), so a compact
+/// hash within them stays compact past shoal's own caps.
+fn listpack_thresholds(seg: &Segment) -> (usize, usize) {
+    let word = |i: u64, default: usize| match crate::ipc::workers::config_word_in(&seg.0, i) {
+        Ok(v) if v != 0 => usize::try_from(v - 1).unwrap_or(usize::MAX),
+        _ => default,
+    };
+    (
+        word(HASH_LISTPACK_ENTRIES_WORD, LISTPACK_ENTRIES),
+        word(HASH_LISTPACK_VALUE_WORD, LISTPACK_VALUE),
+    )
+}
 
 /// A hash value: small ones keep their fields in insertion order, as
 /// Redis's listpack does; a paged one (a keyed tree by field hash) in hash
@@ -136,7 +161,16 @@ impl Collection for Hash {
         match &mut self.body {
             Body::Compact(fields) => {
                 let bytes: usize = fields.iter().map(|(f, v)| f.len() + v.len()).sum();
-                if fields.len() > COMPACT_ITEMS || bytes > COMPACT_BYTES {
+                let over = fields.len() > COMPACT_ITEMS || bytes > COMPACT_BYTES;
+                let within_listpack = || {
+                    let (entries, value) = listpack_thresholds(seg);
+                    bytes <= COMPACT_BYTES_MAX
+                        && fields.len() <= entries
+                        && fields
+                            .iter()
+                            .all(|(f, v)| f.len() <= value && v.len() <= value)
+                };
+                if over && !within_listpack() {
                     let mut items: Vec<(Vec<u8>, &[u8])> = fields
                         .iter()
                         .map(|(f, v)| (hashed_key(f), v.as_slice()))

@@ -24,7 +24,7 @@ mod stream;
 mod tree;
 mod zset;
 
-pub use hash::Hash;
+pub use hash::{Hash, HASH_LISTPACK_ENTRIES_WORD, HASH_LISTPACK_VALUE_WORD};
 pub use list::List;
 pub use set::Set;
 pub use stream::{

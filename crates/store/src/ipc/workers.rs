@@ -331,3 +331,14 @@ fn read_config_text(r: &Region) -> Result<Vec<u8>> {
     }
     Err(Error::Corrupted(CT_SEQ))
 }
+
+/// Shared setting word `i` of the segment `sh` (see `Store::config_word`),
+/// for layers that hold the segment but not the store.
+pub(crate) fn config_word_in(sh: &crate::segment::Shared, i: u64) -> Result<u64> {
+    if i >= CONFIG_WORDS {
+        return Err(Error::Corrupted(
+            H_CONFIG.saturating_add(i.saturating_mul(8)),
+        ));
+    }
+    Ok(sh.region.a64(H_CONFIG + 8 * i)?.load(Ordering::Acquire))
+}

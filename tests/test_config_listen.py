@@ -1,0 +1,121 @@
+"""CONFIG SET port and bind, as redis-server does them, on a server of two
+worker processes: the worker that runs the command binds the new socket
+(a port or address that cannot be bound refuses the whole CONFIG SET and
+changes nothing, Redis's rollback), and the supervisor moves every other
+worker and keeps the new sockets for a worker it restarts."""
+
+import os
+import signal
+import socket
+
+import pytest
+
+from shoaltest import Err, free_port, info_section, raw_on_worker, wait_for, worker_slot_pids
+
+
+@pytest.fixture
+def two(make_server):
+    return make_server(workers=2)
+
+
+def refused(port):
+    """Whether nothing listens on 127.0.0.1:`port`."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+    except ConnectionResetError:
+        # Queued on a socket that closed as it moved: try again.
+        return False
+
+
+def test_port_moves_every_worker(two):
+    c = two.raw()
+    old, new = two.port, free_port()
+    assert c.cmd("CONFIG", "SET", "port", str(new)) == "OK"
+    c.close()
+    two.port = new
+    for slot in (0, 1):
+        w = raw_on_worker(two, slot)
+        assert w.cmd("PING") == "PONG"
+        assert w.cmd("CONFIG", "GET", "port") == [b"port", str(new).encode()]
+        assert info_section(w, "server")["tcp_port"] == str(new)
+        w.close()
+    wait_for(lambda: refused(old), what="the old port closed")
+
+
+def test_port_in_use_refuses_and_changes_nothing(two):
+    c = two.raw()
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    used = busy.getsockname()[1]
+    before = {k: c.cmd("CONFIG", "GET", k)[1]
+              for k in ("maxmemory", "port", "client-query-buffer-limit")}
+    reply = c.cmd("CONFIG", "SET", "maxmemory", "10000001", "port", str(used),
+                  "client-query-buffer-limit", "10m")
+    assert reply == Err("ERR CONFIG SET failed (possibly related to argument 'port') - "
+                        "Unable to listen on this port. Check server logs.")
+    for k, v in before.items():
+        assert c.cmd("CONFIG", "GET", k)[1] == v
+    busy.close()
+    for slot in (0, 1):
+        w = raw_on_worker(two, slot)
+        assert w.cmd("PING") == "PONG"
+        w.close()
+    c.close()
+
+
+def test_bind_to_a_bad_address_refuses(two):
+    c = two.raw()
+    assert c.cmd("CONFIG", "SET", "bind", "999.999.999.999") == Err(
+        "ERR CONFIG SET failed (possibly related to argument 'bind') - "
+        "Failed to bind to specified addresses.")
+    assert c.cmd("CONFIG", "SET", "bind", " ".join(["127.0.0.1"] * 17)) == Err(
+        "ERR CONFIG SET failed (possibly related to argument 'bind') - "
+        "Too many bind addresses specified.")
+    assert c.cmd("CONFIG", "GET", "bind") == [b"bind", b"127.0.0.1"]
+    c.close()
+    assert two.raw().cmd("PING") == "PONG"
+
+
+def test_bind_moves_every_worker(two):
+    c = two.raw()
+    # Every address of the machine: the server answers on another loopback
+    # address too.
+    assert c.cmd("CONFIG", "SET", "bind", "* -::*") == "OK"
+    assert c.cmd("CONFIG", "GET", "bind") == [b"bind", b"0.0.0.0"]
+    c.close()
+    s = socket.create_connection(("127.0.0.2", two.port), timeout=5)
+    s.sendall(b"PING\r\n")
+    assert s.recv(16) == b"+PONG\r\n"
+    s.close()
+    for slot in (0, 1):
+        w = raw_on_worker(two, slot)
+        assert w.cmd("CONFIG", "GET", "bind") == [b"bind", b"0.0.0.0"]
+        w.close()
+
+
+def test_port_zero_closes_the_listener(two):
+    c = two.raw()
+    assert c.cmd("CONFIG", "SET", "port", "0") == "OK"
+    # The connection that asked stays.
+    assert c.cmd("PING") == "PONG"
+    # The other worker closes its socket when the supervisor tells it.
+    wait_for(lambda: refused(two.port), what="the RESP port closed")
+    c.close()
+
+
+def test_restarted_worker_serves_the_new_port(two):
+    c = two.raw()
+    new = free_port()
+    assert c.cmd("CONFIG", "SET", "port", str(new)) == "OK"
+    c.close()
+    two.port = new
+    pid = worker_slot_pids(two)[1]
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: worker_slot_pids(two).get(1) not in (None, pid), what="worker 1 restarted")
+    w = raw_on_worker(two, 1)
+    assert w.cmd("CONFIG", "GET", "port") == [b"port", str(new).encode()]
+    w.close()
