@@ -450,6 +450,46 @@ fn message(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
     out.extend_from_slice(body);
 }
 
+/// The streaming part of a link to a replica: log frames as `L` messages,
+/// and an `H` heartbeat with the position when nothing was sent for
+/// [`HEARTBEAT`].
+struct FrameSender {
+    out: Vec<u8>,
+    last_sent: Instant,
+}
+
+impl FrameSender {
+    fn new() -> FrameSender {
+        FrameSender {
+            out: Vec::new(),
+            last_sent: Instant::now(),
+        }
+    }
+
+    /// Sends `chunk` (and empties it).
+    fn frames(&mut self, stream: &mut TcpStream, chunk: &mut Vec<u8>) -> std::io::Result<()> {
+        self.send(stream, b'L', chunk)?;
+        chunk.clear();
+        Ok(())
+    }
+
+    /// Sends a heartbeat saying the frames end at `upto`, if one is due.
+    fn heartbeat(&mut self, stream: &mut TcpStream, upto: u64) -> std::io::Result<()> {
+        if self.last_sent.elapsed() >= HEARTBEAT {
+            self.send(stream, b'H', &upto.to_le_bytes())?;
+        }
+        Ok(())
+    }
+
+    fn send(&mut self, stream: &mut TcpStream, kind: u8, body: &[u8]) -> std::io::Result<()> {
+        self.out.clear();
+        message(&mut self.out, kind, body);
+        stream.write_all(&self.out)?;
+        self.last_sent = Instant::now();
+        Ok(())
+    }
+}
+
 /// Reads a replica's acknowledgements on their own thread; the flag says
 /// the link closed.
 fn read_acks(
@@ -588,7 +628,7 @@ fn send(
     let mut chunk = first;
     let mut pos = tail.position();
     let mut tail = Some(tail);
-    let mut last_sent = Instant::now();
+    let mut sender = FrameSender::new();
     while !closed.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
         // This server now follows another: its replicas must look again
         // (FAILOVER's hand-over still needs the link to its target).
@@ -621,19 +661,10 @@ fn send(
             }
         }
         if !chunk.is_empty() {
-            out.clear();
-            message(&mut out, b'L', &chunk);
-            stream.write_all(&out)?;
-            chunk.clear();
-            last_sent = Instant::now();
+            sender.frames(&mut stream, &mut chunk)?;
             continue;
         }
-        if last_sent.elapsed() >= HEARTBEAT {
-            out.clear();
-            message(&mut out, b'H', &upto.to_le_bytes());
-            stream.write_all(&out)?;
-            last_sent = Instant::now();
-        }
+        sender.heartbeat(&mut stream, upto)?;
         std::thread::sleep(Duration::from_millis(1));
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
@@ -715,7 +746,7 @@ fn send_relay(
     set_replica(shared, id, |r| r.state = "online");
     let mut tail = tail;
     let mut chunk = Vec::new();
-    let mut last_sent = Instant::now();
+    let mut sender = FrameSender::new();
     while !closed.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
         // Promoted, or the relay started over: the replica looks again.
         if !repl::is_replica(&store) || shared.relay_epoch.load(Ordering::Acquire) != epoch {
@@ -724,19 +755,10 @@ fn send_relay(
         let upto = relay_end();
         if tail.position() < upto {
             tail.read(upto, &mut chunk, CHUNK)?;
-            out.clear();
-            message(&mut out, b'L', &chunk);
-            stream.write_all(&out)?;
-            chunk.clear();
-            last_sent = Instant::now();
+            sender.frames(&mut stream, &mut chunk)?;
             continue;
         }
-        if last_sent.elapsed() >= HEARTBEAT {
-            out.clear();
-            message(&mut out, b'H', &upto.to_le_bytes());
-            stream.write_all(&out)?;
-            last_sent = Instant::now();
-        }
+        sender.heartbeat(&mut stream, upto)?;
         std::thread::sleep(Duration::from_millis(1));
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
