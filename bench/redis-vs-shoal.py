@@ -4,7 +4,9 @@
 Builds release shoal, starts both servers on free ports pinned to CPU 0
 (taskset), runs redis-benchmark pinned to CPU 1 with 50 clients at pipeline 1
 and 16 for each test (strings: PING_MBULK, SET, GET, INCR, MSET; collections:
-LPUSH, LPOP, LRANGE_100, SADD, HSET, ZADD, ZRANGE_100; streams: XADD,
+LPUSH, LPOP, LRANGE_100, SADD, HSET, ZADD, ZRANGE_100, and the same writes
+over 100,000 small collections: LPUSH_SMALL, SADD_SMALL, HSET_SMALL,
+ZADD_SMALL; streams: XADD,
 XRANGE_100, XREADGROUP, XACK), alternating redis,
 shoal, redis, shoal (--rounds pairs) to spread noise, parses the --csv output
 and prints one table: requests/s of each (mean over the rounds), the ratio
@@ -32,6 +34,12 @@ import servers
 # ZADD myzset for ZRANGE_100 (redis-benchmark 7.0's `-t zadd` sends
 # ZADD myzset __rand_int__ element:__rand_int__, so with -r 100000 the zset
 # holds about 100,000 members).
+# The *_small tests are the other shape: many small collections. Each
+# __rand_int__ is its own draw from the keyspace, so the writes spread over
+# 100,000 keys (at -r 100000) and nearly every one adds a member: with
+# -n 2000000 (pipeline 16) each collection ends near 20 members, with
+# -n 200000 (pipeline 1) near 2. The keys stay from one run to the next
+# (the server is started once), so later rounds find bigger collections.
 TESTS = {
     "ping_mbulk": (["-t", "ping_mbulk"], None),
     "set": (["-t", "set"], None),
@@ -45,6 +53,10 @@ TESTS = {
     "hset": (["-t", "hset"], None),
     "zadd": (["-t", "zadd"], None),
     "zrange_100": (["zrange", "myzset", "0", "99"], ["-t", "zadd"]),
+    "lpush_small": (["lpush", "ls:__rand_int__", "v"], None),
+    "sadd_small": (["sadd", "ss:__rand_int__", "__rand_int__"], None),
+    "hset_small": (["hset", "hs:__rand_int__", "__rand_int__", "v"], None),
+    "zadd_small": (["zadd", "zs:__rand_int__", "__rand_int__", "__rand_int__"], None),
     "xadd": (["xadd", "mystream", "*", "field", "__rand_int__"], None),
     "xrange_100": (["xrange", "mystream", "-", "+", "count", "100"],
                    ["xadd", "mystream", "*", "field", "__rand_int__"]),

@@ -8,6 +8,7 @@ themselves hold Redis's replies; only then are shoal-only tests left out.
 """
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -30,11 +31,63 @@ _LIVE = set()
 atexit.register(lambda: [s.stop() for s in list(_LIVE)])
 
 
+# Every port handed out in this run: the kernel may offer a port again as
+# soon as its probe socket closes, and one server given one number for two
+# protocols (or two servers one port) would split connections between them.
+_HANDED_OUT = set()
+
+
 def free_port():
-    """A TCP port nothing listens on now (the kernel picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port nothing listens on now (the kernel picks it), never one
+    this run handed out before."""
+    for _ in range(1000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("no fresh port left")
+
+
+def stopped(pid):
+    """SIGSTOP `pid` and wait until every thread of it is stopped (the
+    signal is delivered asynchronously)."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def all_stopped():
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
+                        return False
+            except FileNotFoundError:
+                pass
+        return True
+
+    wait_for(all_stopped, what="the process to stop")
+
+
+@contextlib.contextmanager
+def paused(pid):
+    """Stops `pid` (see `stopped`) for the `with` block, then lets it run."""
+    stopped(pid)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def port_refused(port):
+    """Whether nothing listens on 127.0.0.1:`port`."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+    except ConnectionResetError:
+        # Queued on a socket that closed as it moved: try again.
+        return False
 
 
 def wait_for(pred, timeout=10.0, step=0.02, what="condition"):
@@ -316,6 +369,18 @@ class Raw:
         data, self.buf = self.buf[:n], self.buf[n + 2:]
         self.consumed += data + b"\r\n"
         return data
+
+    def silent_for(self, seconds):
+        """Whether nothing arrives within `seconds` (a reply that must wait
+        for something the test holds back)."""
+        self.sock.settimeout(seconds)
+        try:
+            self._fill()
+            return False
+        except socket.timeout:
+            return True
+        finally:
+            self.sock.settimeout(10.0)
 
     def read_all(self, timeout=2.0):
         """Every byte until the server closes the connection (or `timeout`

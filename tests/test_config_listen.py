@@ -10,24 +10,13 @@ import socket
 
 import pytest
 
-from shoaltest import Err, free_port, info_section, raw_on_worker, wait_for, worker_slot_pids
+from shoaltest import (Err, encode, free_port, info_section, port_refused, raw_on_worker,
+                       paused, wait_for, worker_slot_pids)
 
 
 @pytest.fixture
 def two(make_server):
     return make_server(workers=2)
-
-
-def refused(port):
-    """Whether nothing listens on 127.0.0.1:`port`."""
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        return False
-    except ConnectionRefusedError:
-        return True
-    except ConnectionResetError:
-        # Queued on a socket that closed as it moved: try again.
-        return False
 
 
 def test_port_moves_every_worker(two):
@@ -42,7 +31,7 @@ def test_port_moves_every_worker(two):
         assert w.cmd("CONFIG", "GET", "port") == [b"port", str(new).encode()]
         assert info_section(w, "server")["tcp_port"] == str(new)
         w.close()
-    wait_for(lambda: refused(old), what="the old port closed")
+    wait_for(lambda: port_refused(old), what="the old port closed")
 
 
 def test_port_in_use_refuses_and_changes_nothing(two):
@@ -102,8 +91,26 @@ def test_port_zero_closes_the_listener(two):
     assert c.cmd("CONFIG", "SET", "port", "0") == "OK"
     # The connection that asked stays.
     assert c.cmd("PING") == "PONG"
-    # The other worker closes its socket when the supervisor tells it.
-    wait_for(lambda: refused(two.port), what="the RESP port closed")
+    # Every worker closed its socket before the reply, as in one process.
+    assert port_refused(two.port)
+    c.close()
+
+
+def test_config_set_port_replies_once_every_worker_moved(two):
+    """Redis, one process, has moved its listener when CONFIG SET port
+    replies; so has every worker here: the reply waits for the other
+    worker (stopped here) to serve the new socket and close the old."""
+    c = raw_on_worker(two, 0)
+    old, new = two.port, free_port()
+    with paused(worker_slot_pids(two)[1]):
+        c.send(encode("CONFIG", "SET", "port", str(new)))
+        assert c.silent_for(0.5)
+    assert c.reply() == "OK"
+    two.port = new
+    assert port_refused(old)
+    w = raw_on_worker(two, 1)
+    assert w.cmd("PING") == "PONG"
+    w.close()
     c.close()
 
 
@@ -119,3 +126,37 @@ def test_restarted_worker_serves_the_new_port(two):
     w = raw_on_worker(two, 1)
     assert w.cmd("CONFIG", "GET", "port") == [b"port", str(new).encode()]
     w.close()
+
+
+def test_one_port_for_two_protocols_is_refused_at_start(tmp_path):
+    """Both listeners could bind it (SO_REUSEPORT) and the kernel would split
+    connections between RESP and memcached; shoal refuses to start instead."""
+    import subprocess
+
+    from shoaltest import SHOAL_BIN
+    port = free_port()
+    name = f"clash-{port}"
+    try:
+        proc = subprocess.run(
+            [SHOAL_BIN, "serve", "--workers", "1", "--name", name,
+             "--port", str(port), "--memcached-port", str(port)],
+            capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    finally:
+        left = [e for e in os.listdir("/dev/shm") if e == name or e.startswith(name + ".")]
+        for entry in left:
+            os.remove(os.path.join("/dev/shm", entry))
+    # The segment this refused start made is gone with it.
+    assert left == []
+    assert proc.returncode != 0
+    assert f"port {port} is given to both redis and memcached" in proc.stderr + proc.stdout
+    assert port_refused(port)
+
+
+def test_config_set_port_onto_another_protocols_port_is_refused(two):
+    c = two.raw()
+    reply = c.cmd("CONFIG", "SET", "port", str(two.mc_port))
+    assert reply == Err("ERR CONFIG SET failed (possibly related to argument 'port') - "
+                        "Unable to listen on this port. Check server logs.")
+    assert c.cmd("CONFIG", "GET", "port") == [b"port", str(two.port).encode()]
+    assert c.cmd("PING") == "PONG"
+    c.close()

@@ -368,6 +368,27 @@ def test_object_freq(raw):
         raw.cmd("CONFIG", "SET", "maxmemory-policy", "noeviction")
 
 
+def test_object_refcount_of_small_integers_follows_the_eviction_policy(raw):
+    """Redis shares the integers 0..9999 unless maxmemory is set with an
+    LRU or LFU policy (each value then needs its own access clock)."""
+    raw.cmd("SET", "a", "1")
+    raw.cmd("SET", "big", "10000")
+    assert raw.cmd("OBJECT", "REFCOUNT", "a") == 2147483647
+    assert raw.cmd("OBJECT", "REFCOUNT", "big") == 1
+    try:
+        assert raw.cmd("CONFIG", "SET", "maxmemory", "1073741824") == "OK"
+        assert raw.cmd("CONFIG", "SET", "maxmemory-policy", "allkeys-random") == "OK"
+        raw.cmd("SET", "a", "1")
+        assert raw.cmd("OBJECT", "REFCOUNT", "a") == 2147483647
+        for policy in ("allkeys-lru", "volatile-lru", "allkeys-lfu", "volatile-lfu"):
+            assert raw.cmd("CONFIG", "SET", "maxmemory-policy", policy) == "OK"
+            raw.cmd("SET", "a", "1")
+            assert raw.cmd("OBJECT", "REFCOUNT", "a") == 1
+    finally:
+        raw.cmd("CONFIG", "SET", "maxmemory", "0")
+        raw.cmd("CONFIG", "SET", "maxmemory-policy", "noeviction")
+
+
 def test_object_unknown_subcommand(raw):
     assert raw.cmd("OBJECT", "FOO", "s") == Err("ERR unknown subcommand 'FOO'. Try OBJECT HELP.")
 

@@ -5,6 +5,7 @@ killed, the segment deleted) rebuilds from the log the very state the
 segment held, and every acknowledged write is in it."""
 
 import os
+from pathlib import Path
 import random
 import signal
 import threading
@@ -12,7 +13,8 @@ import time
 
 import redis
 
-from shoaltest import DurableServer, Raw, info_section, wait_for, worker_slot_pids
+from shoaltest import (DurableServer, Raw, encode, info_section, raw_on_worker, wait_for,
+                       worker_slot_pids)
 
 
 def everything(r):
@@ -31,6 +33,29 @@ def everything(r):
         elif t == b"zset":
             out[key] = (t, tuple(r.zrange(key, 0, -1, withscores=True)))
     return out
+
+
+def differences(rebuilt, live):
+    """The keys on which a store rebuilt from the log and the live one
+    differ, each with what one has and the other lacks (list elements,
+    hash pairs, members), for an assertion message a failing run can be
+    diagnosed from: a lone list element says which push or pop one side
+    lacks."""
+    out = []
+    for key in sorted(set(rebuilt) | set(live)):
+        a, b = rebuilt.get(key), live.get(key)
+        if a == b:
+            continue
+        if a is None or b is None or a[0] != b[0] or not isinstance(a[1], tuple):
+            out.append(f"{key!r}: rebuilt {str(a)[:200]} live {str(b)[:200]}")
+            continue
+        in_rebuilt, in_live = set(a[1]), set(b[1])
+        only_rebuilt = [x for x in a[1] if x not in in_live][:10]
+        only_live = [x for x in b[1] if x not in in_rebuilt][:10]
+        out.append(f"{key!r} ({a[0].decode()}, {len(a[1])} rebuilt, {len(b[1])} live): "
+                   f"only rebuilt {only_rebuilt}, only live {only_live}, "
+                   f"heads {a[1][:3]} / {b[1][:3]}, tails {a[1][-3:]} / {b[1][-3:]}")
+    return "\n".join(out)
 
 
 def log_lsns(port):
@@ -119,7 +144,8 @@ def test_worker_kills_leave_log_and_store_in_agreement(tmp_path):
         srv.reboot()
         r = redis.Redis(port=srv.port)
         assert "loaded snapshot" in srv.text() or "replayed" in srv.text(), srv.text()
-        assert everything(r) == live
+        rebuilt = everything(r)
+        assert rebuilt == live, differences(rebuilt, live)
     finally:
         srv.stop()
 
@@ -162,6 +188,58 @@ def test_worker_kills_during_a_snapshot(tmp_path):
         wait_log_written(srv.port)
         srv.reboot()
         assert "loaded snapshot" in srv.text(), srv.text()
-        assert everything(redis.Redis(port=srv.port)) == live
+        rebuilt = everything(redis.Redis(port=srv.port))
+        assert rebuilt == live, differences(rebuilt, live)
     finally:
+        srv.stop()
+
+
+def test_a_worker_killed_mid_exec_leaves_store_and_log_as_before_it(tmp_path):
+    """A worker SIGKILLed inside an EXEC that already wrote (held before its
+    last command by the SHOAL_TEST_EXEC_GATE hook) leaves the store as
+    before the EXEC, and the log agrees: a reboot from it has none of the
+    EXEC's writes either (its group is dropped, not applied)."""
+    gate = tmp_path / "exec-gate"
+    srv = DurableServer(tmp_path / "data", appendfsync="always", workers=2,
+                        env={"SHOAL_TEST_EXEC_GATE": str(gate)}).start()
+    runner = other = None
+    try:
+        runner = raw_on_worker(srv, 0)
+        other = raw_on_worker(srv, 1)
+        assert other.cmd("SET", "before", "1") == "OK"
+        assert other.cmd("RPUSH", "list", "a", "b") == 2
+        assert runner.cmd("MULTI") == "OK"
+        for i in range(50):
+            assert runner.cmd("SET", f"k{i}", "x" * 200) == "QUEUED"
+        assert runner.cmd("DEL", "before") == "QUEUED"
+        assert runner.cmd("RPUSH", "list", "c") == "QUEUED"
+        assert runner.cmd("SET", "last", "1") == "QUEUED"
+        gate.write_text("")
+        runner.send(encode("EXEC"))
+        reached = Path(str(gate) + ".reached")
+        wait_for(reached.exists, timeout=20, what="the EXEC to reach its last command")
+        os.kill(worker_slot_pids(srv)[0], signal.SIGKILL)
+        gate.unlink()
+        runner.close()
+        runner = None
+
+        def as_before(r):
+            assert r.cmd("GET", "before") == b"1"
+            assert r.cmd("LRANGE", "list", "0", "-1") == [b"a", b"b"]
+            assert sum(r.cmd("EXISTS", f"k{i}") for i in range(50)) == 0
+            assert r.cmd("GET", "last") is None
+
+        as_before(other)
+        assert other.cmd("SET", "after", "1") == "OK"
+        wait_log_written(srv.port)
+        other.close()
+        other = None
+        srv.reboot()
+        with Raw(srv.port) as r:
+            as_before(r)
+            assert r.cmd("GET", "after") == b"1"
+    finally:
+        for c in (runner, other):
+            if c is not None:
+                c.close()
         srv.stop()

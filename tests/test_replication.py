@@ -15,7 +15,8 @@ import pytest
 import redis
 import redis.sentinel
 
-from shoaltest import SHOAL_BIN, DurableServer, Raw, Server, free_port, info_section, wait_for
+from shoaltest import (SHOAL_BIN, DurableServer, Raw, Server, free_port, info_section, stopped,
+                       wait_for)
 
 pytestmark = pytest.mark.shoal_only
 
@@ -245,6 +246,95 @@ def test_wait_readonly_role_and_info(tmp_path):
         primary.stop()
 
 
+LIB = """#!lua name=%s
+redis.register_function{function_name='%s', callback=function(keys, args) return %s end,
+                        flags={'no-writes'}}
+redis.register_function('%s_set', function(keys, args) return redis.call('set', keys[1], args[1]) end)
+"""
+
+
+def test_functions_reach_replicas_and_survive_a_promotion(tmp_path):
+    """FUNCTION LOAD/DELETE/FLUSH/RESTORE on the primary reach its replicas
+    (as Redis propagates them), a replica that joins later gets the
+    libraries with its full resync, and a promoted replica keeps them.
+    SCRIPT LOAD is not replicated, as in Redis."""
+    primary, (rep, late, chained) = primary_and_replicas(tmp_path, 3)
+    try:
+        rep.start()
+        p, r = primary.client(), rep.client()
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert p.function_load(LIB % ("one", "f1", "'one'", "f1")) == "one"
+        wait_for(lambda: "one" in str(r.function_list()), what="the library on the replica")
+        assert r.fcall_ro("f1", 0) == "one"
+        # A function's writes travel as records; the replica runs it read-only.
+        p.fcall("f1_set", 1, "k", "v")
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert r.get("k") == "v"
+        with pytest.raises(redis.ResponseError, match="write flag on readonly replica"):
+            r.fcall("f1_set", 1, "k", "w")
+        assert p.function_load(LIB % ("two", "f2", "'two'", "f2")) == "two"
+        # FUNCTION LOAD is in the log: WAIT returns once the replica has it.
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert r.fcall_ro("f2", 0) == "two"
+        late.start()
+        lr = late.client()
+        assert p.execute_command("WAIT", 2, 10000) == 2
+        wait_for(lambda: len(lr.function_list()) == 2, what="the libraries on the late replica")
+        assert lr.fcall_ro("f2", 0) == "two" and lr.fcall_ro("f1", 0) == "one"
+        assert "full resync" in late.text()
+        # A replica of the replica (chained) gets them from it.
+        chained.persist_args = ["--replicaof", f"127.0.0.1:{rep.port}"]
+        chained.start()
+        cr = chained.client()
+        wait_for(lambda: len(cr.function_list()) == 2, timeout=20,
+                 what="the libraries on the chained replica")
+        # DELETE, then FLUSH and RESTORE of a dump.
+        dump = p.function_dump()
+        assert p.function_delete("one")
+        for c in (r, lr, cr):
+            wait_for(lambda: len(c.function_list()) == 1, what="the deletion on a replica")
+            with pytest.raises(redis.ResponseError, match="Function not found"):
+                c.fcall_ro("f1", 0)
+        assert p.function_flush()
+        for c in (r, lr):
+            wait_for(lambda: c.function_list() == [], what="the flush on a replica")
+        assert p.function_restore(dump)
+        for c in (r, lr):
+            wait_for(lambda: len(c.function_list()) == 2, what="the restore on a replica")
+        # SCRIPT LOAD stays on the server it ran on (as in Redis).
+        sha = p.script_load("return 'cached'")
+        with pytest.raises(redis.exceptions.NoScriptError):
+            r.evalsha(sha, 0)
+        # A promoted replica keeps the libraries and runs writing functions.
+        assert r.execute_command("REPLICAOF", "NO", "ONE") == "OK"
+        assert r.fcall("f1_set", 1, "k2", "promoted")
+        assert r.get("k2") == "promoted" and r.fcall_ro("f2", 0) == "two"
+        # Its promotion's snapshot holds them, and a library loaded after
+        # that is in its own log: rebooted (SIGKILL, segment lost), it has
+        # every one.
+        wait_for(lambda: "replicas may follow" in rep.text(), timeout=60,
+                 what="the promotion's snapshot")
+        assert r.function_load(LIB % ("three", "f3", "'three'", "f3")) == "three"
+        libraries = sorted(dict(zip(lib[::2], lib[1::2]))["library_name"]
+                           for lib in r.function_list())
+        assert libraries == ["one", "three", "two"]
+        with Raw(rep.port) as c:
+            wait_for(lambda: int(info_section(c, "persistence")["shoal_log_written_lsn"])
+                     >= int(info_section(c, "persistence")["shoal_log_head_lsn"]),
+                     what="the promoted replica's log written")
+        rep.persist_args = []
+        rep.reboot()
+        r = rep.client()
+        assert sorted(dict(zip(lib[::2], lib[1::2]))["library_name"]
+                      for lib in r.function_list()) == libraries
+        assert r.fcall_ro("f3", 0) == "three" and r.fcall_ro("f2", 0) == "two"
+    finally:
+        chained.stop()
+        late.stop()
+        rep.stop()
+        primary.stop()
+
+
 def test_promoted_replica_recovers_replicated_and_new_keys_from_its_directory(tmp_path):
     """A promoted replica's log restarts past the versions of the keys it
     replicated and a snapshot puts them in its directory: rebooted (SIGKILL,
@@ -430,7 +520,7 @@ def test_failover_errors_timeout_and_abort(tmp_path):
             p.execute_command("FAILOVER", "TO", "127.0.0.1")
         with pytest.raises(redis.exceptions.ResponseError, match="timeout must be greater than 0"):
             p.execute_command("FAILOVER", "TIMEOUT", -1)
-        os.kill(rep.proc.pid, signal.SIGSTOP)
+        stopped(rep.proc.pid)
         try:
             p.set("behind", 1)
             assert p.execute_command("FAILOVER") == "OK"
@@ -485,7 +575,7 @@ def test_failover_to_any_replica_and_forced_after_the_timeout(tmp_path):
                  what="the old primary's link")
         # Now the other way round, forced: the old primary (now a replica)
         # stops acknowledging.
-        os.kill(primary.proc.pid, signal.SIGSTOP)
+        stopped(primary.proc.pid)
         try:
             r.set("late", 1)
             assert r.execute_command("FAILOVER", "TO", "127.0.0.1", primary.port,
@@ -592,7 +682,7 @@ def test_snapshots_keep_the_log_files_a_connected_replica_has_not_read(tmp_path)
 
         write("a", 100)
         assert p.execute_command("WAIT", 1, 10000) == 1
-        os.kill(rep.proc.pid, signal.SIGSTOP)
+        stopped(rep.proc.pid)
         try:
             acked = int(link(primary)["slave0"].split("offset=")[1].split(",")[0])
             # Two batches of the log writer, so at least two files.
@@ -748,12 +838,12 @@ def test_clear_errors_for_targets_it_cannot_follow(tmp_path):
         assert c.execute_command("REPLICAOF", "127.0.0.1", redis_server.port) == "OK"
         wait_for(lambda: "is not a shoal server" in link(plain).get("shoal_master_link_error", ""),
                  what="the error for redis-server")
-        # A shoal primary without a log cannot be followed.
+        # A shoal primary without a log is followed from its in-memory backlog.
         other = Server(workers=1).start()
         try:
             assert c.execute_command("REPLICAOF", "127.0.0.1", other.port) == "OK"
-            wait_for(lambda: "keeps no transaction log" in link(plain).get("shoal_master_link_error", ""),
-                     what="the error for a primary without --dir")
+            wait_for(lambda: link(plain).get("master_link_status") == "up",
+                     what="the link to a primary without --dir")
         finally:
             other.stop()
         assert c.execute_command("REPLICAOF", "NO", "ONE") == "OK"

@@ -37,7 +37,7 @@ def test_info_default_sections(raw):
     assert int(fields["process_id"]) > 0
     assert int(fields["uptime_in_seconds"]) >= 0
     assert int(fields["connected_clients"]) >= 1
-    assert int(fields["used_memory"]) > 0
+    assert int(fields["used_memory"]) >= 0
     assert int(fields["total_commands_processed"]) >= 0
     assert int(fields["total_connections_received"]) >= 1
     assert text.endswith(b"\r\n")
@@ -95,6 +95,24 @@ def test_info_workers(make_server):
         assert sections == ["Workers"]
         assert fields["workers"] == "2"
         assert "Workers" in parse_info(c.cmd("INFO", "all"))[0]
+
+
+@pytest.mark.shoal_only
+def test_info_used_memory_is_what_maxmemory_limits(make_server):
+    """used_memory is the arena's bytes in use; the segment's fixed
+    structures are reported apart (shoal_fixed_bytes)."""
+    s = make_server()
+    with s.raw() as c:
+        _, empty = parse_info(c.cmd("INFO", "memory"))
+        assert int(empty["shoal_fixed_bytes"]) + int(empty["shoal_arena_bytes"]) == int(
+            empty["shoal_segment_bytes"])
+        assert int(empty["used_memory"]) < int(empty["shoal_fixed_bytes"])
+        assert empty["mem_not_counted_for_evict"] == "0"
+        c.cmd("SET", "big", "x" * 100_000)
+        _, full = parse_info(c.cmd("INFO", "memory"))
+        assert int(full["used_memory"]) >= int(empty["used_memory"]) + 100_000
+        assert full["used_memory"] == full["used_memory_dataset"]
+        assert full["shoal_fixed_bytes"] == empty["shoal_fixed_bytes"]
 
 
 def test_info_redis_py(r):

@@ -204,3 +204,56 @@ def test_dump_and_restore_streams_both_ways_with_redis(r, redis_ref):
     assert stream_state(ref, "s") == stream_state(r, "s")
     ref.delete("s")
     ref.close()
+
+
+def test_a_group_set_past_the_entries_added_shows_redis_negative_lag(r, redis_ref):
+    # XGROUP SETID's ENTRIESREAD may claim more reads than entries were
+    # ever added; XINFO's lag is then the (negative) difference, as Redis
+    # computes it, not 0.
+    ref = redis_ref.client()
+    ref.delete("s")
+    for client in (r, ref):
+        last = client.xadd("s", {"f": "v"}, id="1-1")
+        client.xgroup_create("s", "g", id="0")
+        client.xgroup_setid("s", "g", last, entries_read=3)
+    assert r.xinfo_groups("s")[0]["lag"] == -2
+    assert r.xinfo_groups("s") == ref.xinfo_groups("s")
+
+
+def encode(*args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a.encode() if isinstance(a, str) else a
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+@pytest.mark.parametrize("change", [
+    [("DEL", "mystream")],
+    [("SET", "mystream", "x")],
+    [("MULTI",), ("DEL", "mystream"), ("SADD", "mystream", "e1"), ("EXEC",)],
+    [("FLUSHALL",)],
+])
+def test_a_blocked_xreadgroup_is_woken_when_its_stream_goes_on_another_worker(make_server, change):
+    """Redis's unit/type/stream-cgroups checks this without waiting for the
+    reader to block (a cross-worker race on shoal, see known-differences):
+    here the change comes once the reader is blocked, on the other worker,
+    and the reader gets Redis's UNBLOCKED error."""
+    s = make_server(workers=2)
+    r = s.client()
+    for reader_slot, writer_slot in ((0, 1), (1, 0)):
+        r.delete("mystream")
+        r.xadd("mystream", {"f": "v"}, id="666-0")
+        r.xgroup_create("mystream", "mygroup", id="$")
+        reader = raw_on_worker(s, reader_slot)
+        writer = raw_on_worker(s, writer_slot)
+        reader.send(encode("XREADGROUP", "GROUP", "mygroup", "Alice", "BLOCK", "0",
+                           "STREAMS", "mystream", ">"))
+        wait_for(lambda: r.info("clients")["blocked_clients"] == 1,
+                 what="the reader to block")
+        for cmd in change:
+            writer.cmd(*cmd)
+        assert reader.reply() == Err("UNBLOCKED the stream key no longer exists")
+        reader.close()
+        writer.close()
+    r.close()

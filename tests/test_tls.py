@@ -16,7 +16,8 @@ import pytest
 import redis
 from pymemcache.client.base import Client as MemcacheClient
 
-from shoaltest import SHOAL_BIN, TARGET, Server, free_port
+from shoaltest import (SHOAL_BIN, TARGET, DurableServer, Server, free_port, port_refused,
+                       wait_for)
 
 pytestmark = [
     pytest.mark.shoal_only,
@@ -226,7 +227,7 @@ def make_v1_cert(d, ca, name):
     assert "Version: 1 (0x0)" in out
 
 
-def test_an_x509_v1_certificate_is_served_but_not_accepted_from_a_client(tls_server, certs):
+def test_an_x509_v1_certificate_is_served_and_accepted_from_a_client(tls_server, certs):
     d = os.path.dirname(certs("ca.crt"))
     make_v1_cert(d, "ca", "v1")
     plain = tls_server.client()
@@ -246,9 +247,27 @@ def test_an_x509_v1_certificate_is_served_but_not_accepted_from_a_client(tls_ser
                 assert s.recv(64) == b"+PONG\r\n"
     finally:
         plain.config_set("tls-cert-file", certs("server.crt"), "tls-key-file", certs("server.key"))
-    # webpki verifies client certificates and refuses v1 (docs/security.md).
-    refused(tls_client(tls_server, certs, cert="v1"))
+    # As a client certificate, as OpenSSL accepts it: signed by the CA.
+    assert tls_client(tls_server, certs, cert="v1").ping()
     assert tls_client(tls_server, certs).ping()
+
+
+def test_a_v1_client_certificate_not_signed_by_the_ca_is_refused(tls_server, certs, tmp_path):
+    d = os.path.dirname(certs("ca.crt"))
+    # Signed by a CA that is not configured.
+    make_v1_cert(d, "otherca", "v1stranger")
+    refused(tls_client(tls_server, certs, cert="v1stranger"))
+    # Naming the configured CA as its issuer, signed by another key.
+    impostor = str(tmp_path)
+    make_ca(impostor, "ca")
+    make_v1_cert(impostor, "ca", "v1forged")
+    for ext in ("crt", "key"):
+        shutil.copy(os.path.join(impostor, f"v1forged.{ext}"), os.path.join(d, f"v1forged.{ext}"))
+    os.chmod(certs("v1forged.key"), 0o600)
+    refused(tls_client(tls_server, certs, cert="v1forged"))
+    assert tls_client(tls_server, certs).ping()
+
+
 
 
 def test_tls_protocols(tls_server, certs):
@@ -268,9 +287,57 @@ def test_tls_protocols(tls_server, certs):
             assert s.recv(64) == b"+PONG\r\n"
 
 
-def test_tls_port_is_immutable(tls_server):
-    with pytest.raises(redis.ResponseError, match="can't set immutable config"):
-        tls_server.client().config_set("tls-port", "0")
+def test_tls_port_moves_at_run_time(certs):
+    """CONFIG SET tls-port moves the TLS listener of every worker; tls-port 0
+    closes it, and the plain and TLS ports can trade places (the sequence
+    of the suite's unit/tls 'switch between tcp and tls ports')."""
+    first = free_port()
+    s = Server(workers=2, extra_args=[
+        "--tls-port", str(first),
+        "--tls-cert-file", certs("server.crt"),
+        "--tls-key-file", certs("server.key"),
+        "--tls-ca-cert-file", certs("ca.crt"),
+    ]).start()
+    try:
+        s.tls_port = first
+        c = s.client()
+        second = free_port()
+        assert c.config_set("tls-port", str(second))
+        s.tls_port = second
+        assert c.config_get("tls-port") == {"tls-port": str(second)}
+        # Every connection is served, whichever worker takes it.
+        clients = [tls_client(s, certs) for _ in range(8)]
+        assert all(t.ping() for t in clients)
+        for t in clients:
+            t.close()
+        wait_for(lambda: port_refused(first), what="the old TLS port closed")
+
+        # Plain RESP takes the TLS port's number, then TLS takes it back.
+        plain = s.port
+        tls = tls_client(s, certs)
+        assert tls.config_set("tls-port", "0")
+        wait_for(lambda: port_refused(second), what="the TLS port closed")
+        assert tls.config_set("port", str(second))
+        s.port = second
+        assert redis.Redis(host="127.0.0.1", port=second, socket_timeout=10).ping()
+        wait_for(lambda: port_refused(plain), what="the old plain port closed")
+        tls.close()
+        r = redis.Redis(host="127.0.0.1", port=second, socket_timeout=10)
+        assert r.config_set("port", "0")
+        assert r.config_set("tls-port", str(second))
+        assert tls_client(s, certs).ping()
+        # A port that cannot be bound refuses the change.
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with pytest.raises(redis.ResponseError, match="Unable to listen on this port"):
+            r.config_set("tls-port", str(busy.getsockname()[1]))
+        busy.close()
+        assert tls_client(s, certs).config_get("tls-port") == {"tls-port": str(second)}
+        r.config_set("port", str(plain))
+        s.port = plain
+    finally:
+        s.stop()
 
 
 def test_memcached_over_tls(tls_server, certs):
@@ -372,3 +439,176 @@ def test_a_busy_script_still_answers_tls_clients_on_its_worker(certs):
             s.close()
     finally:
         server.stop()
+
+
+# -- tls-replication: the replication link over TLS ----------------------------
+
+class TlsOnlyServer(DurableServer):
+    """A shoal serving RESP only on its TLS port (`--port 0 --tls-port P`),
+    with or without a log directory (`dir=None`: a primary that feeds its
+    replicas from the in-memory backlog). Clients are TLS clients with the
+    `client` certificate."""
+
+    def __init__(self, dir, certs, tls_args=(), password=None, **kw):
+        super().__init__(dir or "/nonexistent", **kw)
+        if dir is not None:
+            os.makedirs(dir, exist_ok=True)
+        self.has_dir = dir is not None
+        self.certs = certs
+        self.tls_args = list(tls_args)
+        self.password = password
+        self.tls_port = None
+
+    def argv(self):
+        args = super().argv()
+        args[args.index("--port") + 1] = "0"
+        i = args.index("--dir")
+        if self.has_dir:
+            # Among Redis-style settings (tls-*), `--dir` is Redis's
+            # working directory: the log's is `--log-dir`.
+            args[i] = "--log-dir"
+        else:
+            del args[i:i + 2]
+            i = args.index("--appendfsync")
+            del args[i:i + 2]
+        return args + [
+            "--tls-port", str(self.tls_port),
+            "--tls-cert-file", self.certs("server.crt"),
+            "--tls-key-file", self.certs("server.key"),
+        ] + self.tls_args
+
+    def _spawn(self, same_ports=False):
+        if not same_ports or self.tls_port is None:
+            self.tls_port = free_port()
+        super()._spawn(same_ports)
+
+    def client(self, **kw):
+        kw.setdefault("decode_responses", True)
+        kw.setdefault("password", self.password)
+        return tls_client(self, self.certs, **kw)
+
+
+def replication_info(server):
+    return server.client().info("replication")
+
+
+def test_a_replica_follows_its_primary_over_tls_only(certs):
+    """Primary and replica serve only TLS. The primary (no --dir: its
+    in-memory backlog feeds the link) requires client certificates and a
+    password: the replica shows its tls-client-cert-file and sends
+    masterauth over the session. Keys written before (full resync) and
+    after reach it; it announces its TLS port."""
+    primary = TlsOnlyServer(None, certs, password="s3cret", tls_args=[
+        "--tls-ca-cert-file", certs("ca.crt"), "--tls-auth-clients", "yes",
+        "--requirepass", "s3cret"])
+    replica = TlsOnlyServer(None, certs, tls_args=[
+        "--tls-ca-cert-file", certs("ca.crt"),
+        "--tls-client-cert-file", certs("client.crt"),
+        "--tls-client-key-file", certs("client.key"),
+        "--tls-replication", "yes", "--masterauth", "s3cret"])
+    try:
+        primary.start()
+        p = primary.client()
+        for i in range(500):
+            p.set(f"before:{i}", i)
+        replica.persist_args = ["--replicaof", f"127.0.0.1:{primary.tls_port}"]
+        replica.start()
+        r = replica.client()
+        assert r.config_get("tls-replication") == {"tls-replication": "yes"}
+        wait_for(lambda: replication_info(replica)["master_link_status"] == "up",
+                 what="the TLS link")
+        for i in range(500):
+            p.set(f"after:{i}", i)
+        p.hset("h", mapping={"a": 1, "b": 2})
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert r.get("before:499") == "499" and r.get("after:499") == "499"
+        assert r.hgetall("h") == {"a": "1", "b": "2"}
+        assert r.dbsize() == p.dbsize() == 1001
+        info = replication_info(primary)
+        assert info["slave0"]["port"] == replica.tls_port
+        assert "full resync" in replica.text()
+        with pytest.raises(redis.ReadOnlyError):
+            r.set("x", 1)
+    finally:
+        replica.stop()
+        primary.stop()
+
+
+def test_a_tls_link_cut_by_a_crash_resumes_partially(certs, tmp_path):
+    """A primary with a log directory and a snapshot (the full resync
+    streams it over TLS); the replica SIGKILLed under writes and started
+    again on its segment resumes with a partial resync, no gap, no
+    duplicate."""
+    tls = ["--tls-ca-cert-file", certs("ca.crt")]
+    primary = TlsOnlyServer(tmp_path / "p", certs, tls_args=tls)
+    replica = TlsOnlyServer(tmp_path / "r", certs, tls_args=tls + [
+        "--tls-replication", "yes"])
+    try:
+        primary.start()
+        p = primary.client()
+        for i in range(200):
+            p.incr(f"ctr{i % 20}")
+        p.save()
+        replica.persist_args = ["--replicaof", f"127.0.0.1:{primary.tls_port}"]
+        replica.start()
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        assert "full resync" in replica.text()
+        replica.kill_all()
+        counts = {}
+        for i in range(2000):
+            counts[f"ctr{i % 20}"] = p.incr(f"ctr{i % 20}")
+        replica.start(same_ports=True)
+        wait_for(lambda: replication_info(replica)["master_link_status"] == "up",
+                 what="the TLS link")
+        assert p.execute_command("WAIT", 1, 10000) == 1
+        r = replica.client()
+        for key, n in counts.items():
+            assert int(r.get(key)) == n == int(p.get(key))
+        assert "partial resync" in replica.text()
+        assert "full resync" not in replica.text()
+    finally:
+        replica.stop()
+        primary.stop()
+
+
+def test_a_primary_whose_certificate_does_not_verify_is_never_followed(certs):
+    """A replica whose CA list does not vouch for the primary's certificate
+    keeps its link down with the reason, and retries: once CONFIG SET gives
+    it the right CA it syncs. A replica without tls-replication on a TLS
+    port is told the primary closed without answering; CONFIG SET
+    tls-replication yes (modifiable at run time, as in Redis) fixes it."""
+    primary = TlsOnlyServer(None, certs, tls_args=[
+        "--tls-ca-cert-file", certs("ca.crt"), "--tls-auth-clients", "no"])
+    wrong_ca = TlsOnlyServer(None, certs, tls_args=[
+        "--tls-ca-cert-file", certs("otherca.crt"), "--tls-auth-clients", "no",
+        "--tls-replication", "yes"])
+    plain_link = TlsOnlyServer(None, certs, tls_args=[
+        "--tls-ca-cert-file", certs("ca.crt"), "--tls-auth-clients", "no"])
+    try:
+        primary.start()
+        primary.client().set("k", "v")
+        for rep in (wrong_ca, plain_link):
+            rep.persist_args = ["--replicaof", f"127.0.0.1:{primary.tls_port}"]
+            rep.start()
+        for rep, why in ((wrong_ca, "invalid peer certificate"),
+                         (plain_link, "closed the connection without answering")):
+            wait_for(lambda: why in replication_info(rep).get("shoal_master_link_error", ""),
+                     what=f"the link error {why!r}")
+            info = replication_info(rep)
+            assert info["master_link_status"] == "down"
+            assert rep.client().get("k") is None
+        assert "TLS handshake with 127.0.0.1:" in wrong_ca.text()
+        assert "UnknownIssuer" in wrong_ca.text()
+        assert replication_info(primary)["connected_slaves"] == 0
+        wrong_ca.client().config_set("tls-ca-cert-file", certs("ca.crt"))
+        plain_link.client().config_set("tls-replication", "yes")
+        for rep in (wrong_ca, plain_link):
+            wait_for(lambda: replication_info(rep)["master_link_status"] == "up",
+                     what="the link once the setting is right")
+            assert rep.client().get("k") == "v"
+        for rep in (primary, wrong_ca, plain_link):
+            assert "panicked" not in rep.text()
+    finally:
+        plain_link.stop()
+        wrong_ca.stop()
+        primary.stop()

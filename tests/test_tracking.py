@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from shoaltest import TARGET, Push, Server, raw_on_worker
+from shoaltest import TARGET, Push, Server, encode, paused, raw_on_worker, worker_slot_pids
 
 INVALIDATE = b"__redis__:invalidate"
 
@@ -128,3 +128,30 @@ def test_a_script_s_read_tracks_the_keys_it_declared(two, k):
         assert c.reply() == Push([b"invalidate", [b.encode()]])
         assert c.cmd("PING") == "PONG"
         assert c.cmd("CLIENT", "TRACKING", "off") == "OK"
+
+
+@pytest.mark.skipif(TARGET == "redis", reason="stops one of shoal's worker processes")
+def test_a_write_replies_after_every_tracking_worker_handled_it(two, k):
+    """Redis sends a write's invalidations before its reply. Across workers
+    the reply waits until the worker tracking the key has handled the
+    write: so invalidations reach a shared redirect target in the writes'
+    order, even when one tracking worker is slow (here: stopped) and the
+    other is the writer's own."""
+    k1, k2 = k + "{1}", k + "{2}"
+    with on(two, 0) as target, on(two, 1) as far, on(two, 0) as near, on(two, 0) as w:
+        target_id = target.cmd("CLIENT", "ID")
+        target.cmd("SUBSCRIBE", "__redis__:invalidate")
+        for c, key in ((far, k1), (near, k2)):
+            assert c.cmd("CLIENT", "TRACKING", "on", "REDIRECT", str(target_id)) == "OK"
+            w.cmd("SET", key, "1")
+            assert c.cmd("GET", key) == b"1"
+        with paused(worker_slot_pids(two)[1]):
+            w.send(encode("INCR", k1))
+            # The worker that tracks k1 is stopped: the reply waits for it.
+            assert w.silent_for(0.5)
+        assert w.reply() == 2
+        assert w.cmd("INCR", k2) == 2
+        assert target.reply() == [b"message", INVALIDATE, [k1.encode()]]
+        assert target.reply() == [b"message", INVALIDATE, [k2.encode()]]
+        for c in (far, near):
+            assert c.cmd("CLIENT", "TRACKING", "off") == "OK"

@@ -592,3 +592,25 @@ def test_a_flush_does_not_fail_exec_of_keys_missing_at_watch(raw, other, flush):
     raw.cmd("MULTI")
     raw.cmd("PING")
     assert raw.cmd("EXEC") is None
+
+
+@pytest.mark.shoal_only
+def test_an_exec_overwriting_the_same_keys_fits_the_default_segment(make_server):
+    """An EXEC that overwrites a few keys with large values many times over
+    (far more bytes in all than the 64m segment) succeeds: each value the
+    EXEC itself wrote is freed at once when overwritten; only the values
+    from before the EXEC wait for its end (a rollback needs them)."""
+    server = make_server()
+    c = server.raw()
+    try:
+        for k in range(4):
+            assert c.cmd("SET", f"k{k}", "old") == "OK"
+        assert c.cmd("MULTI") == "OK"
+        for i in range(400):
+            assert c.cmd("SET", f"k{i % 4}", str(i % 10) * 500_000) == "QUEUED"
+        replies = c.cmd("EXEC")
+        assert replies == ["OK"] * 400
+        assert c.cmd("STRLEN", "k3") == 500_000
+        assert c.cmd("GETRANGE", "k3", "0", "0") == b"9"
+    finally:
+        c.close()

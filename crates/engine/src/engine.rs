@@ -247,6 +247,10 @@ pub struct Engine {
     pub(crate) error_counted: bool,
     /// Replicas good for `min-replicas-to-write`, and when that was read.
     pub(crate) good_replicas: Option<(Instant, u64)>,
+    /// Online replicas (the synchronous mode's check), and when that was read.
+    pub(crate) online_replicas: Option<(Instant, u64)>,
+    /// Whether this replica's link is up, and when that was read.
+    pub(crate) link_up: Option<(Instant, bool)>,
     /// Checks a CONFIG SET of TLS settings before it applies (see
     /// [`Engine::set_tls_check`]).
     pub(crate) tls_check: Option<TlsCheck>,
@@ -266,14 +270,16 @@ pub type BusyServer = Rc<dyn Fn(&mut Engine)>;
 /// crate sets it).
 pub type TlsCheck = Box<dyn Fn(&[u8]) -> Result<(), String>>;
 
-/// A listening address: the `bind` address (empty = no TCP listener) and
-/// the RESP `port` (0 = none).
+/// A listening address: the `bind` address (empty = no TCP listener), the
+/// RESP `port` and RESP over TLS `tls-port` (0 = none).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListenAddress {
     /// The one address listened on (empty = none).
     pub bind: String,
     /// The RESP port (0 = none).
     pub port: u16,
+    /// The RESP over TLS port (0 = none).
+    pub tls_port: u16,
 }
 
 /// Moves every worker's listening sockets from the first address to the
@@ -415,6 +421,8 @@ impl Engine {
             busy_server: None,
             error_counted: false,
             good_replicas: None,
+            online_replicas: None,
+            link_up: None,
             tls_check: None,
             rebind: None,
             mc_auth_file: None,
@@ -456,6 +464,7 @@ impl Engine {
         let seen = self.config_generation;
         self.config_generation = self.config.sync(&self.store, seen);
         if self.config_generation != seen {
+            self.h.set_lazy_policy(self.config.lazyfree_store);
             // CONFIG RESETSTAT on any worker clears every worker's counters.
             let epoch = self
                 .store
@@ -604,6 +613,14 @@ impl Engine {
         std::mem::take(&mut self.ready_keys)
     }
 
+    /// One step of the background free of values this worker's lazy frees
+    /// detached; true while some are left.
+    pub fn free_lazily(&mut self) -> bool {
+        /// Blocks (tree nodes of at most a few KiB) freed per step.
+        const STEP: u64 = 256;
+        self.h.free_lazily(STEP).unwrap_or(false)
+    }
+
     /// Periodic work between requests: an incremental pass of the active
     /// expiry sweeper. Returns how many keys it removed.
     pub fn tick(&mut self) -> u64 {
@@ -734,6 +751,16 @@ impl Engine {
         let busy = cmd
             .filter(|c| c.arity_ok(args.len()) && !command::allowed_while_busy(c, args))
             .and_then(|_| cx.engine.script_gate().err());
+        // FAILOVER's write gate: a command that may write is marked from
+        // before its role check until it has logged (`Store::wait_writers`).
+        let gated =
+            cmd.is_some_and(|c| c.arity_ok(args.len()) && crate::replication::gated(c, args));
+        if gated {
+            let _ = cx
+                .engine
+                .store
+                .set_worker_writing(cx.engine.info.worker, true);
+        }
         let result = match cmd {
             None => Err(cx.reject(unknown_command(args))),
             Some(cmd) if !cmd.arity_ok(args.len()) && transaction::is_exec(cmd) => {
@@ -803,6 +830,15 @@ impl Engine {
             {
                 Err(cx.reject(CmdError::msg(crate::replication::READONLY)))
             }
+            // replica-serve-stale-data no: a replica whose link is down
+            // serves only commands with the STALE flag (Redis's
+            // processCommand).
+            Some(cmd)
+                if crate::replication::refuses_stale(cx.engine)
+                    && crate::replication::denied_when_stale(cx.session, cmd, args) =>
+            {
+                Err(cx.reject(CmdError::msg(crate::replication::MASTERDOWN)))
+            }
             // min-replicas-to-write: a primary with too few good replicas
             // refuses writes.
             Some(cmd)
@@ -811,11 +847,30 @@ impl Engine {
             {
                 Err(cx.reject(CmdError::msg(crate::replication::NOREPLICAS)))
             }
+            // The synchronous mode refuses a write that no reply could
+            // follow: fewer replicas online than it waits for.
+            Some(cmd)
+                if crate::replication::writes(cmd, args)
+                    && crate::replication::too_few_for_sync(cx.engine) =>
+            {
+                Err(cx.reject(CmdError::msg(crate::replication::NOREPLICAS)))
+            }
             Some(cmd) if transaction::queues(cx.session, cmd) => {
                 transaction::queue(&mut cx, cmd, args)
             }
-            Some(cmd) => run(&mut cx, cmd, args),
+            Some(cmd) => {
+                if gated {
+                    crate::replication::test_write_stall();
+                }
+                run(&mut cx, cmd, args)
+            }
         };
+        if gated {
+            let _ = cx
+                .engine
+                .store
+                .set_worker_writing(cx.engine.info.worker, false);
+        }
         if let Err(e) = result {
             if !std::mem::take(&mut cx.engine.error_counted) {
                 cx.engine.stats.failed += 1;
@@ -951,17 +1006,16 @@ impl Engine {
             return Gate::Pass;
         }
         let users = &self.acl.users;
-        let default = users.default_user();
-        let authenticated = *session
-            .authenticated
-            .get_or_insert_with(|| !default.requires_auth());
-        if !is_default && acl::session_stale(users, session) {
+        let default_requires_auth = users.default_user().requires_auth();
+        let authenticated = *session.authenticated.get_or_insert(!default_requires_auth);
+        let user = users.get(&session.user);
+        if !is_default && acl::user_stale(user, session) {
             return Gate::Close;
         }
-        if default.requires_auth() && !authenticated && cmd.flags & command::flags::NO_AUTH == 0 {
+        if default_requires_auth && !authenticated && cmd.flags & command::flags::NO_AUTH == 0 {
             return Gate::Refuse(CmdError::msg(acl::NOAUTH));
         }
-        let Some(user) = users.get(&session.user) else {
+        let Some(user) = user else {
             return Gate::Close;
         };
         let effective = acl::effective(cmd, args);

@@ -127,7 +127,7 @@ pub(crate) const COMMANDS: &[Command] = &[
             WRITE | FAST | ATOMIC,
             (1, -1, 1),
             "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non blocking.",
-            del,
+            unlink,
         ),
     ),
     cmd(
@@ -361,15 +361,33 @@ pub(crate) const COMMANDS: &[Command] = &[
 
 // ---------- existence and type ----------
 
+/// DEL: frees large values lazily only under `lazyfree-lazy-user-del`.
 fn del(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    let lazy = cx.engine.config.lazyfree_lazy_user_del;
+    delete_keys(cx, args, lazy)
+}
+
+/// UNLINK: as DEL, but a value past Redis's free-effort threshold is only
+/// detached; the worker frees it after the reply, in bounded steps.
+fn unlink(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
+    delete_keys(cx, args, true)
+}
+
+fn delete_keys(cx: &mut Cx<'_>, args: &[Arg<'_>], lazy: bool) -> CmdResult {
     let db = cx.db();
     let mut n = 0;
-    for key in &args[1..] {
-        if cx.h().delete(db, key)? {
-            cx.notify(class::GENERIC, "del", key);
-            n += 1;
+    let was = cx.h().set_lazy_free(lazy);
+    let res: CmdResult = (|| {
+        for key in &args[1..] {
+            if cx.h().delete(db, key)? {
+                cx.notify(class::GENERIC, "del", key);
+                n += 1;
+            }
         }
-    }
+        Ok(())
+    })();
+    cx.h().set_lazy_free(was);
+    res?;
     cx.out.integer(n);
     Ok(())
 }
@@ -784,9 +802,17 @@ fn object_idletime(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     Ok(())
 }
 
+/// OBJECT REFCOUNT: Redis's shared objects are the integers 0..9999, not
+/// shared under `maxmemory` with an LRU or LFU policy (each value then
+/// keeps its own access clock). shoal shares no value; it answers by the
+/// settings in force when asked, where Redis decided when the value was
+/// written.
 fn object_refcount(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     if let Some((meta, value)) = object_lookup(cx, &args[2])? {
-        let shared = meta.vtype == ValueType::String
+        let store = &cx.engine.store;
+        let private = store.maxmemory()? != 0 && store.eviction_policy()?.tracks_access();
+        let shared = !private
+            && meta.vtype == ValueType::String
             && is_int_string(&value).is_some_and(|n| (0..10_000).contains(&n));
         cx.out.integer(if shared { SHARED_REFCOUNT } else { 1 });
     }
@@ -823,19 +849,32 @@ fn dbsize(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
     Ok(())
 }
 
-/// FLUSHDB / FLUSHALL's optional ASYNC | SYNC (both flush at once here).
-fn flush_mode(args: &[Arg<'_>]) -> Result<(), CmdError> {
+/// FLUSHDB / FLUSHALL's optional ASYNC | SYNC: whether large values are
+/// freed lazily (with no mode, as `lazyfree-lazy-user-flush` says).
+fn flush_mode(cx: &Cx<'_>, args: &[Arg<'_>]) -> Result<bool, CmdError> {
     match args.len() {
-        1 => Ok(()),
-        2 if parse::is(&args[1], "async") || parse::is(&args[1], "sync") => Ok(()),
+        1 => Ok(cx.engine.config.lazyfree_lazy_user_flush),
+        2 if parse::is(&args[1], "async") => Ok(true),
+        2 if parse::is(&args[1], "sync") => Ok(false),
         _ => Err(CmdError::msg(SYNTAX)),
     }
 }
 
+/// Runs a flush with lazy frees on or off.
+fn flush_with(cx: &mut Cx<'_>, lazy: bool, db: Option<u8>) -> CmdResult {
+    let was = cx.h().set_lazy_free(lazy);
+    let res = match db {
+        Some(db) => cx.h().flushdb(db),
+        None => cx.h().flushall(),
+    };
+    cx.h().set_lazy_free(was);
+    Ok(res?)
+}
+
 fn flushdb(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    flush_mode(args)?;
+    let lazy = flush_mode(cx, args)?;
     let db = cx.db();
-    cx.h().flushdb(db)?;
+    flush_with(cx, lazy, Some(db))?;
     cx.engine.keys_reset(Some(db));
     cx.engine.tracking_flushed();
     cx.out.simple(b"OK");
@@ -843,8 +882,8 @@ fn flushdb(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 }
 
 fn flushall(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
-    flush_mode(args)?;
-    cx.h().flushall()?;
+    let lazy = flush_mode(cx, args)?;
+    flush_with(cx, lazy, None)?;
     cx.engine.keys_reset(None);
     cx.engine.tracking_flushed();
     cx.out.simple(b"OK");

@@ -7,6 +7,10 @@
 use crate::command::{Arg, Command};
 use crate::key_specs;
 
+/// A request's key positions with their flags: inline for the few keys
+/// most requests have, so the ACL check of every request allocates nothing.
+pub(crate) type Keys = smallvec::SmallVec<[(usize, u16); 4]>;
+
 /// Key spec flags, with Redis's names in [`flag::NAMES`] order.
 pub(crate) mod flag {
     pub const RO: u16 = 1 << 0;
@@ -101,19 +105,35 @@ pub(crate) fn flag_names(flags: u16) -> impl Iterator<Item = &'static str> {
 /// key positions, each with the flags of the spec that names it (or, for a
 /// key that only the command can find, of its last spec that no search can
 /// follow completely).
-pub(crate) fn keys_and_flags(cmd: &Command, args: &[Arg<'_>]) -> Vec<(usize, u16)> {
-    let specs = specs(cmd);
-    if let Some(flags) = variable_flags(cmd, args) {
-        return cmd.keys_of(args).into_iter().map(|i| (i, flags)).collect();
+pub(crate) fn keys_and_flags(cmd: &Command, args: &[Arg<'_>]) -> Keys {
+    keys_and_flags_by(cmd, specs(cmd), args)
+}
+
+/// [`keys_and_flags`] with the command's key specs already looked up
+/// (the ACL check keeps them by command id).
+pub(crate) fn keys_and_flags_by(cmd: &Command, specs: &[KeySpec], args: &[Arg<'_>]) -> Keys {
+    let variable = specs.iter().any(|s| s.flags & flag::VARIABLE_FLAGS != 0);
+    if variable {
+        if let Some(flags) = variable_flags(cmd, args) {
+            return cmd.keys_of(args).into_iter().map(|i| (i, flags)).collect();
+        }
     }
-    let reliable = specs.iter().any(|s| s.flags & flag::NOT_KEY == 0)
-        && specs.iter().all(|s| s.flags & flag::VARIABLE_FLAGS == 0);
+    let reliable = !variable && specs.iter().any(|s| s.flags & flag::NOT_KEY == 0);
     if reliable {
+        // Most commands: one spec naming every key (the ACL check of each
+        // request takes this path).
+        if let [spec] = specs {
+            if spec.flags & (flag::NOT_KEY | flag::INCOMPLETE) == 0 {
+                if let Some(keys) = follow(spec, args) {
+                    return keys;
+                }
+            }
+        }
         if let Some(keys) = follow_all(specs, args) {
             return keys;
         }
     }
-    let followed: Vec<(usize, u16)> = specs
+    let followed: Keys = specs
         .iter()
         .filter(|s| s.flags & flag::NOT_KEY == 0)
         .flat_map(|s| follow(s, args).unwrap_or_default())
@@ -179,8 +199,8 @@ fn variable_flags(cmd: &Command, args: &[Arg<'_>]) -> Option<u16> {
 
 /// Every spec followed in turn (Redis's getKeysUsingKeySpecs); None when
 /// one cannot be followed (then the command's own reading decides).
-fn follow_all(specs: &[KeySpec], args: &[Arg<'_>]) -> Option<Vec<(usize, u16)>> {
-    let mut keys = Vec::new();
+fn follow_all(specs: &[KeySpec], args: &[Arg<'_>]) -> Option<Keys> {
+    let mut keys = Keys::new();
     for spec in specs.iter().filter(|s| s.flags & flag::NOT_KEY == 0) {
         keys.extend(follow(spec, args)?);
         // An incomplete spec may miss keys: the command's reading decides.
@@ -194,7 +214,7 @@ fn follow_all(specs: &[KeySpec], args: &[Arg<'_>]) -> Option<Vec<(usize, u16)>> 
 /// The keys one spec names in `args`: Some(empty) when its keyword is
 /// absent, None when it cannot be followed (unknown, out of range, or no
 /// keys at all, which Redis too leaves to the command's own reading).
-fn follow(spec: &KeySpec, args: &[Arg<'_>]) -> Option<Vec<(usize, u16)>> {
+fn follow(spec: &KeySpec, args: &[Arg<'_>]) -> Option<Keys> {
     let argc = args.len() as i64;
     let first = match spec.begin {
         Begin::Index(pos) => pos as i64,
@@ -209,7 +229,7 @@ fn follow(spec: &KeySpec, args: &[Arg<'_>]) -> Option<Vec<(usize, u16)>> {
             };
             match found {
                 Some(i) => i + 1,
-                None => return Some(Vec::new()),
+                None => return Some(Keys::new()),
             }
         }
         Begin::Unknown => return None,

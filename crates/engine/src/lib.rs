@@ -72,6 +72,10 @@ pub use engine::{
 pub use pause::PauseMode;
 pub use pubsub::{queue_key, ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};
 pub use scripting::fuzzing as script_fuzzing;
+pub use scripting::{
+    functions_generation, libraries_for_replica, libraries_for_snapshot,
+    replace_libraries_from_primary,
+};
 
 /// Removes the files shoal keeps beside a segment (the script cache, the
 /// function libraries, a busy function's description, a replica's link

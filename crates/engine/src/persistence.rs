@@ -9,7 +9,12 @@ use crate::command::{flags::*, Arg, CmdResult, Command};
 use crate::engine::{Cx, Engine};
 use crate::error::CmdError;
 
-const OFF: &str = "ERR persistence is off: start shoal serve with --dir to save";
+/// A snapshot is fuzzy (writers never pause) and made consistent by the
+/// transaction log's records up to its end, so with the log off there is
+/// nothing to save with: refused, where Redis would write `dump.rdb` in its
+/// working directory.
+const OFF: &str = "ERR persistence is off: snapshots need the transaction log \
+                   (shoal serve --dir DIR, or appendonly yes when started the Redis way)";
 /// How long SAVE waits for the supervisor's snapshot.
 const SAVE_TIMEOUT: Duration = Duration::from_secs(600);
 

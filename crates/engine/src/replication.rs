@@ -7,6 +7,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -35,6 +36,39 @@ pub(crate) const READONLY: &str = "READONLY You can't write against a read only 
 /// Redis's refusal of a write when `min-replicas-to-write` is not met.
 pub(crate) const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
 
+/// Redis's refusal on a replica whose link is down under
+/// `replica-serve-stale-data no`.
+pub(crate) const MASTERDOWN: &str =
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.";
+
+/// Whether this server refuses commands without the STALE flag now: a
+/// replica under `replica-serve-stale-data no` whose link is not up (the
+/// link's state is read at most every 100 ms).
+pub(crate) fn refuses_stale(e: &mut Engine) -> bool {
+    if e.config.replica_serve_stale_data || !is_replica(&e.store) {
+        return false;
+    }
+    if let Some((at, up)) = e.link_up {
+        if at.elapsed() < GOOD_REPLICAS_TTL {
+            return !up;
+        }
+    }
+    let up = read_status(e.store.path())["link"] == "up";
+    e.link_up = Some((Instant::now(), up));
+    !up
+}
+
+/// Whether a command is refused on a stale replica: it (or the subcommand
+/// called) lacks the STALE flag, or it is EXEC and a queued command does.
+pub(crate) fn denied_when_stale(session: &crate::Session, cmd: &Command, args: &[Arg<'_>]) -> bool {
+    let flags = if cmd.subcommands.is_empty() || args.len() < 2 {
+        cmd.flags
+    } else {
+        crate::command::find_sub(cmd, args).map_or(cmd.flags, |c| c.flags)
+    };
+    flags & STALE == 0 || (crate::transaction::is_exec(cmd) && session.tx.queued_lacks(STALE))
+}
+
 /// How long a worker trusts its count of good replicas.
 const GOOD_REPLICAS_TTL: Duration = Duration::from_millis(100);
 
@@ -50,6 +84,116 @@ pub(crate) fn too_few_replicas(e: &mut Engine) -> bool {
         return false;
     }
     good_replicas(e) < want
+}
+
+/// Whether the synchronous mode refuses writes now: a primary with fewer
+/// online replicas than `replica-sync-count` would hold every reply until
+/// one more connects, so it refuses the write before it runs instead, as
+/// `min-replicas-to-write` does.
+pub(crate) fn too_few_for_sync(e: &mut Engine) -> bool {
+    let want = e.config.replica_sync_count;
+    if want == 0 || is_replica(&e.store) {
+        return false;
+    }
+    if let Some((at, n)) = e.online_replicas {
+        if at.elapsed() < GOOD_REPLICAS_TTL {
+            return n < want;
+        }
+    }
+    let status = read_status(e.store.path());
+    let n = online_replicas(&status)
+        .iter()
+        .filter(|r| r["state"] == "online")
+        .count() as u64;
+    e.online_replicas = Some((Instant::now(), n));
+    n < want
+}
+
+/// Bits of `word::REPL_SYNC_ACKED`: the count it was computed for in the
+/// top byte, the LSN below.
+const SYNC_COUNT_SHIFT: u32 = 56;
+const SYNC_LSN_MASK: u64 = (1 << SYNC_COUNT_SHIFT) - 1;
+
+/// What the synchronous mode asks of the reply to a write on this server:
+/// `replica-sync-count` replicas and `replica-sync-timeout` (ms). None
+/// when it is off, and on a replica (its writes are its own).
+pub fn sync_mode(e: &Engine) -> Option<(u64, u64)> {
+    let count = e.config.replica_sync_count;
+    (count > 0 && !is_replica(&e.store)).then_some((count, e.config.replica_sync_timeout))
+}
+
+/// `word::REPL_SYNC_ACKED` as it is (to wait for it to move).
+pub fn sync_acked_word(store: &Store) -> u64 {
+    store.config_word(word::REPL_SYNC_ACKED).unwrap_or(0)
+}
+
+/// Whether the published progress covers a write ending at `end` for
+/// `count` replicas: it was computed for that count and is at or past it.
+pub fn sync_covers(acked_word: u64, count: u64, end: u64) -> bool {
+    acked_word >> SYNC_COUNT_SHIFT == count && acked_word & SYNC_LSN_MASK >= end
+}
+
+/// Sleeps (on a worker's thread, never its event loop) until the
+/// published progress moves from `seen` or `timeout` passes.
+pub fn wait_sync_acked(store: &Store, seen: u64, timeout: Duration) {
+    let _ = store.wait_config_word(word::REPL_SYNC_ACKED, seen, timeout);
+}
+
+/// A worker whose reply waits for replicas: wakes the senders, which
+/// forward the log up to `end` at once.
+pub fn want_sync(store: &Store, end: u64) {
+    let _ = store.publish_config_word(word::REPL_SYNC_WANTED, end);
+}
+
+/// A sender with nothing to send: `sync_wanted_word`, read before it
+/// looked for frames, tells whether a worker asked since.
+pub fn sync_wanted_word(store: &Store) -> u64 {
+    store.config_word(word::REPL_SYNC_WANTED).unwrap_or(0)
+}
+
+/// Sleeps until a worker asks for a write to be forwarded (the word moved
+/// from `seen`) or `timeout` passes.
+pub fn wait_sync_wanted(store: &Store, seen: u64, timeout: Duration) {
+    let _ = store.wait_config_word(word::REPL_SYNC_WANTED, seen, timeout);
+}
+
+/// The supervisor's side: publishes the LSN that `replica-sync-count` of
+/// the replicas whose acknowledgements are `acks` have applied (0 when
+/// there are fewer), and wakes the workers waiting for it.
+pub fn publish_sync_acked(store: &Store, acks: &mut [u64]) {
+    let count = sync_count(store);
+    if count == 0 {
+        return;
+    }
+    acks.sort_unstable_by(|a, b| b.cmp(a));
+    let mut lsn = acks.get(count as usize - 1).copied().unwrap_or(0);
+    // Once N replicas had it, the write was on N replicas: the published
+    // LSN never goes back for the same count (a replica that leaves must
+    // not strand a reply whose release the watcher had not seen yet).
+    let old = sync_acked_word(store);
+    if old >> SYNC_COUNT_SHIFT == count {
+        lsn = lsn.max(old & SYNC_LSN_MASK);
+    }
+    let word = (count << SYNC_COUNT_SHIFT) | (lsn & SYNC_LSN_MASK);
+    if old != word {
+        let _ = store.publish_config_word(word::REPL_SYNC_ACKED, word);
+    }
+}
+
+/// `replica-sync-count` from the shared settings, read again only when
+/// CONFIG SET's generation moved.
+fn sync_count(store: &Store) -> u64 {
+    static CACHE: std::sync::Mutex<(u64, u64)> = std::sync::Mutex::new((u64::MAX, 0));
+    let generation = store.config_word(word::GENERATION).unwrap_or(0);
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if cache.0 != generation {
+        let text = store.config_text().unwrap_or_default();
+        let count = crate::config::setting_in(&text, "replica-sync-count")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        *cache = (generation, count);
+    }
+    cache.1
 }
 
 /// Replicas good for `min-replicas-to-write`, read at most every 100 ms.
@@ -144,6 +288,16 @@ pub fn target(store: &Store) -> Option<(String, u16)> {
     Some((host, port))
 }
 
+/// `repl-backlog-size` in bytes: how much of the log a primary without
+/// `--dir` keeps in memory for its replicas' partial resyncs.
+pub fn backlog_size(store: &Store) -> u64 {
+    let text = store.config_text().unwrap_or_default();
+    crate::config::setting_in(&text, "repl-backlog-size")
+        .and_then(|v| params::parse_memory(v.as_bytes()))
+        .unwrap_or(1 << 20)
+        .max(1)
+}
+
 /// `masteruser` and `masterauth`: what a replica authenticates with on its
 /// primary (None: no password set).
 pub fn master_auth(store: &Store) -> Option<(Option<String>, String)> {
@@ -188,6 +342,27 @@ pub(crate) fn writes(cmd: &Command, args: &[Arg<'_>]) -> bool {
         crate::command::find_sub(cmd, args).map_or(0, |c| c.flags)
     };
     (cmd.flags | sub) & WRITE != 0
+}
+
+/// Whether a command passes FAILOVER's write gate (it may write, or run
+/// writes: EXEC, scripts, PUBLISH).
+pub(crate) fn gated(cmd: &Command, args: &[Arg<'_>]) -> bool {
+    writes(cmd, args) || cmd.flags & MAY_REPLICATE != 0 || crate::transaction::is_exec(cmd)
+}
+
+/// Test instrumentation: while the file `SHOAL_TEST_WRITE_STALL` names
+/// exists, a command that passed the write gate's checks waits before it
+/// runs, so a test can hold a write there across a FAILOVER.
+pub(crate) fn test_write_stall() {
+    static GATE: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let Some(gate) =
+        GATE.get_or_init(|| std::env::var_os("SHOAL_TEST_WRITE_STALL").map(PathBuf::from))
+    else {
+        return;
+    };
+    while gate.exists() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Whether writes are refused here: a replica under `replica-read-only yes`.
@@ -500,7 +675,11 @@ fn shoal_sync(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             "ERR this shoal server cannot replicate from itself",
         ));
     }
-    let keeps_log = cx.engine.store.log_status().enabled && status["dir"].as_str().is_some();
+    // A primary feeds replicas from its log files or, without `--dir`, from
+    // the in-memory backlog its supervisor starts at the first SHOAL.SYNC; a
+    // replica feeds them from its relay, which needs a directory.
+    let can_feed = !is_replica(&cx.engine.store)
+        || (cx.engine.store.log_status().enabled && status["dir"].as_str().is_some());
     if failover {
         if !is_replica(&cx.engine.store) {
             return Err(CmdError::msg(
@@ -513,9 +692,9 @@ fn shoal_sync(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             ));
         }
     }
-    if !keeps_log {
+    if !can_feed {
         return Err(CmdError::msg(
-            "ERR this shoal server keeps no transaction log: start the primary with --dir to replicate from it",
+            "ERR this shoal replica keeps no log directory to relay its primary's log from: start it with --dir to replicate from it",
         ));
     }
     // A replica feeds its own replicas from its relay; a primary that
@@ -575,7 +754,7 @@ pub(crate) fn role(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
 /// replica can follow it then).
 fn primary_offset(store: &Store) -> u64 {
     let log = store.log_status();
-    if log.enabled {
+    if log.ring_on {
         log.head
     } else {
         0
@@ -640,6 +819,21 @@ pub(crate) fn info_section(e: &mut Engine, s: &mut String) {
     if e.config.min_replicas_to_write > 0 && e.config.min_replicas_max_lag > 0 {
         let _ = write!(s, "min_slaves_good_slaves:{}\r\n", good_replicas(e));
     }
+    // The synchronous mode: how many replicas a write's reply waits for,
+    // how long at most, and the LSN that many have applied.
+    let _ = write!(
+        s,
+        "shoal_sync_replicas:{}\r\nshoal_sync_timeout:{}\r\n",
+        e.config.replica_sync_count, e.config.replica_sync_timeout
+    );
+    if e.config.replica_sync_count > 0 {
+        let acked = sync_acked_word(&e.store);
+        let lsn = match acked >> SYNC_COUNT_SHIFT == e.config.replica_sync_count {
+            true => acked & SYNC_LSN_MASK,
+            false => 0,
+        };
+        let _ = write!(s, "shoal_sync_acked_lsn:{lsn}\r\n");
+    }
     for (i, r) in replicas.iter().enumerate() {
         let lag = r["last_ack_ms"]
             .as_u64()
@@ -665,8 +859,10 @@ pub(crate) fn info_section(e: &mut Engine, s: &mut String) {
             .as_u64()
             .filter(|&o| o > 0)
             .map_or("-1".to_string(), |o| o.to_string()),
-        u8::from(status["dir"].is_string()),
-        e.store.log_status().ring_size,
+        u8::from(status["dir"].is_string() || status["backlog_size"].is_u64()),
+        status["backlog_size"]
+            .as_u64()
+            .unwrap_or(e.store.log_status().ring_size),
         status["first_lsn"].as_u64().unwrap_or(0),
         offset.saturating_sub(status["first_lsn"].as_u64().unwrap_or(offset)),
     );
@@ -684,11 +880,11 @@ pub mod link {
     /// which is at most `MAX_RECORD` plus its header.
     pub const MAX_BODY: usize = MAX_RECORD + (1 << 20);
 
-    /// Checks a message header: its kind (`S`, `E`, `L`, `H`) and its
-    /// body's length.
+    /// Checks a message header: its kind (`S`, `E`, `L`, `H`, `F` the
+    /// function libraries) and its body's length.
     pub fn parse_header(head: &[u8; HEADER]) -> Result<(u8, usize), String> {
         let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
-        if len > MAX_BODY || !matches!(head[0], b'S' | b'E' | b'L' | b'H') {
+        if len > MAX_BODY || !matches!(head[0], b'S' | b'E' | b'L' | b'H' | b'F') {
             return Err(format!(
                 "the primary sent a malformed message (kind {}, {len} bytes)",
                 head[0]
@@ -748,7 +944,8 @@ pub mod link {
 
         /// Reads `data` as messages and splits their bodies into frames
         /// (as a log body from the LSN of its first eight bytes, and as a
-        /// snapshot body), decoding every record. Panics if an invariant
+        /// snapshot body), decoding every record; an `F` body is decoded
+        /// as function libraries. Panics if an invariant
         /// breaks: accepted frames cover the body exactly and encode back
         /// to its bytes.
         pub fn fuzz_link(data: &[u8]) {
@@ -763,6 +960,13 @@ pub mod link {
                 rest = &rest[HEADER + len..];
                 if matches!(kind, b'E' | b'H') {
                     let _ = parse_position(body);
+                    continue;
+                }
+                if kind == b'F' {
+                    // The function libraries, as a replica checks them.
+                    let _ = crate::rdb::verify(body)
+                        .ok()
+                        .and_then(crate::rdb::decode_functions);
                     continue;
                 }
                 let first = body
@@ -806,6 +1010,23 @@ pub mod link {
             stream.extend_from_slice(&(body.len() as u32).to_le_bytes());
             stream.extend_from_slice(&body);
             stream.extend_from_slice(b"H\x08\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00");
+            // Function libraries: whole, then with a flipped byte.
+            let libraries = crate::rdb::encode_functions(&[b"#!lua name=l\n".to_vec()]);
+            let decoded = crate::rdb::verify(&libraries)
+                .ok()
+                .and_then(crate::rdb::decode_functions);
+            assert_eq!(decoded, Some(vec![b"#!lua name=l\n".to_vec()]));
+            let mut damaged = libraries.clone();
+            damaged[2] ^= 1;
+            assert!(crate::rdb::verify(&damaged)
+                .ok()
+                .and_then(crate::rdb::decode_functions)
+                .is_none());
+            for body in [&libraries, &damaged] {
+                stream.push(b'F');
+                stream.extend_from_slice(&(body.len() as u32).to_le_bytes());
+                stream.extend_from_slice(body);
+            }
             fuzzing::fuzz_link(&stream);
             fuzzing::fuzz_link(b"Z\xff\xff\xff\xff");
             fuzzing::fuzz_link(b"L\x08\x00\x00\x00\x01");

@@ -470,19 +470,24 @@ fn info_section(
             let policy = store_info
                 .as_ref()
                 .map_or(EvictionPolicy::NoEviction, |i| i.policy);
-            // The segment's fixed structures (header, contexts, mailboxes,
-            // index) are overhead; values and overflow nodes are the dataset,
-            // which is what maxmemory limits: the overhead is memory not
-            // counted for eviction.
-            let overhead = seg.saturating_sub(total);
-            // UNLINK and FLUSH ASYNC free at once, as DEL does (a freed
-            // block returns to the arena at once): nothing is ever pending
-            // or freed later, so both lazyfree figures stay 0.
+            // used_memory is what maxmemory limits: the arena's bytes in use
+            // (values, overflow nodes), as Redis's used_memory less what it
+            // does not count for eviction, so used_memory stays under
+            // maxmemory as tools and Redis's tests expect. The segment's
+            // fixed structures (header, contexts, mailboxes, log ring, the
+            // index sized to the segment) are reserved at creation whatever
+            // the data: shoal_fixed_bytes, outside used_memory.
+            let fixed = seg.saturating_sub(total);
+            // Values UNLINK, FLUSH ASYNC and the lazyfree-lazy-* settings
+            // detached and their workers have not wholly freed yet, and
+            // those freed since (collections/paged.rs in the store).
+            let pending = e.h.lazy_free_pending().unwrap_or(0);
+            let freed = stat("lazyfreed_objects").saturating_sub(base(word::BASE_LAZYFREED));
             let _ = write!(
                 s,
-                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:{overhead}\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_not_counted_for_evict:{overhead}\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:0\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nmem_allocator:shoal-tlsf\r\n",
-                overhead + used,
-                human(overhead + used),
+                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:0\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_not_counted_for_evict:0\r\nlazyfree_pending_objects:{pending}\r\nlazyfreed_objects:{freed}\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nshoal_fixed_bytes:{fixed}\r\nmem_allocator:shoal-tlsf\r\n",
+                used,
+                human(used),
                 human(maxmemory),
                 policy.name()
             );
@@ -872,6 +877,7 @@ fn move_listeners(engine: &Engine, changes: &[Change]) -> Result<(), CmdError> {
     let old = crate::ListenAddress {
         bind: engine.config.bind.clone(),
         port: engine.config.port,
+        tls_port: engine.config.tls_port,
     };
     let mut new = old.clone();
     let mut first = None;
@@ -879,6 +885,10 @@ fn move_listeners(engine: &Engine, changes: &[Change]) -> Result<(), CmdError> {
         match change {
             Change::Text(name @ "port", value) => {
                 new.port = value.parse().unwrap_or(old.port);
+                first.get_or_insert(*name);
+            }
+            Change::Text(name @ "tls-port", value) => {
+                new.tls_port = value.parse().unwrap_or(old.tls_port);
                 first.get_or_insert(*name);
             }
             Change::Text(name @ "bind", value) => {
@@ -903,7 +913,7 @@ fn move_listeners(engine: &Engine, changes: &[Change]) -> Result<(), CmdError> {
         set_failed(
             name,
             match name {
-                "port" => "Unable to listen on this port. Check server logs.",
+                "port" | "tls-port" => "Unable to listen on this port. Check server logs.",
                 _ => "Failed to bind to specified addresses.",
             },
         )
@@ -1008,7 +1018,7 @@ pub(crate) fn apply_changes(
                 h.update_config_text(|old| {
                         let mut overrides = params::Overrides::parse(old);
                         match name {
-                            "port" | "bind" => overrides.set_kept(name, value),
+                            "port" | "tls-port" | "bind" => overrides.set_kept(name, value),
                             _ => overrides.set(name, value),
                         }
                         Ok(overrides.to_text())
@@ -1052,6 +1062,7 @@ fn config_resetstat(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
     store.set_config_word(word::BASE_MISSES, stat("keyspace_misses"))?;
     store.set_config_word(word::BASE_EXPIRED, stat("expired_keys"))?;
     store.set_config_word(word::BASE_EVICTED, stat("evicted_keys"))?;
+    store.set_config_word(word::BASE_LAZYFREED, stat("lazyfreed_objects"))?;
     store.set_config_word(
         word::BASE_COMMANDS,
         workers.iter().map(|w| w.commands).sum(),

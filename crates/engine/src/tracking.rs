@@ -41,6 +41,9 @@ pub(crate) mod kind {
     pub const REDIRECT: u8 = 2;
     /// The redirect target of tracking client `epoch` (id `seq`) is gone.
     pub const BROKEN: u8 = 3;
+    /// The receiver handled the sender's KEYS or FLUSH message `seq` (and
+    /// sent the redirects it caused): `epoch` is the sender's incarnation.
+    pub const ACK: u8 = 4;
 }
 
 /// One tracking client's mode.
@@ -99,6 +102,15 @@ pub(crate) struct Tracking {
     flushes_seen: u64,
     /// Every worker's (clients, keys, items, prefixes), for INFO.
     pub(crate) totals: Option<[u64; 4]>,
+    /// KEYS and FLUSH messages sent, per receiving slot: the `seq` of the
+    /// latest. The writer's reply waits for their acknowledgements.
+    sent: Vec<u64>,
+    /// The latest `seq` each slot acknowledged.
+    acked: Vec<u64>,
+    /// Messages sent in all, and acknowledgements received in all: cheap
+    /// "did anything change" checks for the runner and the mailbox loop.
+    sent_total: u64,
+    acks_total: u64,
 }
 
 /// What an invalidation says.
@@ -120,6 +132,12 @@ impl Invalidation<'_> {
     }
 }
 
+/// This process's mark on the messages it sends, so that a worker started
+/// in the same slot ignores acknowledgements meant for its predecessor.
+fn incarnation() -> u64 {
+    u64::from(std::process::id())
+}
+
 fn decode_keys(data: &[u8]) -> Option<Vec<&[u8]>> {
     let mut r = Reader(data);
     let n = r.count(8)?;
@@ -127,6 +145,26 @@ fn decode_keys(data: &[u8]) -> Option<Vec<&[u8]>> {
 }
 
 impl Tracking {
+    /// Numbers the next message sent to `slot`.
+    fn next_seq(&mut self, slot: u32) -> u64 {
+        let slot = slot as usize;
+        if self.sent.len() <= slot {
+            self.sent.resize(slot + 1, 0);
+        }
+        self.sent[slot] += 1;
+        self.sent_total += 1;
+        self.sent[slot]
+    }
+
+    fn acked(&mut self, slot: u32, seq: u64) {
+        let slot = slot as usize;
+        if self.acked.len() <= slot {
+            self.acked.resize(slot + 1, 0);
+        }
+        self.acked[slot] = self.acked[slot].max(seq);
+        self.acks_total += 1;
+    }
+
     /// Whether this worker has any tracking client.
     pub(crate) fn any_client(&self) -> bool {
         !self.clients.is_empty()
@@ -455,7 +493,7 @@ impl Engine {
                     if slot == own {
                         self.tracking_flush_here();
                     } else {
-                        self.send_tracking(slot, kind::FLUSH, 0, 0, b"");
+                        self.send_acked_tracking(slot, kind::FLUSH, b"");
                     }
                 }
             }
@@ -474,13 +512,50 @@ impl Engine {
                             .collect();
                         self.tracking_invalidate_here(&keys);
                     } else {
-                        self.send_tracking(slot, kind::KEYS, 0, 0, &w.0);
+                        self.send_acked_tracking(slot, kind::KEYS, &w.0);
                     }
                 }
             }
         }
         self.tracking_limit();
         std::mem::take(&mut self.tracking.after_reply)
+    }
+
+    /// Sends a KEYS or FLUSH message that `slot` acknowledges once handled.
+    fn send_acked_tracking(&mut self, slot: u32, kind: u8, data: &[u8]) {
+        let seq = self.tracking.next_seq(slot);
+        self.send_tracking(slot, kind, seq, incarnation(), data);
+    }
+
+    /// Tracking messages sent since the engine started: it changes when a
+    /// batch sent any (see [`Engine::tracking_unacked`]).
+    pub fn tracking_sent_total(&self) -> u64 {
+        self.tracking.sent_total
+    }
+
+    /// Tracking acknowledgements received since the engine started.
+    pub fn tracking_acks_total(&self) -> u64 {
+        self.tracking.acks_total
+    }
+
+    /// The latest message sent to each slot that has not acknowledged it
+    /// yet, as (slot, seq). A write's reply waits for these: in Redis the
+    /// invalidations a write causes are sent before its reply, so a client
+    /// that saw the reply never reads an invalidated key from its cache,
+    /// and invalidations reach a redirect target in the writes' order.
+    pub fn tracking_unacked(&self) -> Vec<(u32, u64)> {
+        let t = &self.tracking;
+        t.sent
+            .iter()
+            .enumerate()
+            .filter(|&(slot, &seq)| seq > t.acked.get(slot).copied().unwrap_or(0))
+            .map(|(slot, &seq)| (slot as u32, seq))
+            .collect()
+    }
+
+    /// Whether slot `slot` has acknowledged message `seq`.
+    pub fn tracking_acked(&self, slot: u32, seq: u64) -> bool {
+        self.tracking.acked.get(slot as usize).copied().unwrap_or(0) >= seq
     }
 
     fn send_tracking(&mut self, slot: u32, kind: u8, seq: u64, epoch: u64, data: &[u8]) {
@@ -687,8 +762,13 @@ impl Engine {
                     keys.push((by, k, false));
                 }
                 self.tracking_invalidate_here(&keys);
+                self.acknowledge_tracking(from, msg);
             }
-            kind::FLUSH => self.tracking_flush_here(),
+            kind::FLUSH => {
+                self.tracking_flush_here();
+                self.acknowledge_tracking(from, msg);
+            }
+            kind::ACK if msg.epoch == incarnation() => self.tracking.acked(from, msg.seq),
             kind::REDIRECT => {
                 let (target, id) = (msg.seq, msg.epoch);
                 if !self.tracking.present.contains_key(&target) {
@@ -707,6 +787,14 @@ impl Engine {
             }
             kind::BROKEN => self.redirect_broken(msg.epoch, msg.seq),
             _ => {}
+        }
+    }
+
+    /// Tells worker `from` that its message was handled: after the
+    /// redirects it caused, so a redirect target on `from` gets them first.
+    fn acknowledge_tracking(&mut self, from: u32, msg: &Routed<'_>) {
+        if msg.seq != 0 {
+            self.send_tracking(from, kind::ACK, msg.seq, msg.epoch, b"");
         }
     }
 

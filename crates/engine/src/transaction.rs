@@ -110,6 +110,12 @@ impl Transaction {
         self.queue.iter().flatten().any(|q| q.flags & wanted != 0)
     }
 
+    /// Whether some queued command lacks every one of `flags` (Redis's
+    /// `mstate.cmd_inv_flags`).
+    pub(crate) fn queued_lacks(&self, flags: u32) -> bool {
+        self.queue.iter().flatten().any(|q| q.flags & flags == 0)
+    }
+
     /// Dooms an open transaction (a command was refused while queuing).
     pub fn flag_error(&mut self) {
         if self.queue.is_some() {
@@ -229,7 +235,10 @@ fn exec(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
         }
         cx.out.array_len(queue.len());
         cx.session.tx.executing = true;
-        for q in &queue {
+        for (i, q) in queue.iter().enumerate() {
+            if i + 1 == queue.len() {
+                test_pause_before_last();
+            }
             exec_one(cx, q);
         }
         cx.session.tx.executing = false;
@@ -242,6 +251,27 @@ fn exec(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
         cx.out.truncate(mark);
     }
     res
+}
+
+/// Test instrumentation: while the file SHOAL_TEST_EXEC_GATE names exists,
+/// an EXEC stops before its last queued command, inside its section, after
+/// creating that path plus `.reached`; so a test can kill the worker in the
+/// middle of an EXEC at a known point. Unset (always, outside tests), it
+/// costs one look at a cached value.
+fn test_pause_before_last() {
+    static GATE: std::sync::OnceLock<Option<std::ffi::OsString>> = std::sync::OnceLock::new();
+    let Some(gate) = GATE.get_or_init(|| std::env::var_os("SHOAL_TEST_EXEC_GATE")) else {
+        return;
+    };
+    let gate = std::path::Path::new(gate);
+    if gate.exists() {
+        let mut reached = gate.as_os_str().to_owned();
+        reached.push(".reached");
+        let _ = std::fs::write(&reached, b"");
+        while gate.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
 }
 
 /// Whether nothing `tx` watched changed since WATCH. Runs inside EXEC's

@@ -329,7 +329,10 @@ impl Replay<'_, '_> {
                     payload: f.payload.to_vec(),
                 });
             }
-            if !f.continues {
+            if is_pad && store::log::record::drops_group(f.payload) {
+                // Its writer's exclusive section was undone as a whole.
+                self.pending.clear();
+            } else if !f.continues {
                 self.flush_group()?;
             }
             Ok(())

@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 mod channel;
+mod client_cert;
 mod error;
 pub mod redislog;
 pub mod simultaneous;

@@ -15,6 +15,7 @@ use std::io::BufReader;
 use std::path::Path;
 use std::sync::Arc;
 
+use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::ring as provider;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -50,6 +51,8 @@ pub struct TlsSettings {
     pub client_cert_file: String,
     /// See `client_cert_file`.
     pub client_key_file: String,
+    /// `tls-client-key-file-pass`: the password of `client_key_file`.
+    pub client_key_file_pass: String,
     /// `tls-ca-cert-file`: CA certificates (PEM) that clients' (and
     /// primaries') certificates must chain to.
     pub ca_cert_file: String,
@@ -81,6 +84,7 @@ impl TlsSettings {
             key_file_pass: get("tls-key-file-pass"),
             client_cert_file: get("tls-client-cert-file"),
             client_key_file: get("tls-client-key-file"),
+            client_key_file_pass: get("tls-client-key-file-pass"),
             ca_cert_file: get("tls-ca-cert-file"),
             ca_cert_dir: get("tls-ca-cert-dir"),
             auth_clients: match get("tls-auth-clients").as_str() {
@@ -120,17 +124,20 @@ pub fn server_config(s: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
         builder.with_no_client_auth()
     } else {
         let roots = Arc::new(roots(s)?);
-        let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
+        let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone());
         let verifier = if auth == ClientAuth::Optional {
             verifier.allow_unauthenticated()
         } else {
             verifier
         };
-        builder.with_client_cert_verifier(
-            verifier
-                .build()
-                .map_err(|e| format!("client certificate verifier: {e}"))?,
-        )
+        let webpki = verifier
+            .build()
+            .map_err(|e| format!("client certificate verifier: {e}"))?;
+        builder.with_client_cert_verifier(Arc::new(crate::client_cert::WithVersion1::new(
+            webpki,
+            &roots,
+            provider.signature_verification_algorithms,
+        )))
     };
     let certified = certified_key(certs, key, &provider)
         .map_err(|e| format!("{} and {}: {e}", s.cert_file, s.key_file))?;
@@ -140,28 +147,40 @@ pub fn server_config(s: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
 }
 
 /// The client configuration for a link this server opens (a replica's
-/// link to its primary): the peer must chain to the CA list; this server
-/// shows `tls-client-cert-file` (else `tls-cert-file`), as Redis does.
+/// link to its primary): the peer must chain to the CA list (its names
+/// are not checked, as Redis does not check them; v1 certificates as in
+/// [`crate::client_cert`]); this server shows `tls-client-cert-file`
+/// (else `tls-cert-file`), as Redis does.
 pub fn client_config(s: &TlsSettings) -> Result<Arc<ClientConfig>, String> {
     let provider = Arc::new(provider(s)?);
+    let roots = Arc::new(roots(s)?);
+    let webpki = WebPkiServerVerifier::builder_with_provider(roots.clone(), provider.clone())
+        .build()
+        .map_err(|e| format!("server certificate verifier: {e}"))?;
+    let verifier = crate::client_cert::PrimaryVerifier::new(
+        webpki,
+        &roots,
+        provider.signature_verification_algorithms,
+    );
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions(&s.protocols)?)
         .map_err(|e| format!("tls-protocols / tls-ciphers: {e}"))?
-        .with_root_certificates(roots(s)?);
-    let (cert, key) = if s.client_cert_file.is_empty() {
-        (&s.cert_file, &s.key_file)
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier));
+    let (cert, key, pass) = if s.client_cert_file.is_empty() {
+        (&s.cert_file, &s.key_file, &s.key_file_pass)
     } else {
-        (&s.client_cert_file, &s.client_key_file)
+        (
+            &s.client_cert_file,
+            &s.client_key_file,
+            &s.client_key_file_pass,
+        )
     };
     let config = if cert.is_empty() {
         builder.with_no_client_auth()
     } else {
-        let certified = certified_key(
-            load_certs(cert)?,
-            load_key(key, &s.key_file_pass)?,
-            &provider,
-        )
-        .map_err(|e| format!("{cert} and {key}: {e}"))?;
+        let certified = certified_key(load_certs(cert)?, load_key(key, pass)?, &provider)
+            .map_err(|e| format!("{cert} and {key}: {e}"))?;
         builder.with_client_cert_resolver(Arc::new(SingleCertAndKey::from(certified)))
     };
     Ok(Arc::new(config))

@@ -45,6 +45,7 @@ mod store;
 #[doc(hidden)]
 pub mod testing;
 
+pub use collections::paged::LazyFreePolicy;
 pub use collections::{
     Collection, FieldValue, Hash, List, NodeLimits, Pending, Scored, Set, Stream, StreamConsumer,
     StreamEntry, StreamGroup, StreamId, StreamMeta, Trim, ZSet, HASH_LISTPACK_ENTRIES_WORD,

@@ -85,6 +85,8 @@ impl Store {
             log: Default::default(),
             keep_expired: false,
             ignore_maxmemory: false,
+            lazy_now: false,
+            lazy_policy: Default::default(),
         };
         h.finish_interrupted_flush()?;
         Ok(h)
@@ -127,6 +129,11 @@ impl Store {
         let r = &self.sh.region;
         let max = r.load64(H_MAXMEMORY)?;
         Ok(max != 0 && r.load64(A_USED_BYTES)? > max)
+    }
+
+    /// The arena memory limit in bytes (0 = the whole arena).
+    pub fn maxmemory(&self) -> Result<u64> {
+        self.sh.region.load64(H_MAXMEMORY)
     }
 
     /// Sets the arena memory limit in bytes (0 = the whole arena).
@@ -361,6 +368,10 @@ impl Store {
                     claim(blk, "stashed block")?;
                 }
             }
+            let lazy = geo.ctx_off + c * CTX_SIZE + C_LAZY_CHAIN;
+            crate::collections::paged::lazy_blocks(r, lazy, &mut |b| {
+                claim(b, "lazily freed tree node")
+            })?;
         }
         if let Some((b, _)) = used.iter().find(|(_, seen)| !**seen) {
             return fail(*b, "used block referenced by nothing (leaked)");

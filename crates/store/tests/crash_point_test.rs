@@ -39,6 +39,19 @@ fn setup(h: &mut Handle) {
         Ok(())
     })
     .unwrap();
+    // A paged list whose end leaves were written with room (one push at
+    // each end after the build): its next pushes go in place.
+    h.write_collection::<List, _>(0, b"BIGQ", true, |l| {
+        for item in big_items() {
+            l.push_back(&item)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    h.write_collection::<List, _>(0, b"BIGQ", false, |l| l.push_front(b"h0"))
+        .unwrap();
+    h.write_collection::<List, _>(0, b"BIGQ", false, |l| l.push_back(b"t0"))
+        .unwrap();
     h.write_collection::<ZSet, _>(0, b"BZ", true, |z| {
         for (i, item) in big_items().iter().enumerate() {
             z.insert(item, (i % 7) as f64)?;
@@ -52,6 +65,23 @@ fn big_items() -> Vec<Vec<u8>> {
     (0..200)
         .map(|i| format!("big-item-{i:04}-{}", "x".repeat(16)).into_bytes())
         .collect()
+}
+
+/// BIGQ as set up.
+fn bigq_items() -> Vec<Vec<u8>> {
+    [vec![b"h0".to_vec()], big_items(), vec![b"t0".to_vec()]].concat()
+}
+
+/// Pushes of one write that fill the head leaf (in place, then into a new
+/// leaf by copying), with two at the tail in between ('b…' go there).
+fn many_pushed() -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = (0..40)
+        .map(|i| format!("front-{i:02}-{}", "y".repeat(16)).into_bytes())
+        .collect();
+    out.push(b"back-1".to_vec());
+    out.push(b"back-2".to_vec());
+    out.extend((40..80).map(|i| format!("front-{i:02}-{}", "y".repeat(16)).into_bytes()));
+    out
 }
 
 fn big_list(h: &mut Handle, db: u8, key: &[u8]) -> Option<Vec<Vec<u8>>> {
@@ -109,11 +139,16 @@ const OPS: &[&str] = &[
     "zset-add",
     "hash-store",
     "big-list-push",
+    "bigq-lpush",
+    "bigq-rpush",
+    "bigq-push-many",
+    "bigq-pops",
     "big-list-trim",
     "big-list-shrink",
     "big-zset-add",
     "big-zset-remove-range",
     "big-del",
+    "big-unlink",
     "big-copy",
     "big-rename",
     "big-overwrite",
@@ -161,6 +196,37 @@ fn run_op(h: &mut Handle, op: &str) {
             h.write_collection::<List, _>(0, b"BIG", false, |l| l.push_front(b"new"))
                 .unwrap(),
         ),
+        "bigq-lpush" => drop(
+            h.write_collection::<List, _>(0, b"BIGQ", false, |l| l.push_front(b"new"))
+                .unwrap(),
+        ),
+        "bigq-rpush" => drop(
+            h.write_collection::<List, _>(0, b"BIGQ", false, |l| {
+                l.push_back(b"new")?;
+                l.push_back(b"new2")
+            })
+            .unwrap(),
+        ),
+        "bigq-push-many" => drop(
+            h.write_collection::<List, _>(0, b"BIGQ", false, |l| {
+                for item in many_pushed() {
+                    match item.first() {
+                        Some(b'b') => l.push_back(&item)?,
+                        _ => l.push_front(&item)?,
+                    }
+                }
+                Ok(())
+            })
+            .unwrap(),
+        ),
+        "bigq-pops" => drop(
+            h.write_collection::<List, _>(0, b"BIGQ", false, |l| {
+                l.pop_front()?;
+                l.pop_front()?;
+                l.pop_back()
+            })
+            .unwrap(),
+        ),
         "big-list-trim" => drop(
             h.write_collection::<List, _>(0, b"BIG", false, |l| l.retain_range(100, 300))
                 .unwrap(),
@@ -178,6 +244,13 @@ fn run_op(h: &mut Handle, op: &str) {
                 .unwrap(),
         ),
         "big-del" => drop(h.delete(0, b"BIG").unwrap()),
+        "big-unlink" => {
+            // Detached in the delete, freed afterwards a few blocks a step.
+            h.set_lazy_free(true);
+            assert!(h.delete(0, b"BIG").unwrap());
+            h.set_lazy_free(false);
+            while h.free_lazily(7).unwrap() {}
+        }
         "big-copy" => drop(h.copy(0, b"BIG", 2, b"c", true).unwrap()),
         "big-rename" => drop(h.rename(0, b"BIG", b"BIG2", false).unwrap()),
         "big-overwrite" => {
@@ -229,8 +302,8 @@ fn before_or_after(h: &mut Handle, op: &str) -> Result<(), String> {
         "swapdb" => {
             let in3 = get(h, 3, b"a");
             let sizes = (h.dbsize(0).unwrap(), h.dbsize(3).unwrap());
-            (a == old_a && in3.is_none() && sizes == (9, 0))
-                || (a.is_none() && in3 == old_a && sizes == (0, 9))
+            (a == old_a && in3.is_none() && sizes == (10, 0))
+                || (a.is_none() && in3 == old_a && sizes == (0, 10))
         }
         "list-push" | "list-pop-last" => {
             let before: Vec<Vec<u8>> = vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()];
@@ -258,6 +331,28 @@ fn before_or_after(h: &mut Handle, op: &str) -> Result<(), String> {
             let got = big_list(h, 0, b"BIG");
             got == Some(big_items()) || got == Some([vec![b"new".to_vec()], big_items()].concat())
         }
+        "bigq-lpush" | "bigq-rpush" | "bigq-push-many" | "bigq-pops" => {
+            let got = big_list(h, 0, b"BIGQ");
+            let mut after: std::collections::VecDeque<Vec<u8>> = bigq_items().into();
+            match op {
+                "bigq-pops" => {
+                    after.pop_front();
+                    after.pop_front();
+                    after.pop_back();
+                }
+                "bigq-lpush" => after.push_front(b"new".to_vec()),
+                "bigq-rpush" => after.extend([b"new".to_vec(), b"new2".to_vec()]),
+                _ => {
+                    for item in many_pushed() {
+                        match item.first() {
+                            Some(b'b') => after.push_back(item),
+                            _ => after.push_front(item),
+                        }
+                    }
+                }
+            }
+            got == Some(bigq_items()) || got == Some(after.into_iter().collect())
+        }
         "big-list-trim" | "big-list-shrink" => {
             let got = big_list(h, 0, b"BIG");
             let (from, to) = if op == "big-list-trim" {
@@ -277,7 +372,7 @@ fn before_or_after(h: &mut Handle, op: &str) -> Result<(), String> {
             let cut = [&all[..10], &all[170..]].concat();
             got == Some(all) || got == Some(cut)
         }
-        "big-del" => [None, Some(big_items())].contains(&big_list(h, 0, b"BIG")),
+        "big-del" | "big-unlink" => [None, Some(big_items())].contains(&big_list(h, 0, b"BIG")),
         "big-copy" => {
             big_list(h, 0, b"BIG") == Some(big_items())
                 && [None, Some(big_items())].contains(&big_list(h, 2, b"c"))

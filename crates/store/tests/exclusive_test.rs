@@ -1,7 +1,8 @@
 //! Exclusive sections (docs/design.md I13) and what WATCH builds on: key
 //! versions and the flush epoch. The holder works as usual inside; no other
 //! thread or process ever sees half of a section; waiters sleep rather than
-//! spin; a holder killed inside is recovered with the generation even.
+//! spin; a holder killed inside is recovered with the generation even and
+//! its section undone.
 
 mod common;
 
@@ -86,6 +87,20 @@ fn child_entry() {
             })
             .unwrap()
         }
+        "die-after-many" => {
+            h.exclusive(|h| {
+                // Far more records than one journal chunk holds.
+                for i in 0..5000u32 {
+                    h.set(0, format!("m{i}").as_bytes(), b"v", &SetOptions::default())?;
+                }
+                h.set(0, b"y", b"1", &SetOptions::default())?;
+                println!("inside");
+                loop {
+                    thread::sleep(Duration::from_millis(100));
+                }
+            })
+            .unwrap()
+        }
         "crash" => {
             let k: u64 = std::env::var("SHOAL_CRASH_AT").unwrap().parse().unwrap();
             store::testing::crash_after(&mut h, k);
@@ -96,6 +111,29 @@ fn child_entry() {
                 Ok(())
             })
             .unwrap();
+            drop(h);
+            println!("completed");
+        }
+        "crash-many" => {
+            let k: u64 = std::env::var("SHOAL_CRASH_AT").unwrap().parse().unwrap();
+            store::testing::crash_after(&mut h, k);
+            h.exclusive(many_writes).unwrap();
+            drop(h);
+            println!("completed");
+        }
+        "crash-in-place" => {
+            // The first section completes; the second is the one killed.
+            h.exclusive(in_place_first).unwrap();
+            let k: u64 = std::env::var("SHOAL_CRASH_AT").unwrap().parse().unwrap();
+            store::testing::crash_after(&mut h, k);
+            h.exclusive(in_place_second).unwrap();
+            drop(h);
+            println!("completed");
+        }
+        "crash-churn" => {
+            let k: u64 = std::env::var("SHOAL_CRASH_AT").unwrap().parse().unwrap();
+            store::testing::crash_after(&mut h, k);
+            h.exclusive(churn).unwrap();
             drop(h);
             println!("completed");
         }
@@ -404,21 +442,19 @@ fn a_holder_killed_inside_is_recovered_by_a_waiting_reader() {
     assert!(!reader.is_finished(), "read during another's section");
     child.kill().unwrap();
     child.wait().unwrap();
-    // The write the holder finished stays (isolation, not rollback).
-    assert_eq!(
-        reader.join().unwrap(),
-        (Some(b"1".to_vec()), Some(b"0".to_vec()))
-    );
+    // The write the holder finished inside is undone with its section.
+    assert_eq!(reader.join().unwrap(), (None, Some(b"0".to_vec())));
     let mut h = store.handle().unwrap();
     assert!(!h.in_exclusive());
     h.exclusive(|h| h.swap_db(0, 1)).unwrap();
-    assert_eq!(h.get(1, b"x").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(h.get(1, b"y").unwrap(), Some(b"0".to_vec()));
+    assert_eq!(h.get(1, b"x").unwrap(), None);
     drop(h);
     store.check().unwrap();
 }
 
 #[test]
-fn a_crash_at_any_point_of_a_section_leaves_whole_writes_and_an_open_map() {
+fn a_crash_at_any_point_of_a_section_leaves_it_undone_or_done_and_an_open_map() {
     let mut k = 0u64;
     loop {
         assert!(k < 1000, "more than 1000 crash points?");
@@ -446,17 +482,15 @@ fn a_crash_at_any_point_of_a_section_leaves_whole_writes_and_an_open_map() {
         let a1 = h.get(1, b"a").unwrap();
         let b0 = h.get(0, b"b").unwrap();
         let b1 = h.get(1, b"b").unwrap();
-        // The three steps land in order, each whole: SET a, SWAPDB, DEL b.
+        // SET a, SWAPDB, DEL b: all of them or none.
         let states = [
             (Some(b"old".to_vec()), None, None, Some(b"old b".to_vec())),
-            (Some(b"new".to_vec()), None, None, Some(b"old b".to_vec())),
-            (None, Some(b"new".to_vec()), Some(b"old b".to_vec()), None),
             (None, Some(b"new".to_vec()), None, None),
         ];
         let got = (a0, a1, b0, b1);
         assert!(
             states.contains(&got),
-            "crash point {k}: a torn step: {got:?}"
+            "crash point {k}: a torn section: {got:?}"
         );
         // A writer is not held up by a lingering odd generation.
         put(&mut h, 0, b"after", b"1");
@@ -472,6 +506,208 @@ fn a_crash_at_any_point_of_a_section_leaves_whole_writes_and_an_open_map() {
         k += 1;
     }
     assert!(k > 5, "only {k} crash points");
+}
+
+fn big(i: usize) -> Vec<u8> {
+    format!("{i:06}-{}", "v".repeat(150)).into_bytes()
+}
+
+/// The state `many_writes` starts from.
+fn before_many(h: &mut Handle) {
+    put(h, 0, b"s", b"old");
+    put(h, 0, b"gone", b"soon");
+    h.incr_by(0, b"n", 5).unwrap();
+    h.write_collection::<List, _>(0, b"l", true, |l| {
+        for i in 0..40 {
+            l.push_back(&big(i))?;
+        }
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// A section of many kinds of write: overwrite, new keys, INCR, APPEND,
+/// EXPIRE, DEL, RENAME, a paged list changed in place, SWAPDB.
+fn many_writes(h: &mut Handle) -> Result<()> {
+    h.set(0, b"s", b"new", &SetOptions::default())?;
+    for i in 0..6 {
+        h.set(
+            0,
+            format!("k{i}").as_bytes(),
+            &big(i),
+            &SetOptions::default(),
+        )?;
+    }
+    h.incr_by(0, b"n", 10)?;
+    h.incr_by(0, b"n", 10)?;
+    h.append(0, b"s", b"-tail")?;
+    h.expire(0, b"k1", 100, ExpireCondition::Always)?;
+    h.delete(0, b"gone")?;
+    h.rename(0, b"k2", b"k2-renamed", false)?;
+    h.write_collection::<List, _>(0, b"l", true, |l| {
+        l.pop_front()?;
+        l.push_back(&big(100))?;
+        l.set(7, b"seven")?;
+        Ok(())
+    })?;
+    h.swap_db(0, 3)?;
+    Ok(())
+}
+
+/// Everything `many_writes` may touch, as one value to compare.
+fn many_state(h: &mut Handle) -> Vec<Option<Vec<u8>>> {
+    let mut out = Vec::new();
+    for db in [0, 3] {
+        out.push(Some(h.dbsize(db).unwrap().to_string().into_bytes()));
+        for key in ["s", "gone", "n", "k0", "k1", "k2", "k2-renamed", "k5"] {
+            out.push(h.get(db, key.as_bytes()).unwrap());
+        }
+        // Whether it has a time to live (its milliseconds move on).
+        let ttl = format!("{:?}", h.ttl(db, b"k1").unwrap());
+        out.push(Some(
+            ttl.split('(').next().unwrap_or("").as_bytes().to_vec(),
+        ));
+        let list = h
+            .read_collection::<List, _>(db, b"l", |l| l.range(0, l.len()))
+            .unwrap();
+        out.push(list.map(|items| items.concat()));
+    }
+    out
+}
+
+/// A crash-point sweep of one section: for k = 0, 1, … a fresh segment
+/// gets `prepare`, then a child process runs `child` (see `child_entry`:
+/// `lead` if any, then `section` dying at crash point k). After each crash
+/// the store (recovered by attaching) must hold the state before `section`
+/// (undone) or after it (finished past its commit point), as a model run in
+/// this process has them, work on (`then`) and pass its check. With
+/// `frees_all`, an undone section must also leave the arena's used bytes as
+/// they were. Ends when the child completes.
+struct Sweep<'a, S> {
+    name: &'a str,
+    child: &'a str,
+    prepare: fn(&mut Handle),
+    lead: Option<Section>,
+    section: Section,
+    state: fn(&mut Handle) -> S,
+    then: fn(&mut Handle),
+    frees_all: bool,
+}
+
+type Section = fn(&mut Handle) -> Result<()>;
+
+impl<S: PartialEq + std::fmt::Debug> Sweep<'_, S> {
+    /// The states before and after `section`, in this process.
+    fn model(&self) -> (S, S) {
+        let seg = TempSegment::new(&format!("{}-model", self.name));
+        let store = seg.open(4 * MB);
+        let mut h = store.handle().unwrap();
+        (self.prepare)(&mut h);
+        if let Some(lead) = self.lead {
+            h.exclusive(lead).unwrap();
+        }
+        let before = (self.state)(&mut h);
+        h.exclusive(self.section).unwrap();
+        (before, (self.state)(&mut h))
+    }
+
+    fn run(&self) {
+        let (before, after) = &self.model();
+        assert_ne!(before, after);
+        let (mut k, mut undone) = (0u64, 0u64);
+        loop {
+            assert!(k < 5000, "more than 5000 crash points?");
+            let seg = TempSegment::new(self.name);
+            let mut opts = seg.options(4 * MB);
+            opts.contexts = 8;
+            let store = Store::open(&opts).unwrap();
+            (self.prepare)(&mut store.handle().unwrap());
+            let used_before = store.arena_stats().unwrap().used_bytes;
+            let out = Command::new(std::env::current_exe().unwrap())
+                .args(["child_entry", "--exact", "--nocapture", "--test-threads=1"])
+                .env("SHOAL_CHILD", self.child)
+                .env("SHOAL_CRASH_AT", k.to_string())
+                .env("SHOAL_SEGMENT", &seg.path)
+                .output()
+                .unwrap();
+            let completed = String::from_utf8_lossy(&out.stdout).contains("completed");
+            let mut h = store.handle().unwrap();
+            assert!(!h.in_exclusive());
+            let got = (self.state)(&mut h);
+            if completed {
+                assert!(got == *after, "the completed section differs");
+            } else if got == *before {
+                undone += 1;
+                if self.frees_all {
+                    // Every block the section allocated went back, once.
+                    assert_eq!(
+                        store.arena_stats().unwrap().used_bytes,
+                        used_before,
+                        "crash point {k}: the undone section leaked or freed twice"
+                    );
+                }
+            } else {
+                // Past its commit point the section is finished by recovery.
+                assert!(
+                    got == *after,
+                    "crash point {k}: neither before nor after: {got:?}"
+                );
+            }
+            drop(h);
+            store
+                .check()
+                .unwrap_or_else(|e| panic!("crash point {k}: {e}"));
+            // The store works on.
+            (self.then)(&mut store.handle().unwrap());
+            store
+                .check()
+                .unwrap_or_else(|e| panic!("crash point {k} (after): {e}"));
+            if completed {
+                assert!(out.status.success(), "child failed: {out:?}");
+                break;
+            }
+            assert!(!out.status.success(), "child neither completed nor crashed");
+            k += 1;
+        }
+        assert!(
+            undone > 50,
+            "only {undone} of {k} crash points came before the commit"
+        );
+    }
+}
+
+#[test]
+fn a_crash_at_any_point_of_a_section_of_many_writes_leaves_it_undone_or_done() {
+    Sweep {
+        name: "excl-many",
+        child: "crash-many",
+        prepare: before_many,
+        lead: None,
+        section: many_writes,
+        state: many_state,
+        then: |h| {
+            h.exclusive(many_writes).unwrap();
+            put(h, 0, b"after", b"1");
+        },
+        frees_all: false,
+    }
+    .run();
+}
+
+#[test]
+fn a_section_larger_than_one_journal_chunk_is_undone_whole() {
+    let seg = TempSegment::new("excl-big");
+    let store = seg.open(64 * MB);
+    put(&mut store.handle().unwrap(), 0, b"y", b"0");
+    let mut child = spawn_child(&seg, &[("SHOAL_CHILD", "die-after-many".to_string())]);
+    wait_for_line(&mut child, "inside");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut h = store.handle().unwrap();
+    assert_eq!(h.dbsize(0).unwrap(), 1);
+    assert_eq!(h.get(0, b"y").unwrap(), Some(b"0".to_vec()));
+    drop(h);
+    store.check().unwrap();
 }
 
 #[test]
@@ -491,4 +727,236 @@ fn a_panic_inside_leaves_the_section() {
     let mut other = store.handle().unwrap();
     assert_eq!(other.get(0, b"k").unwrap(), Some(b"v".to_vec()));
     put(&mut h, 0, b"k", b"w");
+}
+
+/// A section that frees blocks it allocated itself (freed at once, not at
+/// its end) between writes to keys from before it (whose old blocks wait):
+/// a value overwritten three times, a key set then deleted, a list built
+/// and mostly popped again, an old list's new items popped.
+fn churn(h: &mut Handle) -> Result<()> {
+    for round in 0..3 {
+        h.set(0, b"s", &big(200 + round), &SetOptions::default())?;
+    }
+    h.set(0, b"t", &big(300), &SetOptions::default())?;
+    h.delete(0, b"t")?;
+    h.write_collection::<List, _>(0, b"fresh", true, |l| {
+        for i in 0..30 {
+            l.push_back(&big(400 + i))?;
+        }
+        for _ in 0..25 {
+            l.pop_front()?;
+        }
+        Ok(())
+    })?;
+    h.write_collection::<List, _>(0, b"l", true, |l| {
+        for i in 0..20 {
+            l.push_back(&big(500 + i))?;
+        }
+        for _ in 0..20 {
+            l.pop_back()?;
+        }
+        l.pop_front()?;
+        Ok(())
+    })?;
+    h.incr_by(0, b"n", 1)?;
+    Ok(())
+}
+
+/// Everything `churn` may touch.
+fn churn_state(h: &mut Handle) -> Vec<Option<Vec<u8>>> {
+    let mut out = vec![Some(h.dbsize(0).unwrap().to_string().into_bytes())];
+    for key in ["s", "t", "n"] {
+        out.push(h.get(0, key.as_bytes()).unwrap());
+    }
+    for key in ["fresh", "l"] {
+        let list = h
+            .read_collection::<List, _>(0, key.as_bytes(), |l| l.range(0, l.len()))
+            .unwrap();
+        out.push(list.map(|items| items.concat()));
+    }
+    out
+}
+
+#[test]
+fn a_crash_at_any_point_of_a_section_that_frees_its_own_blocks_leaves_it_undone_or_done() {
+    Sweep {
+        name: "excl-churn",
+        child: "crash-churn",
+        prepare: before_many,
+        lead: None,
+        section: churn,
+        state: churn_state,
+        then: |h| {
+            h.exclusive(churn).unwrap();
+            put(h, 0, b"after", b"1");
+        },
+        frees_all: true,
+    }
+    .run();
+}
+
+#[test]
+fn a_section_rewriting_one_key_needs_no_more_memory_than_its_last_value() {
+    // 200 overwrites of 100 KB in a 4 MB segment: 20 MB in all, but each
+    // value the section wrote goes back when the next replaces it.
+    let seg = TempSegment::new("excl-rewrite");
+    let store = seg.open(4 * MB);
+    let mut h = store.handle().unwrap();
+    put(&mut h, 0, b"k", &vec![b'o'; 100_000]);
+    let used_before = store.arena_stats().unwrap().used_bytes;
+    h.exclusive(|h| {
+        for i in 0..200u32 {
+            h.set(
+                0,
+                b"k",
+                &vec![b'a' + (i % 26) as u8; 100_000],
+                &SetOptions::default(),
+            )?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(
+        h.get(0, b"k").unwrap(),
+        Some(vec![b'a' + (199 % 26) as u8; 100_000])
+    );
+    drop(h);
+    store.check().unwrap();
+    let used_after = store.arena_stats().unwrap().used_bytes;
+    assert!(
+        used_after <= used_before + 4096,
+        "{used_before} bytes used before, {used_after} after"
+    );
+}
+
+fn item(tag: &str, i: usize) -> Vec<u8> {
+    format!("{tag}-{i:03}-{}", "q".repeat(i % 13)).into_bytes()
+}
+
+/// A paged list whose end leaves have room (pushed one write at a time,
+/// at both ends, so its pushes and pops at either end go in place), and
+/// a counter.
+fn before_in_place(h: &mut Handle) {
+    h.write_collection::<List, _>(0, b"q", true, |l| {
+        for i in 0..300 {
+            l.push_back(&item("mid", i))?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    for i in 0..6 {
+        h.write_collection::<List, _>(0, b"q", false, |l| l.push_back(&item("t", i)))
+            .unwrap();
+        h.write_collection::<List, _>(0, b"q", false, |l| l.push_front(&item("h", i)))
+            .unwrap();
+    }
+    h.incr_by(0, b"n", 1).unwrap();
+    // As the log test's writers build theirs: one RPUSH a write, an LPOP
+    // now and then (by copying: the head leaf has its room at the tail).
+    for i in 0..400 {
+        h.write_collection::<List, _>(0, b"p", true, |l| l.push_back(&item("p", i)))
+            .unwrap();
+        if i % 7 == 0 {
+            h.write_collection::<List, _>(0, b"p", false, |l| l.pop_front())
+                .unwrap();
+        }
+    }
+}
+
+fn p_write(h: &mut Handle, i: usize) -> Result<()> {
+    h.write_collection::<List, _>(0, b"p", false, |l| l.push_back(&item("p", i)))?;
+    h.write_collection::<List, _>(0, b"p", false, |l| l.pop_front())?;
+    Ok(())
+}
+
+fn rpush(h: &mut Handle, v: &[u8]) -> Result<()> {
+    h.write_collection::<List, _>(0, b"q", false, |l| l.push_back(v))
+        .map(drop)
+}
+
+fn lpush(h: &mut Handle, v: &[u8]) -> Result<()> {
+    h.write_collection::<List, _>(0, b"q", false, |l| l.push_front(v))
+        .map(drop)
+}
+
+fn rpop(h: &mut Handle) -> Result<()> {
+    h.write_collection::<List, _>(0, b"q", false, |l| l.pop_back())
+        .map(drop)
+}
+
+fn lpop(h: &mut Handle) -> Result<()> {
+    h.write_collection::<List, _>(0, b"q", false, |l| l.pop_front())
+        .map(drop)
+}
+
+/// A section of in-place pushes and pops at both ends of `q` (each its
+/// own write, as in a MULTI), among other writes: it completes.
+fn in_place_first(h: &mut Handle) -> Result<()> {
+    rpush(h, b"s1-a")?;
+    p_write(h, 1000)?;
+    h.incr_by(0, b"n", 1)?;
+    rpush(h, b"s1-b")?;
+    lpush(h, b"s1-c")?;
+    h.set(0, b"s", b"first", &SetOptions::default())?;
+    rpop(h)?;
+    lpop(h)?;
+    rpush(h, b"s1-d")?;
+    lpush(h, b"s1-e")?;
+    Ok(())
+}
+
+/// The section killed at every point: pops whose room pushes of the same
+/// section then write over (longer and shorter items), at both ends.
+fn in_place_second(h: &mut Handle) -> Result<()> {
+    p_write(h, 2000)?;
+    rpop(h)?;
+    rpop(h)?;
+    rpush(h, b"s2-tail-longer-than-what-it-follows")?;
+    h.incr_by(0, b"n", 1)?;
+    lpop(h)?;
+    lpop(h)?;
+    lpush(h, b"s2-head-longer-than-what-it-follows")?;
+    rpush(h, b"x")?;
+    lpush(h, b"y")?;
+    rpop(h)?;
+    rpush(h, b"s2-z")?;
+    p_write(h, 2001)?;
+    h.set(0, b"s", b"second", &SetOptions::default())?;
+    Ok(())
+}
+
+/// Everything the two sections touch.
+fn in_place_state(h: &mut Handle) -> Vec<Option<Vec<u8>>> {
+    let mut out = vec![h.get(0, b"n").unwrap(), h.get(0, b"s").unwrap()];
+    let list = h
+        .read_collection::<List, _>(0, b"q", |l| l.range(0, l.len()))
+        .unwrap()
+        .unwrap_or_default();
+    out.extend(list.into_iter().map(Some));
+    let p = h
+        .read_collection::<List, _>(0, b"p", |l| l.range(0, l.len()))
+        .unwrap()
+        .unwrap_or_default();
+    out.push(None);
+    out.extend(p.into_iter().map(Some));
+    out
+}
+
+#[test]
+fn in_place_list_writes_in_a_killed_section_after_a_completed_one_leave_either_state() {
+    Sweep {
+        name: "excl-inplace",
+        child: "crash-in-place",
+        prepare: before_in_place,
+        lead: Some(in_place_first),
+        section: in_place_second,
+        state: in_place_state,
+        // The list takes more writes in place.
+        then: |h| {
+            h.exclusive(in_place_first).unwrap();
+            rpush(h, b"after").unwrap();
+        },
+        frees_all: false,
+    }
+    .run();
 }

@@ -907,6 +907,32 @@ fn scan_type_filter_and_expired_keys() {
 }
 
 #[test]
+fn a_db_of_no_more_than_count_keys_is_scanned_in_one_call() {
+    // 256 MiB: 262,144 buckets, more than one call passes over when the db
+    // holds more keys than COUNT.
+    let seg = TempSegment::new("scan-small");
+    let store = seg.open(256 * MB);
+    let mut h = store.handle().unwrap();
+    for i in 0..20 {
+        put(&mut h, 0, format!("k{i}").as_bytes(), b"v");
+    }
+    put(&mut h, 1, b"other-db", b"v");
+    let page = h.scan(0, 0, None, 20, None).unwrap();
+    assert_eq!(page.cursor, 0);
+    assert_eq!(page.keys.len(), 20);
+    // With a MATCH that keeps one key, still one call.
+    let page = h.scan(0, 0, Some(b"k7"), 20, None).unwrap();
+    assert_eq!((page.cursor, page.keys), (0, vec![b"k7".to_vec()]));
+    // More keys than COUNT: paged, and every key returned once in all.
+    let (keys, calls) = scan_all(&mut h, 0, None, 5, None);
+    assert!(calls > 1);
+    assert_eq!(keys.iter().collect::<BTreeSet<_>>().len(), 20);
+    assert_eq!(keys.len(), 20);
+    drop(h);
+    store.check().unwrap();
+}
+
+#[test]
 fn scan_with_a_cursor_past_the_end_finishes() {
     let seg = TempSegment::new("scan-cursor");
     let store = seg.open(8 * MB);

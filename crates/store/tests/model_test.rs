@@ -6,7 +6,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use common::TempSegment;
 use proptest::prelude::*;
@@ -111,11 +111,40 @@ fn bytes(tag: u8, len: usize) -> Vec<u8> {
 }
 
 fn run(ops: &[Op]) {
+    run_in_sections(ops, 0);
+}
+
+/// Runs `ops` against the store and the model, `section` of them at a time
+/// inside one exclusive section (0: none): a section's writes, frees of
+/// blocks it allocated itself among them, read back as any others.
+fn run_in_sections(ops: &[Op], section: usize) {
     let seg = TempSegment::new("model");
     let (store, clock) = seg.open_with_clock(2 << 20, 1_000_000);
     let mut h = store.handle().unwrap();
     let mut m: Model = HashMap::new();
-    for (step, op) in ops.iter().enumerate() {
+    if section == 0 {
+        for (step, op) in ops.iter().enumerate() {
+            apply(&mut h, &mut m, &clock, step, op);
+        }
+    } else {
+        for (i, chunk) in ops.chunks(section).enumerate() {
+            h.exclusive(|h| {
+                for (j, op) in chunk.iter().enumerate() {
+                    apply(h, &mut m, &clock, i * section + j, op);
+                }
+                Ok(())
+            })
+            .unwrap();
+        }
+    }
+    check_against_model(&mut h, &mut m, &clock);
+    drop(h);
+    store.check().unwrap();
+}
+
+/// Runs one operation on the store and on the model.
+fn apply(h: &mut Handle, m: &mut Model, clock: &AtomicU64, step: usize, op: &Op) {
+    {
         let now = clock.load(Ordering::Relaxed);
         match *op {
             Op::Set {
@@ -127,7 +156,7 @@ fn run(ops: &[Op]) {
             } => {
                 let k = [b'k', key];
                 let v = bytes(step as u8, len as usize);
-                let exists = live(&mut m, now, db, &k).is_some();
+                let exists = live(m, now, db, &k).is_some();
                 let opts = SetOptions {
                     condition: if nx {
                         SetCondition::IfAbsent
@@ -151,18 +180,18 @@ fn run(ops: &[Op]) {
             }
             Op::Get { db, key } => {
                 let k = [b'k', key];
-                let want = live(&mut m, now, db, &k).map(|i| i.value.clone());
+                let want = live(m, now, db, &k).map(|i| i.value.clone());
                 assert_eq!(h.get(db, &k).unwrap(), want, "step {step}");
             }
             Op::Del { db, key } => {
                 let k = [b'k', key];
-                let had = live(&mut m, now, db, &k).is_some();
+                let had = live(m, now, db, &k).is_some();
                 m.remove(&(db, k.to_vec()));
                 assert_eq!(h.delete(db, &k).unwrap(), had, "step {step}");
             }
             Op::Incr { db, key, by } => {
                 let k = [b'k', key];
-                let cur = live(&mut m, now, db, &k).map(|i| i.value.clone());
+                let cur = live(m, now, db, &k).map(|i| i.value.clone());
                 let parsed = match &cur {
                     None => Some(0),
                     Some(v) => parse_i64(v),
@@ -171,7 +200,7 @@ fn run(ops: &[Op]) {
                 match parsed.and_then(|p| p.checked_add(by as i64)) {
                     Some(n) => {
                         assert_eq!(got.unwrap(), n, "step {step}");
-                        let expire = live(&mut m, now, db, &k).and_then(|i| i.expire);
+                        let expire = live(m, now, db, &k).and_then(|i| i.expire);
                         m.insert(
                             (db, k.to_vec()),
                             Item {
@@ -186,7 +215,7 @@ fn run(ops: &[Op]) {
             Op::Append { db, key, len } => {
                 let k = [b'k', key];
                 let tail = bytes(step as u8 ^ 0x55, len as usize);
-                let item = live(&mut m, now, db, &k);
+                let item = live(m, now, db, &k);
                 let new_len = match item {
                     Some(i) => {
                         i.value.extend_from_slice(&tail);
@@ -218,7 +247,7 @@ fn run(ops: &[Op]) {
                 let k = [b'k', key];
                 let patch = bytes(step as u8 ^ 0xAA, len as usize);
                 let got = h.set_range(db, &k, offset as u64, &patch).unwrap();
-                let item = live(&mut m, now, db, &k);
+                let item = live(m, now, db, &k);
                 let want = match item {
                     None if patch.is_empty() => 0,
                     None => {
@@ -249,25 +278,25 @@ fn run(ops: &[Op]) {
             }
             Op::Expire { db, key, ms } => {
                 let k = [b'k', key];
-                let exists = live(&mut m, now, db, &k).is_some();
+                let exists = live(m, now, db, &k).is_some();
                 let got = h
                     .pexpire(db, &k, ms as i64, ExpireCondition::Always)
                     .unwrap();
                 assert_eq!(got, Some(exists), "step {step}");
                 if ms == 0 {
                     m.remove(&(db, k.to_vec()));
-                } else if let Some(i) = live(&mut m, now, db, &k) {
+                } else if let Some(i) = live(m, now, db, &k) {
                     i.expire = Some(now + ms as u64);
                 }
             }
             Op::Persist { db, key } => {
                 let k = [b'k', key];
-                let had = live(&mut m, now, db, &k).is_some_and(|i| i.expire.take().is_some());
+                let had = live(m, now, db, &k).is_some_and(|i| i.expire.take().is_some());
                 assert_eq!(h.persist(db, &k).unwrap(), had, "step {step}");
             }
             Op::Rename { db, from, to } => {
                 let (f, t) = ([b'k', from], [b'k', to]);
-                let src = live(&mut m, now, db, &f).cloned();
+                let src = live(m, now, db, &f).cloned();
                 let got = h.rename(db, &f, &t, false);
                 match src {
                     None => assert!(matches!(got, Err(Error::NoSuchKey)), "step {step}"),
@@ -293,7 +322,10 @@ fn run(ops: &[Op]) {
             }
         }
     }
-    // Final: every model key reads back, nothing else exists.
+}
+
+/// Every model key reads back, nothing else exists.
+fn check_against_model(h: &mut Handle, m: &mut Model, clock: &AtomicU64) {
     let now = clock.load(Ordering::Relaxed);
     m.retain(|_, i| i.expire.is_none_or(|e| e >= now));
     h.sweep_expired(1 << 20).unwrap();
@@ -324,8 +356,6 @@ fn run(ops: &[Op]) {
             );
         }
     }
-    drop(h);
-    store.check().unwrap();
 }
 
 proptest! {
@@ -333,6 +363,17 @@ proptest! {
     #[test]
     fn store_matches_hashmap_model(ops in proptest::collection::vec(op(), 1..400)) {
         run(&ops);
+    }
+
+    /// The same inside exclusive sections of a few to all the operations:
+    /// a section reads its own writes, and blocks it allocates and frees
+    /// (a value overwritten twice, a key set and deleted) go back at once.
+    #[test]
+    fn store_in_sections_matches_hashmap_model(
+        ops in proptest::collection::vec(op(), 1..400),
+        section in 1usize..400,
+    ) {
+        run_in_sections(&ops, section);
     }
 }
 

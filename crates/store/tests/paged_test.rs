@@ -340,3 +340,253 @@ fn members_with_a_long_common_prefix_make_long_separators() {
         store.check().unwrap();
     }
 }
+
+#[test]
+fn lazy_free_detaches_large_values_and_frees_them_in_steps() {
+    let seg = TempSegment::new("paged-lazy");
+    let store = seg.open(SEGMENT);
+    let mut h = store.handle().unwrap();
+    let fill = |h: &mut Handle, key: &[u8], n: usize| {
+        h.write_collection::<List, _>(0, key, true, |l| {
+            for i in 0..n {
+                l.push_back(&big(i))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    };
+    let lazy_freed = |store: &Store| {
+        store
+            .info()
+            .unwrap()
+            .stats
+            .iter()
+            .find(|(n, _)| *n == "lazyfreed_objects")
+            .unwrap()
+            .1
+    };
+    let empty = store.info().unwrap().arena.used_bytes;
+    fill(&mut h, b"big", 3000);
+    fill(&mut h, b"other", 200);
+    fill(&mut h, b"plain", 3000);
+    let full = store.info().unwrap().arena.used_bytes;
+
+    // A lazy removal unpublishes at once and keeps the trees for later.
+    h.set_lazy_free(true);
+    assert!(h.delete(0, b"big").unwrap());
+    h.set_lazy_free(false);
+    assert_eq!(encoding(&mut h, 0, b"big"), b"");
+    assert_eq!(h.lazy_free_pending().unwrap(), 1);
+    store.check().unwrap();
+    assert!(store.info().unwrap().arena.used_bytes > full - full / 10);
+
+    // A plain delete still frees its value before it returns.
+    assert!(h.delete(0, b"plain").unwrap());
+    assert_eq!(h.lazy_free_pending().unwrap(), 1);
+
+    // Bounded steps, each leaving a segment that checks clean.
+    let mut steps = 0;
+    while h.free_lazily(16).unwrap() {
+        steps += 1;
+        if steps % 20 == 0 {
+            store.check().unwrap();
+        }
+    }
+    assert!(steps > 5, "{steps} steps");
+    assert_eq!(h.lazy_free_pending().unwrap(), 0);
+    assert_eq!(lazy_freed(&store), 1);
+    store.check().unwrap();
+
+    // FLUSHDB under a lazy free: only values past the effort threshold
+    // (more than 64 items) wait.
+    fill(&mut h, b"big", 3000);
+    h.set(0, b"string", &big(1), &SetOptions::default())
+        .unwrap();
+    h.write_collection::<List, _>(0, b"few", true, |l| l.push_back(b"x"))
+        .unwrap();
+    h.set_lazy_free(true);
+    h.flushdb(0).unwrap();
+    h.set_lazy_free(false);
+    assert_eq!(h.lazy_free_pending().unwrap(), 2);
+    store.check().unwrap();
+    while h.free_lazily(1000).unwrap() {}
+    assert_eq!(lazy_freed(&store), 3);
+    assert!(store.info().unwrap().arena.used_bytes <= empty + 4096);
+    store.check().unwrap();
+}
+
+#[test]
+fn a_dead_context_s_lazy_frees_are_finished_by_its_recoverer() {
+    let seg = TempSegment::new("paged-lazy-dead");
+    let store = seg.open(SEGMENT);
+    let mut h = store.handle().unwrap();
+    h.write_collection::<List, _>(0, b"big", true, |l| {
+        for i in 0..3000 {
+            l.push_back(&big(i))?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    h.set_lazy_free(true);
+    assert!(h.delete(0, b"big").unwrap());
+    assert!(h.free_lazily(10).unwrap());
+    assert_eq!(h.lazy_free_pending().unwrap(), 1);
+    // Leaving (as a recoverer would after a crash) frees the rest.
+    drop(h);
+    let h = store.handle().unwrap();
+    assert_eq!(h.lazy_free_pending().unwrap(), 0);
+    store.check().unwrap();
+}
+
+#[derive(Clone, Debug)]
+enum End {
+    Push(bool, u8, u16),
+    Pop(bool, u8),
+    Set(u32, u16),
+    Insert(u32, u16),
+}
+
+fn item(size: u16, v: u16) -> Vec<u8> {
+    let mut b = format!("{v}-").into_bytes();
+    b.resize(1 + usize::from(size % 200), b'i');
+    b
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    /// Pushes at either end, which go in place into an end leaf with room
+    /// or by copying (a full leaf, the other end, another change in the
+    /// same write), interleaved with pops and changes in the middle: the
+    /// list matches a deque and the segment checks clean after each write.
+    #[test]
+    fn pushes_in_place_and_by_copy_match_a_deque(
+        start in 130usize..600,
+        writes in proptest::collection::vec(
+            proptest::collection::vec(prop_oneof![
+                6 => (any::<bool>(), 1u8..40, any::<u16>()).prop_map(|(t, n, v)| End::Push(t, n, v)),
+                3 => (any::<bool>(), 1u8..30).prop_map(|(t, n)| End::Pop(t, n)),
+                1 => (any::<u32>(), any::<u16>()).prop_map(|(i, v)| End::Set(i, v)),
+                1 => (any::<u32>(), any::<u16>()).prop_map(|(i, v)| End::Insert(i, v)),
+            ], 1..4),
+            1..60,
+        )
+    ) {
+        let seg = TempSegment::new("paged-ends");
+        let store = seg.open(SEGMENT);
+        let mut h = store.handle().unwrap();
+        let mut model: std::collections::VecDeque<Vec<u8>> =
+            (0..start).map(|i| item(i as u16, i as u16)).collect();
+        h.write_collection::<List, _>(0, b"l", true, |l| {
+            for i in &model {
+                l.push_back(i)?;
+            }
+            Ok(())
+        }).unwrap();
+        for ops in writes {
+            h.write_collection::<List, _>(0, b"l", true, |l| {
+                for op in &ops {
+                    let len = l.len();
+                    match *op {
+                        End::Push(tail, n, v) => {
+                            for k in 0..u16::from(n) {
+                                let x = item(v.wrapping_add(k), v ^ k);
+                                if tail { l.push_back(&x)? } else { l.push_front(&x)? }
+                            }
+                        }
+                        End::Pop(tail, n) => {
+                            for _ in 0..n {
+                                drop(if tail { l.pop_back()? } else { l.pop_front()? });
+                            }
+                        }
+                        End::Set(i, v) if len > 0 => drop(l.set(u64::from(i) % len, &item(v, v))?),
+                        End::Insert(i, v) => l.insert(u64::from(i) % (len + 1), &item(v, v))?,
+                        End::Set(..) => {}
+                    }
+                }
+                Ok(())
+            }).unwrap();
+            for op in &ops {
+                let len = model.len();
+                match *op {
+                    End::Push(tail, n, v) => {
+                        for k in 0..u16::from(n) {
+                            let x = item(v.wrapping_add(k), v ^ k);
+                            if tail { model.push_back(x) } else { model.push_front(x) }
+                        }
+                    }
+                    End::Pop(tail, n) => {
+                        for _ in 0..n {
+                            drop(if tail { model.pop_back() } else { model.pop_front() });
+                        }
+                    }
+                    End::Set(i, v) if len > 0 => model[i as usize % len] = item(v, v),
+                    End::Insert(i, v) => model.insert(i as usize % (len + 1), item(v, v)),
+                    End::Set(..) => {}
+                }
+            }
+            let all = list(&mut h, 0, b"l").unwrap_or_default();
+            prop_assert_eq!(all, model.iter().cloned().collect::<Vec<_>>());
+            store.check().unwrap();
+        }
+        // A copy and a rename (the header moves to a key of another
+        // length) keep taking pushes.
+        if model.is_empty() {
+            return Ok(());
+        }
+        h.copy(0, b"l", 0, b"copy-of-the-list", false).unwrap();
+        h.rename(0, b"l", b"ll", false).unwrap();
+        for key in [&b"copy-of-the-list"[..], b"ll"] {
+            for _ in 0..3 {
+                h.write_collection::<List, _>(0, key, false, |l| {
+                    l.push_front(b"f")?;
+                    l.push_back(b"b")
+                }).unwrap();
+            }
+            let mut want: Vec<Vec<u8>> = vec![b"f".to_vec(); 3];
+            want.extend(model.iter().cloned());
+            want.extend(vec![b"b".to_vec(); 3]);
+            prop_assert_eq!(list(&mut h, 0, key).unwrap_or_default(), want);
+        }
+        store.check().unwrap();
+    }
+}
+
+/// Pops in place from leaves whose table was sized by their count (built
+/// whole, never given room): the table keeps its size as the count drops.
+#[test]
+fn pops_in_place_from_leaves_built_whole() {
+    let seg = TempSegment::new("paged-pops");
+    let store = seg.open(SEGMENT);
+    let mut h = store.handle().unwrap();
+    let mut model: std::collections::VecDeque<Vec<u8>> =
+        (0..400).map(|i| format!("{i}").into_bytes()).collect();
+    h.write_collection::<List, _>(0, b"l", true, |l| {
+        for i in &model {
+            l.push_back(i)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    for round in 0..120 {
+        let tail = round % 3 != 0;
+        h.write_collection::<List, _>(0, b"l", false, |l| {
+            if tail {
+                l.pop_back()
+            } else {
+                l.pop_front()
+            }
+        })
+        .unwrap();
+        if tail {
+            model.pop_back();
+        } else {
+            model.pop_front();
+        }
+        assert_eq!(
+            list(&mut h, 0, b"l").unwrap(),
+            model.iter().cloned().collect::<Vec<_>>()
+        );
+    }
+    store.check().unwrap();
+}

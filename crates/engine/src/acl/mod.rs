@@ -11,6 +11,7 @@
 
 pub(crate) mod commands;
 mod model;
+mod pattern;
 
 pub(crate) use model::{category_names, Users};
 pub use model::{check_rules, Denied, DeniedKind, User};
@@ -325,8 +326,8 @@ pub(crate) fn effective(cmd: &'static Command, args: &[Arg<'_>]) -> &'static Com
 
 /// Whether `session` is bound to a user the table no longer has in the same
 /// incarnation (deleted, or replaced by ACL LOAD).
-pub(crate) fn session_stale(users: &Users, session: &Session) -> bool {
-    match users.get(&session.user) {
+pub(crate) fn user_stale(user: Option<&User>, session: &Session) -> bool {
+    match user {
         Some(u) => session.user_incarnation != 0 && u.incarnation != session.user_incarnation,
         None => true,
     }

@@ -9,6 +9,8 @@ use sha2::{Digest, Sha256};
 use crate::command::{self, flags, Arg, Channels, Command};
 use crate::keyspec;
 
+use super::pattern::{KeyPatterns, Pattern};
+
 /// Redis 7.0's categories, in ACL CAT's order.
 pub(crate) const CATEGORIES: [&str; 21] = [
     "keyspace",
@@ -120,14 +122,23 @@ pub(crate) struct Registry {
     pub subs: Vec<Vec<usize>>,
     /// By id: category bits.
     pub cats: Vec<u32>,
+    /// By id: the key specs.
+    pub specs: Vec<&'static [keyspec::KeySpec]>,
     /// Full name (`client|kill`) to id.
     by_name: HashMap<&'static str, usize>,
+    /// A table entry's address to its id: the check of every request finds
+    /// its command's bit without hashing the name.
+    by_address: rustc_hash::FxHashMap<usize, usize>,
 }
 
 impl Registry {
     /// The id of `cmd` (a table entry).
     pub fn id_of(&self, cmd: &Command) -> Option<usize> {
-        self.by_name.get(cmd.name).copied()
+        match self.by_address.get(&(cmd as *const Command as usize)) {
+            Some(&id) => Some(id),
+            // A copy of an entry made elsewhere: by its name.
+            None => self.by_name.get(cmd.name).copied(),
+        }
     }
 
     /// The id of a command named in a rule (case-insensitive, `a|b` for a
@@ -152,6 +163,8 @@ pub(crate) fn registry() -> &'static Registry {
             subs: Vec::new(),
             cats: Vec::new(),
             by_name: HashMap::new(),
+            by_address: Default::default(),
+            specs: Vec::new(),
         };
         for c in command::all() {
             let id = r.cmds.len();
@@ -170,6 +183,12 @@ pub(crate) fn registry() -> &'static Registry {
                 r.subs[id].push(sid);
             }
         }
+        r.by_address = r
+            .cmds
+            .iter()
+            .map(|c| (*c as *const Command as usize, r.by_name[c.name]))
+            .collect();
+        r.specs = r.cmds.iter().map(|c| keyspec::specs(c)).collect();
         r
     })
 }
@@ -229,9 +248,9 @@ pub struct Selector {
     /// allowed while the command itself is not.
     first_args: BTreeMap<usize, Vec<Vec<u8>>>,
     all_keys: bool,
-    keys: Vec<(Vec<u8>, u8)>,
+    keys: KeyPatterns,
     all_channels: bool,
-    channels: Vec<Vec<u8>>,
+    channels: Vec<Pattern>,
 }
 
 impl Selector {
@@ -242,7 +261,7 @@ impl Selector {
             future: false,
             first_args: BTreeMap::new(),
             all_keys: false,
-            keys: Vec::new(),
+            keys: KeyPatterns::default(),
             all_channels,
             channels: Vec::new(),
         }
@@ -334,10 +353,7 @@ impl Selector {
             if has_spaces(pattern) {
                 return Err(RuleError::Syntax);
             }
-            match self.keys.iter_mut().find(|(p, _)| p == pattern) {
-                Some((_, p)) => *p |= perm,
-                None => self.keys.push((pattern.to_vec(), perm)),
-            }
+            self.keys.grant(pattern, perm);
             self.all_keys = false;
         } else if op[0] == b'&' {
             if self.all_channels {
@@ -347,8 +363,8 @@ impl Selector {
             if has_spaces(pattern) {
                 return Err(RuleError::Syntax);
             }
-            if !self.channels.iter().any(|c| c == pattern) {
-                self.channels.push(pattern.to_vec());
+            if !self.channels.iter().any(|c| **c == *pattern) {
+                self.channels.push(Pattern::new(pattern));
             }
             self.all_channels = false;
         } else if op[0] == b'+' && op.get(1) != Some(&b'@') {
@@ -499,7 +515,7 @@ impl Selector {
         if self.all_keys {
             out.push_str("~* ");
         } else {
-            for (p, perm) in &self.keys {
+            for (p, perm) in self.keys.iter() {
                 out.push_str(&pattern_string(p, *perm));
                 out.push(' ');
             }
@@ -520,11 +536,7 @@ impl Selector {
 
     /// Whether the selector allows the key under `perm`.
     fn key_ok(&self, key: &[u8], perm: u8) -> bool {
-        self.all_keys
-            || self
-                .keys
-                .iter()
-                .any(|(p, have)| have & perm == perm && store::glob::glob_match(p, key, false))
+        self.all_keys || self.keys.allow(key, perm)
     }
 
     /// Whether the selector reaches every key with `perm` (Redis's
@@ -534,16 +546,16 @@ impl Selector {
             || self
                 .keys
                 .iter()
-                .any(|(p, have)| have & perm == perm && p == b"*")
+                .any(|(p, have)| have & perm == perm && **p == *b"*")
     }
 
     fn channel_ok(&self, channel: &[u8], is_pattern: bool) -> bool {
         self.all_channels
             || self.channels.iter().any(|p| {
                 if is_pattern {
-                    p == channel
+                    **p == *channel
                 } else {
-                    store::glob::glob_match(p, channel, false)
+                    p.matches(channel)
                 }
             })
     }
@@ -563,7 +575,7 @@ impl Selector {
             }
         }
         if !self.all_keys && (cmd.first_key != 0 || cmd.movable_keys.is_some()) {
-            for (i, spec_flags) in keyspec::keys_and_flags(cmd, args) {
+            for (i, spec_flags) in keyspec::keys_and_flags_by(cmd, r.specs[id], args) {
                 if !self.key_ok(&args[i], key_permission(spec_flags)) {
                     return Err((DeniedKind::Key, i));
                 }
@@ -908,7 +920,7 @@ impl User {
     pub(crate) fn channel_patterns(&self) -> Vec<Vec<u8>> {
         self.selectors
             .iter()
-            .flat_map(|s| s.channels.iter().cloned())
+            .flat_map(|s| s.channels.iter().map(|p| p.to_vec()))
             .collect()
     }
 

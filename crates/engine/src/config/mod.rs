@@ -81,6 +81,25 @@ pub struct Config {
     pub min_replicas_to_write: u64,
     /// `min-replicas-max-lag`, seconds.
     pub min_replicas_max_lag: u64,
+    /// `replica-sync-count`: replicas that must have applied a write before
+    /// its client gets the reply (0 = off; docs/replication.md).
+    pub replica_sync_count: u64,
+    /// `replica-sync-timeout`: milliseconds a reply waits for them before
+    /// it leaves anyway (0 = as long as it takes).
+    pub replica_sync_timeout: u64,
+    /// `replica-serve-stale-data`: a replica whose link is down serves
+    /// every command (yes) or only those with the STALE flag (no).
+    pub replica_serve_stale_data: bool,
+    /// `lazyfree-lazy-user-del`: DEL frees large values as UNLINK does.
+    pub lazyfree_lazy_user_del: bool,
+    /// `lazyfree-lazy-user-flush`: FLUSHDB / FLUSHALL with no mode are ASYNC.
+    pub lazyfree_lazy_user_flush: bool,
+    /// `replica-lazy-flush`: a replica's flush before a full sync is ASYNC.
+    pub replica_lazy_flush: bool,
+    /// `lazyfree-lazy-expire` and `-server-del`, which the store applies
+    /// itself (`lazyfree-lazy-eviction` is accepted: an evicting writer
+    /// needs the memory at once, so evicted values are freed in the write).
+    pub lazyfree_store: store::LazyFreePolicy,
 }
 
 impl Default for Config {
@@ -117,6 +136,13 @@ impl Default for Config {
             busy_reply_threshold: 5000,
             min_replicas_to_write: 0,
             min_replicas_max_lag: 10,
+            replica_sync_count: 0,
+            replica_sync_timeout: 0,
+            replica_serve_stale_data: true,
+            lazyfree_lazy_user_del: false,
+            lazyfree_lazy_user_flush: false,
+            replica_lazy_flush: false,
+            lazyfree_store: Default::default(),
         }
     }
 }
@@ -148,6 +174,8 @@ pub(crate) mod word {
     pub const BASE_EVICTED: u64 = 19;
     pub const BASE_COMMANDS: u64 = 20;
     pub const BASE_CONNECTIONS: u64 = 21;
+    /// CONFIG RESETSTAT's baseline of `lazyfreed_objects`.
+    pub const BASE_LAZYFREED: u64 = 23;
     /// DEBUG SET-ACTIVE-EXPIRE 0 sets it to one: no worker's tick sweeps
     /// expired keys (they still expire when touched).
     pub const ACTIVE_EXPIRE_OFF: u64 = 22;
@@ -182,6 +210,14 @@ pub(crate) mod word {
     /// The script running now, if any: its worker, start and requests
     /// (`scripting::busy`); 0 = none.
     pub const SCRIPT_BUSY: u64 = 51;
+    /// The synchronous mode's progress, published by the supervisor: the
+    /// LSN that `replica-sync-count` replicas have acknowledged, with that
+    /// count in the top byte (`replication::sync_acked`).
+    pub const REPL_SYNC_ACKED: u64 = 52;
+    /// The end of the last write whose reply waits for replicas: a worker
+    /// publishes it (a futex wake) so that the senders forward it at once
+    /// instead of at their next poll.
+    pub const REPL_SYNC_WANTED: u64 = 53;
     /// FAILOVER's request: FORCE in the low bit, the deadline (ms since the
     /// epoch, 0 = none) above it, a sequence number in the top bits
     /// (`replication.rs`).
@@ -280,6 +316,9 @@ impl Config {
                 if let Some(port) = overrides.get("port").and_then(|p| p.parse().ok()) {
                     self.port = port;
                 }
+                if let Some(port) = overrides.get("tls-port").and_then(|p| p.parse().ok()) {
+                    self.tls_port = port;
+                }
                 if let Some(bind) = overrides.get("bind") {
                     self.bind = listen_address(bind).map(|(a, _)| a).unwrap_or_default();
                 }
@@ -323,6 +362,24 @@ impl Config {
                 if let Some(v) = int("min-replicas-max-lag") {
                     self.min_replicas_max_lag = v.max(0) as u64;
                 }
+                if let Some(v) = int("replica-sync-count") {
+                    self.replica_sync_count = v.max(0) as u64;
+                }
+                if let Some(v) = int("replica-sync-timeout") {
+                    self.replica_sync_timeout = v.max(0) as u64;
+                }
+                let yes = |name: &str| match overrides.get(name) {
+                    Some(v) => v.eq_ignore_ascii_case("yes"),
+                    None => params::find(name.as_bytes()).is_some_and(|p| p.default == "yes"),
+                };
+                self.lazyfree_lazy_user_del = yes("lazyfree-lazy-user-del");
+                self.replica_serve_stale_data = yes("replica-serve-stale-data");
+                self.lazyfree_lazy_user_flush = yes("lazyfree-lazy-user-flush");
+                self.replica_lazy_flush = yes("replica-lazy-flush");
+                self.lazyfree_store = store::LazyFreePolicy {
+                    expire: yes("lazyfree-lazy-expire"),
+                    server_del: yes("lazyfree-lazy-server-del"),
+                };
             }
         }
         generation

@@ -251,7 +251,7 @@ pub(crate) const PARAMS: &[Param] = &[
     p("tls-key-file", None, Kind::Text, "", 0),
     p("tls-key-file-pass", None, Kind::Text, "", 0),
     // Immutable here: the supervisor binds every listener at start.
-    p("tls-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "0", IMMUTABLE | START_ONLY),
+    p("tls-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "0", 0),
     p("tls-prefer-server-ciphers", None, Kind::Bool, "no", 0),
     p("tls-protocols", None, Kind::Text, "", 0),
     p("tls-replication", None, Kind::Bool, "no", 0),
@@ -273,6 +273,8 @@ pub(crate) const PARAMS: &[Param] = &[
     p("memcached-auth-file", None, Kind::Text, "", IMMUTABLE | START_ONLY),
     p("memcached-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "11211", START_ONLY),
     p("nats-max-payload", None, Kind::Int { min: 1, max: 64 << 20, memory: true, percent: false }, "1048576", START_ONLY),
+    p("replica-sync-count", None, Kind::Int { min: 0, max: 255, memory: false, percent: false }, "0", 0),
+    p("replica-sync-timeout", None, Kind::Int { min: 0, max: 2147483647, memory: false, percent: false }, "0", 0),
     p("nats-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "4222", START_ONLY),
     p("memcached-tls", None, Kind::Bool, "no", IMMUTABLE | START_ONLY),
     p("memcached-udp-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "11211", START_ONLY),

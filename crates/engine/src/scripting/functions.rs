@@ -4,9 +4,11 @@
 //! beside the segment (`<segment>.functions`), rewritten whole inside an
 //! exclusive section of the store by every change, and a shared generation
 //! word tells the other workers to load them again. Each worker compiles
-//! the libraries in its own Lua state. They survive a worker's restart and
-//! the server's as long as the segment does; the log and snapshots do not
-//! carry them.
+//! the libraries in its own Lua state. Every change is also logged, as the
+//! whole new set (a `Functions` record, docs/persistence.md), and snapshots
+//! hold the set ([`libraries_for_snapshot`]), so recovery from the
+//! directory and the replication link carry them; replay hands the set to
+//! [`replace_libraries_from_primary`].
 
 use std::time::{Duration, Instant};
 
@@ -53,6 +55,9 @@ pub(crate) struct Library {
 pub(crate) struct Libraries {
     pub generation: u64,
     pub libs: Vec<Library>,
+    /// A change to these failed to publish (the log refused it, the file
+    /// could not be written): they are loaded again from the file.
+    pub stale: bool,
 }
 
 impl Libraries {
@@ -83,24 +88,32 @@ fn read_codes(cx: &Cx<'_>) -> Vec<Vec<u8>> {
     let Ok(bytes) = std::fs::read(file_path(cx)) else {
         return Vec::new();
     };
-    rdb::verify(&bytes)
-        .ok()
-        .and_then(rdb::decode_functions)
-        .filter(|c| c.len() <= MAX_LIBRARIES)
-        .unwrap_or_default()
+    decode_codes(&bytes).unwrap_or_default()
 }
 
-/// Writes the libraries to the shared file and moves the generation, so the
-/// other workers load them again. Runs inside an exclusive section.
+/// Logs the libraries, writes them to the shared file and moves the
+/// generation, so the other workers load them again. Runs inside an
+/// exclusive section. A change that fails leaves this worker's copy stale:
+/// it loads the file again before its next use.
 fn publish(cx: &mut Cx<'_>, libs: &mut Libraries) -> Result<(), CmdError> {
+    let res = log_and_write(cx, libs);
+    libs.stale = res.is_err();
+    res
+}
+
+/// The change is logged first (as the whole new set), so a set too large
+/// for the log changes nothing.
+fn log_and_write(cx: &mut Cx<'_>, libs: &mut Libraries) -> Result<(), CmdError> {
     let codes: Vec<Vec<u8>> = libs.libs.iter().map(|l| l.code.clone()).collect();
+    let encoded = rdb::encode_functions(&codes);
+    cx.h().log_functions(&encoded)?;
     let path = file_path(cx);
     let tmp = {
         let mut p = path.as_os_str().to_owned();
         p.push(format!(".{}", std::process::id()));
         std::path::PathBuf::from(p)
     };
-    std::fs::write(&tmp, rdb::encode_functions(&codes))
+    std::fs::write(&tmp, &encoded)
         .and_then(|()| std::fs::rename(&tmp, &path))
         .map_err(|e| CmdError::owned(format!("ERR failed to save the functions: {e}")))?;
     let word = crate::config::word::FUNCTION_GENERATION;
@@ -112,6 +125,87 @@ fn publish(cx: &mut Cx<'_>, libs: &mut Libraries) -> Result<(), CmdError> {
             return Ok(());
         }
     }
+}
+
+/// The decoded library codes of a functions file's bytes (None: damaged,
+/// or more libraries than [`MAX_LIBRARIES`]).
+fn decode_codes(bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
+    rdb::verify(bytes)
+        .ok()
+        .and_then(rdb::decode_functions)
+        .filter(|c| c.len() <= MAX_LIBRARIES)
+}
+
+/// The function libraries' generation: it moves with every change.
+pub fn functions_generation(store: &store::Store) -> u64 {
+    store
+        .config_word(crate::config::word::FUNCTION_GENERATION)
+        .unwrap_or(0)
+}
+
+/// The function libraries as a replication link carries them to a replica
+/// (docs/replication.md, "Functions"): the generation they were read at
+/// and the shared file's bytes (empty: no library). The generation is read
+/// first, so a change made meanwhile shows as a newer one.
+pub fn libraries_for_replica(store: &store::Store) -> (u64, Vec<u8>) {
+    let generation = store
+        .config_word(crate::config::word::FUNCTION_GENERATION)
+        .unwrap_or(0);
+    let path = super::functions_file_of(store.path());
+    (generation, std::fs::read(path).unwrap_or_default())
+}
+
+/// The function libraries a snapshot holds: the encoded set, read inside
+/// an exclusive section, so a change whose record is before the snapshot's
+/// start has its file written too (a change logs first, then writes).
+pub fn libraries_for_snapshot(h: &mut Handle, store: &store::Store) -> Result<Vec<u8>, String> {
+    let path = super::functions_file_of(store.path());
+    let bytes = h
+        .exclusive(|_| Ok(std::fs::read(&path).ok()))
+        .map_err(|e| e.to_string())?;
+    let codes = bytes.and_then(|b| decode_codes(&b)).unwrap_or_default();
+    Ok(rdb::encode_functions(&codes))
+}
+
+/// Makes a replica's libraries the ones its primary sent (the bytes of
+/// [`libraries_for_replica`] or of a replayed `Functions` record, from the
+/// link or from recovery; untrusted: checked before use): the shared
+/// file is rewritten and the generation moved, inside an exclusive section
+/// as FUNCTION LOAD does, unless they are the ones it has.
+pub fn replace_libraries_from_primary(
+    h: &mut Handle,
+    store: &store::Store,
+    payload: &[u8],
+) -> Result<(), String> {
+    let codes = if payload.is_empty() {
+        Vec::new()
+    } else {
+        decode_codes(payload).ok_or("the function libraries sent are damaged")?
+    };
+    let path = super::functions_file_of(store.path());
+    h.exclusive(|_| {
+        let current = std::fs::read(&path)
+            .ok()
+            .and_then(|b| decode_codes(&b))
+            .unwrap_or_default();
+        if current == codes {
+            return Ok(());
+        }
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".{}", std::process::id()));
+        let tmp = std::path::PathBuf::from(tmp);
+        std::fs::write(&tmp, rdb::encode_functions(&codes))
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| store::Error::Io("save the function libraries".into(), e))?;
+        let word = crate::config::word::FUNCTION_GENERATION;
+        loop {
+            let now = store.config_word(word)?;
+            if store.swap_config_word(word, now, now.wrapping_add(1))? {
+                return Ok(());
+            }
+        }
+    })
+    .map_err(|e| e.to_string())
 }
 
 /// A library's name and engine from its shebang (`#!lua name=mylib`).
@@ -192,6 +286,8 @@ fn load_library(vm: &Vm, code: &[u8]) -> Result<Library, CmdError> {
     vm.state.raw_set("pending", Value::Nil).map_err(lua_error)?;
     let started = Instant::now();
     let state = vm.state.clone();
+    // Replaces the run hook, which the next run sets again.
+    vm.hooked.set(false);
     let _ = vm.lua.set_hook(
         mlua::HookTriggers::new().every_nth_instruction(100_000),
         move |lua, _| {
@@ -268,12 +364,12 @@ fn with_libraries<R>(
         Ok((vm.clone(), compiled.functions.take()))
     })?;
     let mut libs = match libs.take() {
-        Some(l) if l.generation == gen => l,
+        Some(l) if l.generation == gen && !l.stale => l,
         _ => {
             let codes = codes.get_or_init(|| read_codes(cx));
             let mut fresh = Libraries {
                 generation: gen,
-                libs: Vec::new(),
+                ..Libraries::default()
             };
             for code in codes {
                 if let Ok(lib) = load_library(&vm, code) {

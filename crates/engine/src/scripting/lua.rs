@@ -3,7 +3,7 @@
 //! libraries; `bit`, `cjson`, `cmsgpack` and `struct` (written in Rust over
 //! mlua, see `libs.rs`); the `redis` table; no `loadfile`, `dofile` or
 //! `print`; read-only globals. A script's commands reach the engine through
-//! `state.native`, which the engine sets for the length of one run.
+//! `redis.call` and `redis.pcall`, natives the engine makes for each run.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -27,13 +27,47 @@ pub(crate) struct RunFlags {
     pub running: Cell<bool>,
 }
 
+/// Table keys a run sets, as Lua strings.
+pub(crate) struct Names {
+    pub pending: mlua::LuaString,
+    pub call: mlua::LuaString,
+    pub pcall: mlua::LuaString,
+    pub keys: mlua::LuaString,
+    pub argv: mlua::LuaString,
+    pub killed: mlua::LuaString,
+}
+
+/// The collector's pause between cycles, in percent of the live heap
+/// (Lua's default is 200). A script call leaves a little garbage (its
+/// KEYS and ARGV, the run's natives) in a heap that is mostly the
+/// libraries, which every cycle marks again: a longer pause marks them
+/// less often, for a heap that grows to at most 5 times the live one.
+const GC_PAUSE: i32 = 500;
+
 /// One thread's Lua state.
 pub(crate) struct Vm {
     pub lua: Lua,
-    /// The prelude's private table (`native`, `run`, `env`, `protect`).
+    /// The prelude's private table (`run`, `env`, `protect`, `pending`).
     pub state: Table,
     /// The real globals, where KEYS and ARGV are set.
     pub globals: Table,
+    /// The real `redis` table, where a run puts its `call` and `pcall`.
+    pub redis: Table,
+    /// What `redis.call` and `redis.pcall` are outside a run.
+    pub outside_run: Function,
+    /// A native that does nothing: calling it from Rust restocks the slot
+    /// a native's error needs (see [`Vm::restock_error_slot`]).
+    nothing: Function,
+    /// The prelude's protected runner (`state.run`).
+    pub runner: Function,
+    /// The names a run sets, made once: a name given as `&str` is a new
+    /// Lua string (hashed and interned) on every use.
+    pub names: Names,
+    /// What the instruction hook watches while a script runs; the hook
+    /// stays set between runs (setting one costs a protected call).
+    pub watch: Rc<RefCell<Option<crate::scripting::Watch>>>,
+    /// Whether the run hook is the one set (FUNCTION LOAD sets its own).
+    pub hooked: Cell<bool>,
     pub flags: Rc<RunFlags>,
 }
 
@@ -149,6 +183,16 @@ impl Vm {
         r
     }
 
+    /// Sets aside again the object a native's error is raised in. mlua
+    /// keeps a pool of them; a native raising an error takes one, and a
+    /// native called while the pool is empty makes one on the Lua stack,
+    /// which fails when the call's arguments fill the stack (Redis allows
+    /// 7999 of them, `redis.call('lpush', k, unpack(t))`). So whoever
+    /// raises from a native, or ends a failed run, restocks the pool.
+    pub(crate) fn restock_error_slot(&self) {
+        let _ = self.nothing.call::<()>(());
+    }
+
     /// A fresh state with Redis's libraries and protections.
     pub(crate) fn new() -> mlua::Result<Vm> {
         let lua = Lua::new_with(
@@ -191,7 +235,11 @@ impl Vm {
         native.raw_set("redis", redis_natives(&lua, &flags)?)?;
         crate::scripting::libs::install(&lua, &globals, &native)?;
         state.raw_set("native", native)?;
-        state.raw_set("redis", redis)?;
+        state.raw_set("redis", redis.clone())?;
+        state.raw_set(
+            "acl_check",
+            crate::scripting::native_op(crate::scripting::NATIVE_ACL_CHECK),
+        )?;
         lua.load(WRAP_NATIVES)
             .set_name("@[shoal]")
             .set_mode(ChunkMode::Text)
@@ -200,10 +248,33 @@ impl Vm {
             .set_name("@[shoal]")
             .set_mode(ChunkMode::Text)
             .call::<()>((state.clone(), globals.clone()))?;
+        let outside_run = state.raw_get("outside_run")?;
+        let nothing = lua.create_function(|_, ()| Ok(()))?;
+        nothing.call::<()>(())?;
+        let runner = state.raw_get("run")?;
+        let name = |s: &str| lua.create_string(s);
+        let names = Names {
+            pending: name("pending")?,
+            call: name("call")?,
+            pcall: name("pcall")?,
+            keys: name("KEYS")?,
+            argv: name("ARGV")?,
+            killed: name("killed")?,
+        };
+        lua.gc_set_mode(mlua::prelude::LuaGcMode::Incremental(
+            mlua::prelude::LuaGcIncParams::default().pause(GC_PAUSE),
+        ));
         Ok(Vm {
             lua,
             state,
             globals,
+            redis,
+            outside_run,
+            nothing,
+            runner,
+            names,
+            watch: Rc::new(RefCell::new(None)),
+            hooked: Cell::new(false),
             flags,
         })
     }

@@ -18,14 +18,18 @@
 pub(crate) mod busy;
 mod convert;
 mod functions;
+pub use functions::{
+    functions_generation, libraries_for_replica, libraries_for_snapshot,
+    replace_libraries_from_primary,
+};
 mod libs;
 mod lua;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use mlua::{Function, Value};
+use mlua::{Function, MultiValue, Value};
 use proto::resp::{Protocol, ReplyWriter};
 use store::Handle;
 
@@ -480,11 +484,17 @@ fn eval_command(cx: &mut Cx<'_>, args: &[Arg<'_>], by_sha: bool, ro: bool) -> Cm
     run(cx, &vm, &f, flags, ro, true, &sha, keys, argv)
 }
 
-/// What the run's one native (`state.native`, see prelude.lua) is asked
-/// to do: its first argument.
-const NATIVE_CALL: u8 = 0;
-const NATIVE_ACL_CHECK: u8 = 1;
-const NATIVE_SERVE_BUSY: u8 = 2;
+/// What the run's `redis.pcall` native does besides a command, when its
+/// first argument is one of these light userdata (which no script can
+/// make): the prelude's `redis.acl_check_cmd` (`state.acl_check`) and the
+/// busy hook call it so, and the run needs no native of their own.
+pub(crate) const NATIVE_ACL_CHECK: usize = 1;
+const NATIVE_SERVE_BUSY: usize = 2;
+
+/// The light userdata that asks the run's `redis.pcall` for `op`.
+pub(crate) fn native_op(op: usize) -> Value {
+    Value::LightUserData(mlua::LightUserData(std::ptr::without_provenance_mut(op)))
+}
 
 /// What `redis.call` checks and remembers during one run.
 struct CallCtx {
@@ -557,10 +567,10 @@ fn run(
     let argv_t = table(argv).map_err(lua_error)?;
     if eval_mode {
         vm.globals
-            .raw_set("KEYS", keys_t.clone())
+            .raw_set(&vm.names.keys, keys_t.clone())
             .map_err(lua_error)?;
         vm.globals
-            .raw_set("ARGV", argv_t.clone())
+            .raw_set(&vm.names.argv, argv_t.clone())
             .map_err(lua_error)?;
     }
     vm.flags.resp.set(Protocol::Resp2);
@@ -593,49 +603,70 @@ fn run(
         // `redis.call` and the hook's busy server share the context; they
         // never run at once (the hook fires only between Lua instructions).
         let shared = RefCell::new(&mut *cx);
+        let call_ctx = RefCell::new(&mut ctx);
         let r = lua.scope(|scope| {
-            // One native for the run (creating a scoped function costs
-            // allocations and garbage on every call of a script).
-            let native = scope.create_function_mut(|lua, (op, args): (u8, Value)| {
-                let mut cx = match op {
-                    NATIVE_SERVE_BUSY => {
-                        // The hook fires only between Lua instructions, never
-                        // inside `redis.call`, but check rather than panic.
-                        if let Ok(mut cx) = shared.try_borrow_mut() {
-                            if let Some(server) = cx.engine.busy_server.clone() {
-                                server(cx.engine);
+            // `redis.call` and `redis.pcall`, made for each run (each is
+            // garbage the collector pays for).
+            let call_with = |raise: bool| {
+                let (shared, call_ctx) = (&shared, &call_ctx);
+                move |lua: &mlua::Lua, mut args: MultiValue| {
+                    if let (false, Some(Value::LightUserData(op))) = (raise, args.front()) {
+                        let op = op.0.addr();
+                        args.pop_front();
+                        if op == NATIVE_SERVE_BUSY {
+                            // The hook fires only between Lua instructions,
+                            // never inside `redis.call`, but check rather
+                            // than panic.
+                            if let Ok(mut cx) = shared.try_borrow_mut() {
+                                if let Some(server) = cx.engine.busy_server.clone() {
+                                    server(cx.engine);
+                                }
                             }
+                            return Ok(Value::Nil);
                         }
-                        return Ok((Value::Nil, false));
+                        return acl_check_cmd(&mut shared.borrow_mut(), lua, args);
                     }
-                    _ => shared.borrow_mut(),
-                };
-                let Value::Table(args) = args else {
-                    return Err(mlua::Error::runtime("native: arguments table expected"));
-                };
-                match op {
-                    NATIVE_CALL => redis_call(&mut cx, lua, vm.flags.resp.get(), &mut ctx, args),
-                    NATIVE_ACL_CHECK => acl_check_cmd(&mut cx, lua, args),
-                    _ => Err(mlua::Error::runtime("native: unknown operation")),
+                    let (value, failed) = redis_call(
+                        &mut shared.borrow_mut(),
+                        lua,
+                        vm.flags.resp.get(),
+                        &mut call_ctx.borrow_mut(),
+                        args,
+                    )?;
+                    if failed && raise {
+                        // The error table waits for the prelude's handler,
+                        // which names the script's line that called.
+                        vm.state.raw_set(&vm.names.pending, value)?;
+                        vm.restock_error_slot();
+                        return Err(mlua::Error::runtime("redis.call failed"));
+                    }
+                    Ok(value)
                 }
-            })?;
-            vm.state.raw_set("native", native)?;
-            vm.state.raw_set("pending", Value::Nil)?;
-            let runner: Function = vm.state.raw_get("run")?;
-            let r = vm.limited(|| runner.call::<(bool, Value)>((f.clone(), keys_t, argv_t)));
-            vm.state.raw_set("native", Value::Nil)?;
+            };
+            let names = &vm.names;
+            vm.redis
+                .raw_set(&names.call, scope.create_function(call_with(true))?)?;
+            vm.redis
+                .raw_set(&names.pcall, scope.create_function(call_with(false))?)?;
+            vm.state.raw_set(&names.pending, Value::Nil)?;
+            let r = vm.limited(|| vm.runner.call::<(bool, Value)>((f.clone(), keys_t, argv_t)));
+            vm.redis.raw_set(&names.call, &vm.outside_run)?;
+            vm.redis.raw_set(&names.pcall, &vm.outside_run)?;
             r
         });
         cx.session.tx.set_executing(was_executing);
         cx.session.in_script = was_in_script;
         cx.engine.h.ignore_maxmemory(ignored);
-        vm.lua.remove_hook();
+        vm.watch.borrow_mut().take();
         // The run ends (for other workers) as it leaves the section.
         running.end();
         ctx.running = None;
         Ok(r)
     });
     vm.flags.running.set(false);
+    if !matches!(result, Ok(Ok((true, _)))) {
+        vm.restock_error_slot();
+    }
     cx.session.db = saved_db;
     let resp = vm.flags.resp.get();
     match result? {
@@ -672,12 +703,22 @@ const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 /// How often a busy script's worker looks at its other clients.
 const SERVE_EVERY: Duration = Duration::from_millis(1);
 
-/// Sets the hook that stops a run when SCRIPT KILL / FUNCTION KILL, a
-/// SHUTDOWN NOSAVE or the supervisor's death asks it to. A killed run
-/// cannot be caught: `pcall` raises the kill again (`state.killed`).
+/// What the instruction hook watches during one run.
+pub(crate) struct Watch {
+    running: Rc<busy::Running>,
+    threshold: Duration,
+    /// A function's name and command, for FUNCTION STATS once busy.
+    description: Option<(String, Vec<Vec<u8>>)>,
+    started: Instant,
+    last_served: Instant,
+}
+
+/// Watches a run with the hook that stops it when SCRIPT KILL / FUNCTION
+/// KILL, a SHUTDOWN NOSAVE or the supervisor's death asks it to. A killed
+/// run cannot be caught: `pcall` raises the kill again (`state.killed`).
 ///
 /// Past `threshold` the hook also lets the worker answer its other clients
-/// (`state.native` asked to serve, the engine's [`crate::BusyServer`]), as Redis
+/// (`redis.pcall` asked to serve, the engine's [`crate::BusyServer`]), as Redis
 /// processes events while a script is busy.
 fn watch_run(
     vm: &Vm,
@@ -685,21 +726,43 @@ fn watch_run(
     threshold: Duration,
     description: Option<(String, Vec<Vec<u8>>)>,
 ) -> mlua::Result<()> {
-    let state = vm.state.clone();
-    state.raw_set("killed", Value::Nil)?;
-    let parent = std::os::unix::process::parent_id();
+    vm.state.raw_set(&vm.names.killed, Value::Nil)?;
     let started = Instant::now();
-    let last_served = Cell::new(started);
+    *vm.watch.borrow_mut() = Some(Watch {
+        running,
+        threshold,
+        description,
+        started,
+        last_served: started,
+    });
+    if vm.hooked.get() {
+        return Ok(());
+    }
+    let state = vm.state.clone();
+    let redis = vm.redis.clone();
+    let watch = vm.watch.clone();
+    let parent = std::os::unix::process::parent_id();
     vm.lua.set_hook(
         mlua::HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
         move |lua, _| {
-            if started.elapsed() >= threshold && last_served.get().elapsed() >= SERVE_EVERY {
-                last_served.set(Instant::now());
-                if let Some((name, command)) = &description {
-                    running.describe(name, command);
+            let (running, serve) = {
+                let mut watch = watch.borrow_mut();
+                let Some(w) = watch.as_mut() else {
+                    return Ok(mlua::VmState::Continue);
+                };
+                let serve =
+                    w.started.elapsed() >= w.threshold && w.last_served.elapsed() >= SERVE_EVERY;
+                if serve {
+                    w.last_served = Instant::now();
+                    if let Some((name, command)) = &w.description {
+                        w.running.describe(name, command);
+                    }
                 }
-                if let Value::Function(native) = state.raw_get("native")? {
-                    native.call::<()>((NATIVE_SERVE_BUSY, Value::Nil))?;
+                (w.running.clone(), serve)
+            };
+            if serve {
+                if let Value::Function(pcall) = redis.raw_get("pcall")? {
+                    pcall.call::<()>(native_op(NATIVE_SERVE_BUSY))?;
                 }
             }
             // A worker whose supervisor died is reparented: it must not
@@ -740,7 +803,9 @@ fn watch_run(
             state.raw_set("pending", e)?;
             Err(mlua::Error::RuntimeError("script killed".into()))
         },
-    )
+    )?;
+    vm.hooked.set(true);
+    Ok(())
 }
 
 fn clip_chars(s: &str, n: usize) -> String {
@@ -785,7 +850,7 @@ fn redis_call(
     lua: &mlua::Lua,
     resp: Protocol,
     ctx: &mut CallCtx,
-    args: mlua::Table,
+    args: MultiValue,
 ) -> mlua::Result<(Value, bool)> {
     let request = match request_args(lua, args)? {
         Ok(request) => request,
@@ -809,24 +874,17 @@ fn redis_call(
     }
 }
 
-/// The arguments `redis.call`, `redis.pcall` and `redis.acl_check_cmd`
-/// were given (packed with their count `n`) as a request, or the error
-/// table for arguments Redis refuses (`luaArgsToRedisArgv`).
+/// The arguments of `redis.call`, `redis.pcall` or `redis.acl_check_cmd`
+/// as a request, or the error table for arguments Redis refuses
+/// (`luaArgsToRedisArgv`).
 fn request_args(
     lua: &mlua::Lua,
-    args: mlua::Table,
+    args: impl IntoIterator<Item = Value>,
 ) -> mlua::Result<Result<Vec<Arg<'static>>, Value>> {
-    let n: usize = args.raw_get::<Option<usize>>("n")?.unwrap_or(0);
-    if n == 0 {
-        let e = lua::error_table(
-            lua,
-            b"Please specify at least one argument for this redis lib call",
-        )?;
-        return Ok(Err(e));
-    }
-    let mut request: Vec<Arg<'static>> = Vec::with_capacity(n);
-    for i in 1..=n {
-        let bytes = match args.raw_get::<Value>(i)? {
+    let args = args.into_iter();
+    let mut request: Vec<Arg<'static>> = Vec::with_capacity(args.size_hint().0);
+    for arg in args {
+        let bytes = match arg {
             Value::String(s) => s.as_bytes().to_vec(),
             Value::Number(n) => lua::format_double(n).into_bytes(),
             Value::Integer(n) => n.to_string().into_bytes(),
@@ -840,6 +898,13 @@ fn request_args(
         };
         request.push(Arg::Owned(bytes));
     }
+    if request.is_empty() {
+        let e = lua::error_table(
+            lua,
+            b"Please specify at least one argument for this redis lib call",
+        )?;
+        return Ok(Err(e));
+    }
     Ok(Ok(request))
 }
 
@@ -847,21 +912,16 @@ fn request_args(
 /// this command with these arguments (checked as Redis checks a client's
 /// command, keys and channels included, but not logged), or an error
 /// table for a command Redis would not find.
-fn acl_check_cmd(
-    cx: &mut Cx<'_>,
-    lua: &mlua::Lua,
-    args: mlua::Table,
-) -> mlua::Result<(Value, bool)> {
+fn acl_check_cmd(cx: &mut Cx<'_>, lua: &mlua::Lua, args: MultiValue) -> mlua::Result<Value> {
     let request = match request_args(lua, args)? {
         Ok(request) => request,
-        Err(e) => return Ok((e, true)),
+        Err(e) => return Ok(e),
     };
     let found = command::lookup(&request[0]).filter(|cmd| {
         cmd.subcommands.is_empty() || request.len() < 2 || command::find_sub(cmd, &request).is_ok()
     });
     let Some(cmd) = found else {
-        let e = lua::error_table(lua, b"Invalid command passed to redis.acl_check_cmd()")?;
-        return Ok((e, true));
+        return lua::error_table(lua, b"Invalid command passed to redis.acl_check_cmd()");
     };
     let session = &*cx.session;
     let acl = &cx.engine.acl;
@@ -870,7 +930,7 @@ fn acl_check_cmd(
             user.check(crate::acl::effective(cmd, &request), &request)
                 .is_ok()
         });
-    Ok((Value::Boolean(allowed), false))
+    Ok(Value::Boolean(allowed))
 }
 
 /// The field of an error table that says its error was counted in

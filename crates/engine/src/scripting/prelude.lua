@@ -1,9 +1,8 @@
 -- Installed once in every worker's Lua state, before any script: the
 -- script-facing parts of `redis` written in Lua, the error handler that
 -- gives errors Redis 7.0's shape ({err=, source=, line=}), and the
--- read-only globals. `state` is private to this chunk: the engine puts the
--- native entry point in `state.native` while a script runs; its first
--- argument says what it does (0: a command, 1: an ACL check).
+-- read-only globals. `state` is private to this chunk: the engine puts
+-- `redis.call` and `redis.pcall` in `state.redis` while a script runs.
 local state, G = ...
 local redis = state.redis
 local error, type, tostring, select, unpack = error, type, tostring, select, unpack
@@ -66,16 +65,16 @@ state.run = function(f, a, b)
   return ok, result
 end
 
--- redis.call and redis.pcall hand their arguments, packed in one table
--- (a script may pass nearly as many as the stack holds), to the native
--- entry point the engine sets in state.native for the length of a run.
-local function native(...)
-  local call = rawget(state, 'native')
-  if call == nil then
-    error({err = 'ERR redis.call/pcall can only be called inside a script invocation'})
-  end
-  return call(0, {n = select('#', ...), ...})
+-- redis.call and redis.pcall are natives (C functions, as in Redis) the
+-- engine puts in `redis` for the length of a run: a `return redis.call(...)`
+-- then keeps the script's frame, which the error handler names. Outside a
+-- run they are this.
+local function outside_run()
+  error({err = 'ERR redis.call/pcall can only be called inside a script invocation'})
 end
+redis.call = outside_run
+redis.pcall = outside_run
+state.outside_run = outside_run
 -- Raises the error table `v` of a call made by the script's line that
 -- called the function calling this (Redis names that line in the error).
 local function raise_at_caller(v)
@@ -86,23 +85,17 @@ local function raise_at_caller(v)
   end
   error(v)
 end
-redis.call = function(...)
-  local v, failed = native(...)
-  if failed then raise_at_caller(v) end
-  return v
-end
-redis.pcall = function(...)
-  return (native(...))
-end
 -- redis.acl_check_cmd: true or false, or raises for an unknown command
--- (or arguments redis.call would refuse), checked by the run's native.
+-- (or arguments redis.call would refuse), checked by the run's
+-- redis.pcall native when its first argument is state.acl_check.
+local acl_check = state.acl_check
 redis.acl_check_cmd = function(...)
-  local check = rawget(state, 'native')
-  if check == nil then
+  local check = rawget(redis, 'pcall')
+  if check == outside_run then
     error({err = 'ERR redis.acl_check_cmd can only be called inside a script invocation'})
   end
-  local v, failed = check(1, {n = select('#', ...), ...})
-  if failed then raise_at_caller(v) end
+  local v = check(acl_check, ...)
+  if type(v) == 'table' then raise_at_caller(v) end
   return v
 end
 

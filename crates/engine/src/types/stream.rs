@@ -359,18 +359,21 @@ fn estimate_entries_read(s: &Stream, id: StreamId) -> store::Result<Option<u64>>
     Ok(None)
 }
 
-/// A group's lag, None when it cannot be known (XINFO's null).
-fn group_lag(s: &Stream, g: &StreamGroup) -> store::Result<Option<u64>> {
+/// A group's lag, None when it cannot be known (XINFO's null). Negative
+/// when XGROUP SETID's ENTRIESREAD claims more reads than entries were
+/// ever added, as Redis shows it.
+fn group_lag(s: &Stream, g: &StreamGroup) -> store::Result<Option<i64>> {
     let m = s.meta();
     if m.entries_added == 0 {
         return Ok(Some(0));
     }
+    let lag = |read: u64| (m.entries_added as i64).wrapping_sub(read as i64);
     if let Some(read) = g.entries_read {
         if !has_tombstones_from(s, g.last_id)? {
-            return Ok(Some(m.entries_added.saturating_sub(read)));
+            return Ok(Some(lag(read)));
         }
     }
-    Ok(estimate_entries_read(s, g.last_id)?.map(|r| m.entries_added.saturating_sub(r)))
+    Ok(estimate_entries_read(s, g.last_id)?.map(lag))
 }
 
 // ---------------------------------------------------------------- XADD / XTRIM
@@ -1732,9 +1735,9 @@ fn xinfo_groups(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     Ok(())
 }
 
-fn reply_opt(cx: &mut Cx<'_>, v: Option<u64>) {
-    match v {
-        Some(n) => cx.out.integer(n as i64),
+fn reply_opt(cx: &mut Cx<'_>, v: Option<impl TryInto<i64>>) {
+    match v.and_then(|n| n.try_into().ok()) {
+        Some(n) => cx.out.integer(n),
         None => cx.out.null(),
     }
 }
@@ -1742,7 +1745,7 @@ fn reply_opt(cx: &mut Cx<'_>, v: Option<u64>) {
 /// One group as XINFO STREAM FULL shows it.
 struct FullGroup {
     group: StreamGroup,
-    lag: Option<u64>,
+    lag: Option<i64>,
     pending: Vec<Pending>,
     consumers: Vec<(StreamConsumer, Vec<Pending>)>,
 }

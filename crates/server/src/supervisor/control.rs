@@ -184,6 +184,9 @@ async fn serve_worker(
                     listeners = Rc::downgrade(&s.listeners);
                 }
             }
+            // The worker that ran CONFIG SET holds its reply until now.
+            let done = json!({"op": "rebound-done", "rebind": msg["rebind"]});
+            let _ = channel.send(&done, &[]).await;
             continue;
         }
         if msg["op"] == "handover" {

@@ -84,6 +84,43 @@ pub(crate) const NETWORK_KINDS: [Kind; 6] = [
     Kind::MemcachedUdp,
 ];
 
+/// The port `cfg` gives `kind` (0: off).
+fn port_of(cfg: &engine::Config, kind: Kind) -> u16 {
+    match kind {
+        Kind::Redis => cfg.port,
+        Kind::RedisTls => cfg.tls_port,
+        Kind::Memcached => cfg.memcached_port,
+        Kind::Http => cfg.http_port,
+        Kind::Nats => cfg.nats_port,
+        Kind::MemcachedUdp => cfg.memcached_udp_port,
+        Kind::Unix => 0,
+    }
+}
+
+/// Two protocols on one TCP port would both bind it (SO_REUSEPORT lets
+/// them) and the kernel would split connections between them: a RESP
+/// client would sometimes reach memcached. Refused instead, as redis-server
+/// refuses a port already in use.
+fn refuse_shared_tcp_ports(cfg: &engine::Config) -> Result<(), Error> {
+    let tcp = NETWORK_KINDS.iter().filter(|k| **k != Kind::MemcachedUdp);
+    let mut seen: Vec<(u16, Kind)> = Vec::new();
+    for kind in tcp {
+        let port = port_of(cfg, *kind);
+        if port == 0 {
+            continue;
+        }
+        if let Some((_, other)) = seen.iter().find(|(p, _)| *p == port) {
+            return Err(Error::Config(format!(
+                "port {port} is given to both {} and {}",
+                other.name(),
+                kind.name()
+            )));
+        }
+        seen.push((port, *kind));
+    }
+    Ok(())
+}
+
 /// Binds the sockets of `kinds` that `cfg` turns on (a port other than 0,
 /// a `bind` address), all or none.
 pub(crate) fn bind_kinds(
@@ -95,16 +132,9 @@ pub(crate) fn bind_kinds(
     if cfg.bind.is_empty() {
         return Ok(sockets);
     }
+    refuse_shared_tcp_ports(cfg)?;
     for kind in kinds {
-        let port = match kind {
-            Kind::Redis => cfg.port,
-            Kind::RedisTls => cfg.tls_port,
-            Kind::Memcached => cfg.memcached_port,
-            Kind::Http => cfg.http_port,
-            Kind::Nats => cfg.nats_port,
-            Kind::MemcachedUdp => cfg.memcached_udp_port,
-            Kind::Unix => 0,
-        };
+        let port = port_of(cfg, *kind);
         if port == 0 {
             continue;
         }
@@ -121,16 +151,20 @@ pub(crate) fn bind_kinds(
 }
 
 /// The kinds of socket a change of the listening address moves: every
-/// network one when `bind` changes, the RESP port's alone when only it
-/// does.
+/// network one when `bind` changes, else those of the RESP and RESP over
+/// TLS ports that change.
 pub(crate) fn moved_kinds(old: &engine::ListenAddress, new: &engine::ListenAddress) -> Vec<Kind> {
     if old.bind != new.bind {
-        NETWORK_KINDS.to_vec()
-    } else if old.port != new.port {
-        vec![Kind::Redis]
-    } else {
-        Vec::new()
+        return NETWORK_KINDS.to_vec();
     }
+    let mut kinds = Vec::new();
+    if old.port != new.port {
+        kinds.push(Kind::Redis);
+    }
+    if old.tls_port != new.tls_port {
+        kinds.push(Kind::RedisTls);
+    }
+    kinds
 }
 
 /// The listening sockets one worker serves. The supervisor creates and keeps

@@ -9,7 +9,9 @@
 //! restarted or upgraded worker takes the same sockets, so their accept
 //! queues never close and no queued connection is reset.
 
+mod backlog;
 mod control;
+mod link;
 pub(crate) mod listener;
 pub mod persistence;
 mod relay;
@@ -97,6 +99,9 @@ const MAX_FAST_EXITS: u32 = 5;
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a new worker gets to start serving.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long CONFIG SET port / bind waits for each other worker to serve
+/// the moved listeners.
+const LISTEN_ACK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One registry slot the supervisor keeps a worker in.
 pub(crate) struct Slot {
@@ -154,6 +159,31 @@ pub(crate) struct Supervisor {
     /// Replies awaited from workers (`ctl exec`), by request id.
     pub pending: RefCell<HashMap<u64, tokio::sync::oneshot::Sender<Value>>>,
     pub next_request: Cell<u64>,
+    /// Every check that can refuse the start (configuration, TLS,
+    /// listeners) has passed and the workers run: from now on the segment
+    /// holds what they serve.
+    pub workers_started: Cell<bool>,
+}
+
+/// A segment this start created, removed with its side files when the start
+/// is refused (a port in use, a bad TLS setting): a refused start leaves
+/// nothing in /dev/shm, as a refused redis-server leaves no file.
+struct FreshSegment(Option<PathBuf>);
+
+impl FreshSegment {
+    fn keep(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for FreshSegment {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = engine::remove_side_files(&path);
+            let _ = std::fs::remove_file(crate::channel::control_socket_path(&path));
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 /// Runs the supervisor until SIGTERM/SIGINT (or SHUTDOWN from a client).
@@ -181,6 +211,8 @@ fn serve_until_stopped(opts: ServeOptions) -> Result<(), Error> {
         create: true,
         ..OpenOptions::default()
     })?;
+    let mut fresh =
+        FreshSegment((store.created() && resumed.is_none()).then(|| store.path().to_path_buf()));
     let me = std::process::id();
     if let Some(pid) = store.supervisor_pid()? {
         if pid != me {
@@ -280,6 +312,7 @@ fn serve_until_stopped(opts: ServeOptions) -> Result<(), Error> {
         changing: tokio::sync::Mutex::new(()),
         pending: RefCell::new(HashMap::new()),
         next_request: Cell::new(1),
+        workers_started: Cell::new(false),
     });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -293,6 +326,9 @@ fn serve_until_stopped(opts: ServeOptions) -> Result<(), Error> {
         supervise(sup.clone(), store.clone(), opts, resumed).await
     });
     drop(rt);
+    if sup.workers_started.get() {
+        fresh.keep();
+    }
     let _ = std::fs::remove_file(&control_path);
     replication.stop();
     if let Some(p) = persistence {
@@ -375,6 +411,7 @@ async fn supervise(
             started
         }
     };
+    sup.workers_started.set(true);
     let mut term = signal(SignalKind::terminate()).map_err(io("install SIGTERM handler"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(io("install SIGINT handler"))?;
     if resumed.is_none() {
@@ -635,7 +672,9 @@ impl Supervisor {
     /// takes them, every other set gets its own new sockets (or, under
     /// `--balance shared`, these same ones), and every other worker is
     /// sent its set's. The old sockets close as their last holder drops
-    /// them.
+    /// them. Returns once every other worker said it serves the new ones
+    /// (or [`LISTEN_ACK_TIMEOUT`] passed), so that the CONFIG SET replies
+    /// only when no worker accepts on the old addresses any more.
     pub async fn listeners_moved(
         &self,
         from: &Channel,
@@ -656,6 +695,9 @@ impl Supervisor {
             }
             if let Some(port) = msg["port"].as_u64() {
                 cfg.port = port as u16;
+            }
+            if let Some(port) = msg["tls_port"].as_u64() {
+                cfg.tls_port = port as u16;
             }
             cfg.clone()
         };
@@ -725,6 +767,7 @@ impl Supervisor {
                 }
             }
         }
+        let mut acks = Vec::new();
         for (channel, set) in sends {
             let mine: Vec<_> = set
                 .sockets
@@ -733,14 +776,28 @@ impl Supervisor {
                 .collect();
             let kinds: Vec<&str> = mine.iter().map(|(k, _)| k.name()).collect();
             let fds: Vec<_> = mine.iter().map(|(_, fd)| fd.as_fd()).collect();
+            let id = self.next_request.get();
+            self.next_request.set(id + 1);
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            self.pending.borrow_mut().insert(id, tx);
             let msg = json!({
                 "op": "listen",
+                "id": id,
                 "moved": moved.iter().map(|k| k.name()).collect::<Vec<_>>(),
                 "kinds": kinds,
                 "bind": cfg.bind,
                 "port": cfg.port,
+                "tls_port": cfg.tls_port,
             });
-            let _ = channel.send(&msg, &fds).await;
+            if channel.send(&msg, &fds).await.is_ok() {
+                acks.push((id, rx));
+            } else {
+                self.pending.borrow_mut().remove(&id);
+            }
+        }
+        for (id, rx) in acks {
+            let _ = tokio::time::timeout(LISTEN_ACK_TIMEOUT, rx).await;
+            self.pending.borrow_mut().remove(&id);
         }
     }
 

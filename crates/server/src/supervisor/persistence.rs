@@ -138,17 +138,17 @@ fn recover(store: &Store, h: &mut Handle, opts: &PersistOptions) -> Result<u64, 
         &opts.dir,
         &mut |phase, lsn, payload| {
             frames += 1;
-            let swapdb = payload.first().map(|k| k & 0x7f) == Some(record::KIND_SWAP_DB);
+            let kind = payload.first().map(|k| k & 0x7f);
+            let keyless = matches!(kind, Some(record::KIND_SWAP_DB | record::KIND_FUNCTIONS));
             match (phase, &mut loader) {
                 // A snapshot's entries are distinct keys: loader threads
-                // take them, after the SWAPDB records that come first.
-                (Phase::Snapshot, Some(l)) if !swapdb => return l.push(lsn, payload),
+                // take them, after the SWAPDB and function records that
+                // come first.
+                (Phase::Snapshot, Some(l)) if !keyless => return l.push(lsn, payload),
                 (Phase::Log, Some(_)) => loader.take().map_or(Ok(()), SnapshotLoader::finish)?,
                 _ => {}
             }
-            h.apply_record(lsn, payload)
-                .map(|_| ())
-                .map_err(|e| format!("record at LSN {lsn}: {e}"))
+            apply_replayed(h, store, lsn, payload)
         },
         &mut |p| {
             if bar && last_drawn.elapsed() > Duration::from_millis(100) {
@@ -196,6 +196,27 @@ fn recover(store: &Store, h: &mut Handle, opts: &PersistOptions) -> Result<u64, 
         began.elapsed().as_secs_f64()
     );
     Ok(summary.end_lsn)
+}
+
+/// Applies one replayed record (recovery, or a replica's link): the store
+/// takes its own records, the engine the function libraries' set.
+pub(crate) fn apply_replayed(
+    h: &mut Handle,
+    store: &Store,
+    lsn: u64,
+    payload: &[u8],
+) -> Result<(), String> {
+    if payload.first().map(|k| k & 0x7f) == Some(record::KIND_FUNCTIONS) {
+        let Ok((record::Record::Functions { libraries }, _)) = record::Record::decode(payload)
+        else {
+            return Err(format!("record at LSN {lsn}: a damaged function record"));
+        };
+        return engine::replace_libraries_from_primary(h, store, libraries)
+            .map_err(|e| format!("record at LSN {lsn}: {e}"));
+    }
+    h.apply_record(lsn, payload)
+        .map(|_| ())
+        .map_err(|e| format!("record at LSN {lsn}: {e}"))
 }
 
 /// Threads that load a snapshot's entries in parallel, each with its own
@@ -404,6 +425,7 @@ impl LogSource for RingSource {
 /// The store as a snapshot reads it.
 struct StoreSnapshot {
     h: Handle,
+    store: Store,
     ring: LogRing,
 }
 
@@ -419,6 +441,13 @@ impl SnapshotSource for StoreSnapshot {
         &mut self,
         f: &mut dyn FnMut(u64, &[u8]) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
+        // The function libraries come first, whole (an empty set too, so a
+        // replica's full resync drops the ones it had).
+        let libraries = engine::libraries_for_snapshot(&mut self.h, &self.store)
+            .map_err(std::io::Error::other)?;
+        let mut payload = Vec::new();
+        record::encode_functions(&mut payload, &libraries);
+        f(0, &payload)?;
         match self.h.snapshot_records(f) {
             Ok(res) => res,
             Err(e) => Err(std::io::Error::other(e.to_string())),
@@ -451,6 +480,7 @@ fn snapshot_loop(store: Store, opts: PersistOptions, stop: Arc<AtomicBool>, mut 
     let ring = h.log_ring();
     let mut src = StoreSnapshot {
         h,
+        store: store.clone(),
         ring: ring.clone(),
     };
     let mut last = Instant::now();

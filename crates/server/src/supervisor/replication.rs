@@ -277,6 +277,9 @@ fn status_loop(shared: &Shared) {
         }
         // While replicas are attached, `lag` moves every second.
         let busy = !lock(shared).replicas.is_empty() || repl::is_replica(&shared.store);
+        // A new `replica-sync-count` is published without waiting for an
+        // acknowledgement.
+        publish_sync_acked(shared);
         if shared.dirty.swap(false, Ordering::AcqRel)
             || (busy && last.elapsed() >= Duration::from_secs(1))
         {
@@ -297,6 +300,10 @@ fn write_status(shared: &Shared) {
         .as_deref()
         .and_then(|d| log::file::list_logs(d).ok())
         .and_then(|l| l.first().map(|f| f.lsn));
+    // Without a directory: the in-memory backlog, once a replica started it.
+    let backlog = super::backlog::current().map(|b| b.span().0);
+    let first_lsn = first_lsn.or(backlog);
+    let backlog_size = backlog.map(|_| repl::backlog_size(&shared.store));
     let status = {
         let inner = lock(shared);
         let mut replicas: Vec<(&u64, &ReplicaEntry)> = inner.replicas.iter().collect();
@@ -311,6 +318,7 @@ fn write_status(shared: &Shared) {
             "second_offset": inner.second_offset,
             "master_replid": inner.master_replid,
             "first_lsn": first_lsn,
+            "backlog_size": backlog_size,
             "holds_replicated_data": holds_replicated_data(shared.dir.as_deref()),
             "link": inner.link,
             "down_since_ms": inner.down_since_ms,
@@ -456,6 +464,8 @@ fn message(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
 struct FrameSender {
     out: Vec<u8>,
     last_sent: Instant,
+    /// The function libraries' generation last sent (None: not yet).
+    functions_sent: Option<u64>,
 }
 
 impl FrameSender {
@@ -463,7 +473,27 @@ impl FrameSender {
         FrameSender {
             out: Vec::new(),
             last_sent: Instant::now(),
+            functions_sent: None,
         }
+    }
+
+    /// Sends the function libraries as an `F` message when the link has not
+    /// had them yet or they changed since (FUNCTION LOAD, DELETE, FLUSH,
+    /// RESTORE: docs/replication.md, "Functions").
+    fn functions(&mut self, stream: &mut TcpStream, store: &Store) -> std::io::Result<()> {
+        if self.functions_sent == Some(engine::functions_generation(store)) {
+            return Ok(());
+        }
+        let (generation, libraries) = engine::libraries_for_replica(store);
+        self.functions_sent = Some(generation);
+        if libraries.len() > repl::link::MAX_BODY {
+            println!(
+                "shoal: the function libraries ({} bytes) are too large for the replication link: not sent",
+                libraries.len()
+            );
+            return Ok(());
+        }
+        self.send(stream, b'F', &libraries)
     }
 
     /// Sends `chunk` (and empties it).
@@ -511,10 +541,25 @@ fn read_acks(
                     r.needs = lsn;
                     r.last_ack_ms = now_ms();
                 });
+                publish_sync_acked(&shared);
             }
             flag.store(true, Ordering::Release);
         })?;
     Ok(closed)
+}
+
+/// The synchronous mode: publishes what `replica-sync-count` online
+/// replicas have acknowledged, for the workers holding replies.
+fn publish_sync_acked(shared: &Shared) {
+    // Under the lock: two acknowledgement threads never publish out of order.
+    let inner = lock(shared);
+    let mut acks: Vec<u64> = inner
+        .replicas
+        .values()
+        .filter(|r| r.state == "online")
+        .map(|r| r.ack)
+        .collect();
+    repl::publish_sync_acked(&shared.store, &mut acks);
 }
 
 /// Serves one replica: the answer line, a snapshot if needed, then the log.
@@ -526,13 +571,22 @@ fn send(
     offset: u64,
 ) -> std::io::Result<()> {
     let io_err = |what: String| std::io::Error::other(what);
+    stream.set_nonblocking(false)?;
+    // A TLS link reaches here as one end of a socket pair whose other
+    // end the worker holding the TLS session pumps: no TCP options there.
+    let _ = stream.set_nodelay(true);
+    stream.set_write_timeout(Some(LINK_TIMEOUT))?;
+    if shared.dir.is_none() && !repl::is_replica(&shared.store) {
+        let res = send_backlog(shared, id, stream, replid, offset);
+        if let Some(b) = super::backlog::current() {
+            b.unpin(id);
+        }
+        return res;
+    }
     let dir = shared
         .dir
         .clone()
         .ok_or_else(|| io_err("no log directory".into()))?;
-    stream.set_nonblocking(false)?;
-    stream.set_nodelay(true)?;
-    stream.set_write_timeout(Some(LINK_TIMEOUT))?;
     if repl::is_replica(&shared.store) {
         return send_relay(shared, id, stream, replid, offset, &dir);
     }
@@ -630,6 +684,7 @@ fn send(
     let mut tail = Some(tail);
     let mut sender = FrameSender::new();
     while !closed.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
+        sender.functions(&mut stream, &shared.store)?;
         // This server now follows another: its replicas must look again
         // (FAILOVER's hand-over still needs the link to its target).
         if repl::is_replica(&shared.store)
@@ -637,6 +692,9 @@ fn send(
         {
             break;
         }
+        // Read before looking for frames: a worker that asks after this
+        // (the synchronous mode) ends the wait below at once.
+        let wanted = repl::sync_wanted_word(&shared.store);
         let upto = written();
         if pos < upto && chunk.len() < CHUNK {
             // In the files: read them.
@@ -665,7 +723,7 @@ fn send(
             continue;
         }
         sender.heartbeat(&mut stream, upto)?;
-        std::thread::sleep(Duration::from_millis(1));
+        repl::wait_sync_wanted(&shared.store, wanted, Duration::from_millis(1));
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
     Ok(())
@@ -748,6 +806,7 @@ fn send_relay(
     let mut chunk = Vec::new();
     let mut sender = FrameSender::new();
     while !closed.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
+        sender.functions(&mut stream, &shared.store)?;
         // Promoted, or the relay started over: the replica looks again.
         if !repl::is_replica(&store) || shared.relay_epoch.load(Ordering::Acquire) != epoch {
             break;
@@ -760,6 +819,84 @@ fn send_relay(
         }
         sender.heartbeat(&mut stream, upto)?;
         std::thread::sleep(Duration::from_millis(1));
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    Ok(())
+}
+
+/// Serves a replica of a primary without `--dir` from the in-memory
+/// backlog (started by the first replica): a partial resync when the
+/// backlog holds its position, otherwise a walk of the store at the
+/// backlog's end, then the backlog from there. The walk's start is pinned
+/// in the backlog, so no frame after it goes before it is sent.
+fn send_backlog(
+    shared: &Arc<Shared>,
+    id: u64,
+    mut stream: TcpStream,
+    replid: &str,
+    offset: u64,
+) -> std::io::Result<()> {
+    let io_err = |what: String| std::io::Error::other(what);
+    let store = shared.store.clone();
+    let backlog = super::backlog::start(&store).map_err(io_err)?;
+    let own = lock(shared).replid.clone();
+    let closed = read_acks(shared, id, &stream)?;
+    let mut chunk = Vec::new();
+    let mut resume = None;
+    if replid == format!("{:016x}", repl::replid_tag(&own)) && backlog.pin(id, offset) {
+        let (_, end) = backlog.span();
+        let end_or_frame = offset == end
+            || backlog
+                .read(id, offset, &mut chunk, 1, Duration::ZERO)
+                .is_ok_and(|to| to > offset && frames_check(&chunk, offset));
+        if end_or_frame {
+            resume = Some(offset);
+        } else {
+            chunk.clear();
+        }
+    }
+    let mut pos = match resume {
+        Some(pos) => {
+            stream.write_all(format!("+CONTINUE {own} {pos}\r\n").as_bytes())?;
+            println!("shoal: replica {id}: partial resync from LSN {pos} (in-memory backlog)");
+            pos + chunk.len() as u64
+        }
+        None => {
+            let start = backlog.pin_end(id);
+            stream.write_all(format!("+FULLRESYNC {own} {start}\r\n").as_bytes())?;
+            set_replica(shared, id, |r| {
+                r.state = "send_bulk";
+                r.needs = start;
+            });
+            let began = Instant::now();
+            let frames = stream_store(&store, &mut stream)?;
+            let mut out = Vec::new();
+            message(&mut out, b'E', &start.to_le_bytes());
+            stream.write_all(&out)?;
+            println!(
+                "shoal: replica {id}: full resync: the store at LSN {start} ({frames} records) sent in {:.3} s",
+                began.elapsed().as_secs_f64()
+            );
+            start
+        }
+    };
+    set_replica(shared, id, |r| r.state = "online");
+    let mut sender = FrameSender::new();
+    while !closed.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
+        sender.functions(&mut stream, &shared.store)?;
+        if repl::is_replica(&store) {
+            break;
+        }
+        if !chunk.is_empty() {
+            sender.frames(&mut stream, &mut chunk)?;
+            continue;
+        }
+        pos = backlog
+            .read(id, pos, &mut chunk, CHUNK, Duration::from_millis(100))
+            .map_err(io_err)?;
+        if chunk.is_empty() {
+            sender.heartbeat(&mut stream, pos)?;
+        }
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
     Ok(())
@@ -796,7 +933,7 @@ fn stream_store(store: &Store, stream: &mut TcpStream) -> std::io::Result<u64> {
 }
 
 /// Whether `bytes` are whole, valid frames, the first at `lsn`.
-fn frames_check(bytes: &[u8], mut lsn: u64) -> bool {
+pub(super) fn frames_check(bytes: &[u8], mut lsn: u64) -> bool {
     let mut at = 0;
     while at < bytes.len() {
         match parse_frame(&bytes[at..], lsn) {
@@ -894,6 +1031,9 @@ fn link_loop(shared: &Arc<Shared>) {
             unsettled = false;
         }
         was_replica = true;
+        if shared.dir.is_none() {
+            super::backlog::stop(&shared.store);
+        }
         if let Some(dir) = &shared.dir {
             if !holds_replicated_data(Some(dir)) {
                 let _ = std::fs::write(
@@ -1128,8 +1268,18 @@ fn fail_over_to(shared: &Arc<Shared>, host: &str, port: u16, force: bool) -> boo
     let handed = (|| -> Result<u64, String> {
         let mut h = store.handle().map_err(|e| e.to_string())?;
         repl::set_target(&store, &mut h, Some((host, port))).map_err(|e| e.to_string())?;
-        // A write a worker had let through before the role changed is
-        // complete once every holder of a key lock has left.
+        // The write gate: a command that passed its role check before the
+        // change is marked until it has logged, and every later one sees
+        // the new role and refuses itself; so once no worker is marked,
+        // nothing can write past the head read below.
+        if !store
+            .wait_writers(LINK_TIMEOUT)
+            .map_err(|e| e.to_string())?
+        {
+            return Err("a worker's write did not finish after the role changed".into());
+        }
+        // Writes not made by commands (expiry) are complete once every
+        // holder of a key lock has left.
         let head = h
             .exclusive(|_| Ok(ring.head()))
             .map_err(|e| e.to_string())?;
@@ -1364,15 +1514,11 @@ fn follow(
         .map_err(|e| format!("cannot resolve {host}: {e}"))?
         .next()
         .ok_or_else(|| format!("cannot resolve {host}"))?;
-    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
-        .map_err(|e| format!("cannot connect to {host}:{port}: {e}"))?;
-    let _ = stream.set_nodelay(true);
-    stream
-        .set_read_timeout(Some(Duration::from_millis(100)))
-        .map_err(|e| e.to_string())?;
-    let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
-    let mut reader = BufReader::with_capacity(1 << 20, stream);
     let store = shared.store.clone();
+    // Reads and writes go through one stream (one TLS session): answers
+    // are written through the reader.
+    let stream = super::link::connect(&store, addr, host, port)?;
+    let mut reader = BufReader::with_capacity(1 << 20, stream);
     let applied = repl::applied_lsn(&store);
     let tag = repl::followed_tag(&store);
     let replid = if applied > 0 && tag != 0 {
@@ -1385,7 +1531,8 @@ fn follow(
             Some(user) => resp_command(&["AUTH", user, &pass]),
             None => resp_command(&["AUTH", &pass]),
         };
-        writer
+        reader
+            .get_mut()
             .write_all(&auth)
             .map_err(|e| format!("writing to {host}:{port}: {e}"))?;
         let answer = read_line(&mut reader, host, port)?;
@@ -1396,13 +1543,15 @@ fn follow(
             ));
         }
     }
-    let (offset, listening) = (applied.to_string(), shared.port.to_string());
+    let listening = super::link::announced_port(&store, shared.port).to_string();
+    let offset = applied.to_string();
     let mut request_args = vec!["SHOAL.SYNC", &replid, &offset, &listening, &shared.node];
     if failover {
         request_args.push("FAILOVER");
     }
     let request = resp_command(&request_args);
-    writer
+    reader
+        .get_mut()
         .write_all(&request)
         .map_err(|e| format!("writing to {host}:{port}: {e}"))?;
     let line = read_line(&mut reader, host, port)?;
@@ -1453,7 +1602,7 @@ fn follow(
             h.apply_record(u64::MAX, &flush)
                 .map_err(|e| e.to_string())?;
             let began = Instant::now();
-            let n = receive_snapshot(&mut reader, &mut h, start)?;
+            let n = receive_snapshot(&mut reader, &mut h, &store, start)?;
             lock(shared).master_replid = id.to_string();
             repl::set_followed_tag(&store, repl::replid_tag(id)).map_err(|e| e.to_string())?;
             repl::set_applied_lsn(&store, start).map_err(|e| e.to_string())?;
@@ -1476,14 +1625,14 @@ fn follow(
             ))
         }
     }
-    let ack = |writer: &mut TcpStream, lsn: u64| -> Result<(), String> {
+    let ack = |writer: &mut super::link::LinkStream, lsn: u64| -> Result<(), String> {
         let mut b = [b'A'; 9];
         b[1..].copy_from_slice(&lsn.to_le_bytes());
         writer
             .write_all(&b)
             .map_err(|e| format!("writing to the primary: {e}"))
     };
-    ack(&mut writer, expect)?;
+    ack(reader.get_mut(), expect)?;
     let mut body = Vec::new();
     // Frames of a group not closed yet: applied only with its last frame.
     let mut group: Vec<(u64, Vec<u8>)> = Vec::new();
@@ -1510,10 +1659,14 @@ fn follow(
                     let continues = f.payload.first().is_some_and(|k| k & GROUP_CONTINUES != 0);
                     group.push((f.lsn, f.payload.to_vec()));
                     expect += f.size;
-                    if !continues {
+                    if store::log::record::drops_group(f.payload) {
+                        // The primary undid the section that wrote the group.
+                        group.clear();
+                        closed = expect;
+                    } else if !continues {
                         for (lsn, payload) in group.drain(..) {
-                            h.apply_record(lsn, &payload)
-                                .map_err(|e| format!("applying the record at LSN {lsn}: {e}"))?;
+                            super::persistence::apply_replayed(&mut h, &store, lsn, &payload)
+                                .map_err(|e| format!("applying the {e}"))?;
                         }
                         closed = expect;
                     }
@@ -1523,12 +1676,16 @@ fn follow(
                     repl::set_applied_lsn(&store, closed).map_err(|e| e.to_string())?;
                 }
                 lock(shared).head_while_following = store.log_status().head;
-                ack(&mut writer, repl::applied_lsn(&store))?;
+                ack(reader.get_mut(), repl::applied_lsn(&store))?;
+            }
+            b'F' => {
+                engine::replace_libraries_from_primary(&mut h, &store, &body)
+                    .map_err(|e| format!("the primary's function libraries: {e}"))?;
             }
             b'H' => {
                 relay_from(shared, expect);
                 lock(shared).head_while_following = store.log_status().head;
-                ack(&mut writer, repl::applied_lsn(&store))?
+                ack(reader.get_mut(), repl::applied_lsn(&store))?
             }
             _ => {
                 return Err(format!(
@@ -1603,7 +1760,12 @@ fn set_up(shared: &Shared, link: &'static str) {
 }
 
 /// Loads the snapshot frames of a full resync until its end message.
-fn receive_snapshot(reader: &mut impl Read, h: &mut Handle, start: u64) -> Result<u64, String> {
+fn receive_snapshot(
+    reader: &mut impl Read,
+    h: &mut Handle,
+    store: &Store,
+    start: u64,
+) -> Result<u64, String> {
     let mut body = Vec::new();
     let mut n = 0u64;
     let mut quiet = Instant::now();
@@ -1620,9 +1782,8 @@ fn receive_snapshot(reader: &mut impl Read, h: &mut Handle, start: u64) -> Resul
                 let frames = repl::link::frames(&body, None)
                     .map_err(|e| format!("{e} in the snapshot; resyncing"))?;
                 for f in frames {
-                    h.apply_record(f.lsn, f.payload).map_err(|e| {
-                        format!("loading the snapshot record at LSN {}: {e}", f.lsn)
-                    })?;
+                    super::persistence::apply_replayed(h, store, f.lsn, f.payload)
+                        .map_err(|e| format!("loading the snapshot {e}"))?;
                     n += 1;
                 }
             }

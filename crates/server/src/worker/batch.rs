@@ -14,7 +14,8 @@
 //!    the pub/sub output the batch produced to clients and other workers;
 //! 3. before replies leave, [`Runner::settle`] waits for the fsync that
 //!    covers every write of this client (`appendfsync always`, group
-//!    commit); [`Runner::reply`] does that and writes.
+//!    commit), and for the workers that track the keys it wrote (client-
+//!    side caching); [`Runner::reply`] does that and writes.
 //!
 //! The engine is never borrowed across an `.await`: the closure runs
 //! synchronously, and settling and writing happen after it.
@@ -63,6 +64,14 @@ impl<T> Ran<T> {
 pub(crate) struct Runner {
     /// The end of the last log frame this client's requests wrote (0: none).
     logged_to: u64,
+    /// The synchronous mode when that write ran: replicas to wait for and
+    /// the timeout in ms (`replica-sync-count`, `replica-sync-timeout`).
+    sync: Option<(u64, u64)>,
+    /// Client-side caching messages to other workers that the last batch
+    /// that sent any left unacknowledged, as (slot, seq).
+    tracking_unacked: Vec<(u32, u64)>,
+    /// The listener move (CONFIG SET port / bind) the last batch made.
+    rebind: u64,
 }
 
 impl Runner {
@@ -82,12 +91,21 @@ impl Runner {
         let ran = {
             let mut engine = worker.engine.borrow_mut();
             let before = engine.log_last_end();
+            let tracking_before = engine.tracking_sent_total();
+            let rebinds_before = worker.rebinds.latest();
             engine.begin_batch(session);
             let ran = batch(&mut engine, session);
             engine.end_batch();
             let after = engine.log_last_end();
             if after != before {
                 self.logged_to = after;
+                self.sync = engine::replication::sync_mode(&engine);
+            }
+            if worker.rebinds.latest() != rebinds_before {
+                self.rebind = worker.rebinds.latest();
+            }
+            if engine.tracking_sent_total() != tracking_before {
+                self.tracking_unacked = engine.tracking_unacked();
             }
             ran
         };
@@ -103,9 +121,27 @@ impl Runner {
     }
 
     /// Waits, under `appendfsync always`, until everything this client
-    /// wrote is fsynced: no reply may leave before that.
+    /// wrote is fsynced, and in the synchronous mode until enough replicas
+    /// have applied it, until the workers that track keys it wrote have
+    /// handled them, and until every worker serves listeners it moved: no
+    /// reply may leave before that.
     pub async fn settle(&self, worker: &Worker) {
+        if self.rebind != 0 {
+            worker.rebinds.wait(self.rebind).await;
+        }
+        if !self.tracking_unacked.is_empty() {
+            worker
+                .tracking_acks
+                .wait(worker, &self.tracking_unacked)
+                .await;
+        }
         worker.durable.wait(self.logged_to).await;
+        if let Some((count, timeout_ms)) = self.sync {
+            worker
+                .replica_acks
+                .wait(self.logged_to, count, timeout_ms)
+                .await;
+        }
     }
 
     /// Settles, then writes `out` and empties it. Room past

@@ -15,6 +15,9 @@ mod memcache;
 mod nats;
 mod pause;
 mod pubsub;
+mod rebinds;
+mod sync_replicas;
+mod tracking_acks;
 mod transport;
 
 use std::cell::RefCell;
@@ -76,6 +79,12 @@ pub(crate) struct Worker {
     pub pubsub_output: Rc<tokio::sync::Notify>,
     /// Replies held for the log's fsync (`appendfsync always`).
     pub durable: crate::worker::durable::Durable,
+    /// Replies held for replicas (`replica-sync-count`).
+    pub replica_acks: crate::worker::sync_replicas::ReplicaAcks,
+    /// Replies held for other workers' client-side caching invalidations.
+    pub tracking_acks: crate::worker::tracking_acks::TrackingAcks,
+    /// CONFIG SET port / bind replies held until every worker moved.
+    pub rebinds: crate::worker::rebinds::Rebinds,
     /// The channel to the supervisor (set once connected).
     pub control: RefCell<Option<Rc<Channel>>>,
     /// Copies of the listening sockets, to give back to a supervisor that
@@ -176,6 +185,9 @@ pub fn run_worker(opts: WorkerOptions) -> Result<(), Error> {
         backlog_pending: tokio::sync::Notify::new(),
         pubsub_output: Rc::new(tokio::sync::Notify::new()),
         durable: crate::worker::durable::Durable::new(&store_for_durable),
+        replica_acks: crate::worker::sync_replicas::ReplicaAcks::new(&store_for_durable),
+        tracking_acks: Default::default(),
+        rebinds: Default::default(),
         control: RefCell::new(None),
         sockets: RefCell::new(Vec::new()),
         handover: std::cell::Cell::new(false),
@@ -248,6 +260,7 @@ async fn serve(worker: Rc<Worker>, opts: WorkerOptions) -> Result<(), Error> {
     tokio::task::spawn_local(mailbox_loop(worker.clone(), wake));
     tokio::task::spawn_local(send_ready(worker.clone()));
     tokio::task::spawn_local(sweeper(worker.clone()));
+    tokio::task::spawn_local(lazy_free(worker.clone()));
     tokio::task::spawn_local(crate::worker::pause::timer(worker.clone()));
     tokio::task::spawn_local(crate::worker::pause::announce(worker.clone()));
     worker
@@ -355,6 +368,7 @@ fn rebind(
     let mut cfg = worker.listen.borrow().clone();
     cfg.bind.clone_from(&new.bind);
     cfg.port = new.port;
+    cfg.tls_port = new.tls_port;
     let reuseport = !worker.shared_listeners.get();
     let sockets = bind_kinds(&cfg, &kinds, reuseport).map_err(|e| {
         let why = format!(
@@ -373,10 +387,12 @@ fn rebind(
     if let Some(channel) = worker.control.borrow().clone() {
         let msg = json!({
             "op": "rebound",
+            "rebind": worker.rebinds.sent(),
             "moved": kinds.iter().map(|k| k.name()).collect::<Vec<_>>(),
             "kinds": copies.iter().map(|(k, _)| k.name()).collect::<Vec<_>>(),
             "bind": new.bind,
             "port": new.port,
+            "tls_port": new.tls_port,
         });
         tokio::task::spawn_local(async move {
             let fds: Vec<_> = copies.iter().map(|(_, fd)| fd.as_fd()).collect();
@@ -408,6 +424,9 @@ fn listen_moved(worker: &Rc<Worker>, msg: &serde_json::Value, fds: Vec<OwnedFd>)
         }
         if let Some(port) = msg["port"].as_u64() {
             listen.port = port as u16;
+        }
+        if let Some(port) = msg["tls_port"].as_u64() {
+            listen.tls_port = port as u16;
         }
     }
     let _ = serve_sockets(worker, &moved, kinds.into_iter().zip(fds).collect());
@@ -550,11 +569,18 @@ fn serve_stream(
                     _ => {
                         // While one of this worker's scripts is busy, its
                         // hook answers the client through the session.
-                        let _registered = match &transport {
+                        let registered = match &transport {
                             Transport::Tls(tls) => Some(busy::register_tls(fd as i64, tls)),
                             Transport::Plain(_) => None,
                         };
-                        connection::run(worker, transport, resp_peer, moved).await;
+                        let ended =
+                            connection::run(worker.clone(), transport, resp_peer, moved).await;
+                        drop(registered);
+                        if let Some((transport, state)) = ended {
+                            if state.get("replica").is_some() {
+                                pump_replica_link(&worker, transport, state).await;
+                            }
+                        }
                     }
                 }
             });
@@ -615,6 +641,55 @@ async fn hand_to_replication(worker: &Worker, fd: OwnedFd, state: serde_json::Va
         let _ = channel.send(&msg, &[fd.as_fd()]).await;
     }
 }
+
+/// Serves a replica's link (SHOAL.SYNC) that came over TLS: the session
+/// cannot leave this process, so the supervisor's sender gets one end of
+/// a socket pair and this task carries the bytes between the other end
+/// and the session, both ways, until either side closes. A write to the
+/// replica that stalls as long as the sender's own timeout closes it.
+async fn pump_replica_link(worker: &Worker, transport: Transport, state: serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok((ours, sender)) = std::os::unix::net::UnixStream::pair() else {
+        return;
+    };
+    if ours.set_nonblocking(true).is_err() {
+        return;
+    }
+    let Ok(ours) = tokio::net::UnixStream::from_std(ours) else {
+        return;
+    };
+    hand_to_replication(worker, OwnedFd::from(sender), state).await;
+    let (mut from_sender, mut to_sender) = ours.into_split();
+    let (mut from_replica, mut to_replica) = tokio::io::split(transport);
+    let down = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match from_sender.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let written = tokio::time::timeout(REPLICA_LINK_TIMEOUT, async {
+                to_replica.write_all(&buf[..n]).await?;
+                to_replica.flush().await
+            })
+            .await;
+            if !matches!(written, Ok(Ok(()))) {
+                return;
+            }
+        }
+        // The sender closed: so does the session (close_notify).
+        let _ = tokio::time::timeout(REPLICA_LINK_TIMEOUT, to_replica.shutdown()).await;
+    };
+    let up = tokio::io::copy(&mut from_replica, &mut to_sender);
+    tokio::select! {
+        _ = down => {}
+        _ = up => {}
+    }
+}
+
+/// How long a write to a replica over TLS may stall (the supervisor's
+/// sender gives a plain link as long).
+const REPLICA_LINK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Connects to the supervisor's control socket, says which slot this is and
 /// receives the listening sockets to serve (SCM_RIGHTS): the supervisor
@@ -689,7 +764,20 @@ async fn control_loop(worker: Rc<Worker>, mut channel: Rc<Channel>) {
                     adopt(&worker, kind, fd, moved);
                 }
             }
-            Some("listen") => listen_moved(&worker, &msg, fds),
+            Some("listen") => {
+                listen_moved(&worker, &msg, fds);
+                // After the aborted accept tasks dropped the old sockets.
+                let ack = json!({"id": msg["id"]});
+                let channel = channel.clone();
+                tokio::task::spawn_local(async move {
+                    tokio::task::yield_now().await;
+                    let _ = channel.send(&ack, &[]).await;
+                });
+            }
+            Some("rebound-done") => {
+                let id = msg["rebind"].as_u64().unwrap_or(0);
+                worker.rebinds.done(id);
+            }
             Some("drain") => {
                 worker
                     .handover
@@ -838,6 +926,22 @@ async fn sweeper(worker: Rc<Worker>) {
     }
 }
 
+/// Frees what this worker's lazy frees (UNLINK, FLUSHDB ASYNC…) detached,
+/// a bounded number of blocks per step with the event loop served in
+/// between, so the command that detached a large value answered at once
+/// and no later request waits for the whole free. Looks for work once per
+/// `hz` tick when there is none.
+async fn lazy_free(worker: Rc<Worker>) {
+    loop {
+        if worker.engine.borrow_mut().free_lazily() {
+            tokio::task::yield_now().await;
+        } else {
+            let hz = worker.engine.borrow().config().hz.clamp(1, 500);
+            tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
+        }
+    }
+}
+
 /// Tells other workers about written keys their blocked clients wait on
 /// (the outbox `Blocking::serve_ready` fills), each message with its share
 /// of its round's weight, and gives back to each round's origin the weight
@@ -930,6 +1034,8 @@ async fn mailbox_loop(worker: Rc<Worker>, wake: tokio::net::UnixDatagram) {
             )
         };
         worker.flush_pubsub();
+        let acks = worker.engine.borrow().tracking_acks_total();
+        worker.tracking_acks.check(acks);
         if taken.is_ok() {
             for m in messages.drain(..) {
                 handle_message(&worker, m).await;

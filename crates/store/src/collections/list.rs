@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 
 use super::codec::{self, Reader, TAG_ITEMS};
-use super::tree::Tree;
+use super::tree::{Edge, InPlace, Tree};
 use super::{Collection, Journal, Segment};
 use crate::error::{Error, Result};
 use crate::keyspace::entry::ValueType;
@@ -19,6 +19,10 @@ pub struct List {
     body: Body,
     changed: bool,
     journal: Journal,
+    /// Pushes at one end of a paged list that go in place when the write
+    /// is published (see the tree's `edge` module); every other change
+    /// applies them by copying first.
+    edge: Option<Edge>,
 }
 
 #[derive(Debug)]
@@ -34,6 +38,7 @@ impl Default for List {
             body: Body::Compact(VecDeque::new()),
             changed: false,
             journal: Journal::default(),
+            edge: None,
         }
     }
 }
@@ -60,6 +65,7 @@ impl Collection for List {
             body: Body::Compact(items),
             changed: false,
             journal: Journal::default(),
+            edge: None,
         })
     }
 
@@ -73,6 +79,9 @@ impl Collection for List {
     }
 
     fn encode_image(&self, out: &mut Vec<u8>) -> Result<()> {
+        if let Some(whole) = self.with_pushes()? {
+            return whole.encode_image(out);
+        }
         match &self.body {
             Body::Compact(_) => self.encode(out),
             Body::Paged(tree) => {
@@ -87,9 +96,13 @@ impl Collection for List {
     }
 
     fn len(&self) -> u64 {
+        let (pushed, popped) = self
+            .edge
+            .as_ref()
+            .map_or((0, 0), |e| (e.items().len() as u64, e.pops() as u64));
         match &self.body {
             Body::Compact(items) => items.len() as u64,
-            Body::Paged(t) => t.len(),
+            Body::Paged(t) => t.len() + pushed - popped,
         }
     }
 
@@ -107,10 +120,14 @@ impl Collection for List {
             body: Body::Paged(tree),
             changed: false,
             journal: Journal::default(),
+            edge: None,
         })
     }
 
     fn settle(&mut self, seg: &Segment) -> Result<()> {
+        if self.len() as usize <= COMPACT_ITEMS / 2 {
+            self.apply_pushes()?;
+        }
         match &mut self.body {
             Body::Compact(items) => {
                 let bytes: usize = items.iter().map(Vec::len).sum();
@@ -123,7 +140,9 @@ impl Collection for List {
                     self.body = Body::Paged(tree);
                 }
             }
-            Body::Paged(tree) => {
+            // With pushes waiting (more than half the compact limit in
+            // all) the tree alone may be short: it stays paged.
+            Body::Paged(tree) if self.edge.is_none() => {
                 if tree.len() as usize <= COMPACT_ITEMS / 2 {
                     let items: VecDeque<Vec<u8>> =
                         tree.items()?.into_iter().map(|(_, v)| v).collect();
@@ -132,6 +151,7 @@ impl Collection for List {
                     }
                 }
             }
+            Body::Paged(_) => {}
         }
         Ok(())
     }
@@ -146,11 +166,127 @@ impl Collection for List {
     fn journal_mut(&mut self) -> &mut Journal {
         &mut self.journal
     }
+
+    fn growth_block(&self) -> Option<(u64, bool)> {
+        self.edge.as_ref().map(|e| (e.leaf(), e.pops() > 0))
+    }
+
+    fn take_growth(&mut self, in_place: bool) -> Result<Option<InPlace>> {
+        if !in_place {
+            self.apply_pushes()?;
+            return Ok(None);
+        }
+        match (self.edge.take(), &mut self.body) {
+            (Some(edge), Body::Paged(t)) => t.grow(&edge).map(Some),
+            _ => Ok(None),
+        }
+    }
 }
 
 impl List {
+    /// Applies the pushes waiting to go in place by copying (before any
+    /// other change, or when the write cannot publish them in place).
+    fn apply_pushes(&mut self) -> Result<()> {
+        if let (Some(edge), Body::Paged(t)) = (self.edge.take(), &mut self.body) {
+            for _ in 0..edge.pops() {
+                let last = t.len().saturating_sub(1);
+                t.remove_at(if edge.tail() { last } else { 0 })?;
+            }
+            for item in edge.items() {
+                t.push_end(edge.tail(), item)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// With pushes waiting: the whole list in process memory, for a read
+    /// in the same write (rare; the pushes are not in the tree yet).
+    fn with_pushes(&self) -> Result<Option<List>> {
+        let (Some(edge), Body::Paged(t)) = (&self.edge, &self.body) else {
+            return Ok(None);
+        };
+        let mut items: VecDeque<Vec<u8>> = t.items()?.into_iter().map(|(_, v)| v).collect();
+        for _ in 0..edge.pops() {
+            if edge.tail() {
+                items.pop_back();
+            } else {
+                items.pop_front();
+            }
+        }
+        for item in edge.items() {
+            if edge.tail() {
+                items.push_back(item.clone());
+            } else {
+                items.push_front(item.clone());
+            }
+        }
+        Ok(Some(List {
+            body: Body::Compact(items),
+            ..List::default()
+        }))
+    }
+
+    /// Removes the element at the tail (else the head) of a paged list in
+    /// place when its end leaf stores it last and keeps others; None when
+    /// that cannot be (the caller then removes it by copying).
+    fn pop_paged(&mut self, tail: bool) -> Result<Option<Vec<u8>>> {
+        let Body::Paged(t) = &mut self.body else {
+            return Ok(None);
+        };
+        let fresh = match &self.edge {
+            Some(edge) if edge.tail() == tail && edge.items().is_empty() => None,
+            Some(_) => return Ok(None),
+            None => match t.edge(tail)? {
+                Some(edge) => Some(edge),
+                None => return Ok(None),
+            },
+        };
+        if let Some(edge) = fresh {
+            self.edge = Some(edge);
+        }
+        let Some(edge) = &mut self.edge else {
+            return Ok(None);
+        };
+        let item = edge.pop(t.region())?;
+        if edge.pops() == 0 && edge.items().is_empty() {
+            self.edge = None;
+        }
+        Ok(item)
+    }
+
+    /// Adds an element at the tail (else the head) of a paged list: in
+    /// place when its end leaf has room, else by copying.
+    fn push_paged(&mut self, tail: bool, item: &[u8]) -> Result<()> {
+        let Body::Paged(t) = &mut self.body else {
+            return Ok(());
+        };
+        match &mut self.edge {
+            Some(edge) => {
+                if edge.tail() == tail && edge.add(item) {
+                    return Ok(());
+                }
+                self.apply_pushes()?;
+            }
+            None => {
+                if let Some(mut edge) = t.edge(tail)? {
+                    if edge.add(item) {
+                        self.edge = Some(edge);
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        match &mut self.body {
+            Body::Paged(t) => t.push_end(tail, item),
+            Body::Compact(_) => Ok(()),
+        }
+    }
+
     /// The element at `index`, if there is one.
     pub fn get(&self, index: u64) -> Result<Option<Vec<u8>>> {
+        if let Some(whole) = self.with_pushes()? {
+            return whole.get(index);
+        }
         match &self.body {
             Body::Compact(items) => Ok(usize::try_from(index)
                 .ok()
@@ -173,7 +309,7 @@ impl List {
         self.journal.push(false, item);
         match &mut self.body {
             Body::Compact(items) => items.push_front(item.to_vec()),
-            Body::Paged(t) => t.insert_at(0, item)?,
+            Body::Paged(_) => self.push_paged(false, item)?,
         }
         Ok(())
     }
@@ -184,7 +320,7 @@ impl List {
         self.journal.push(true, item);
         match &mut self.body {
             Body::Compact(items) => items.push_back(item.to_vec()),
-            Body::Paged(t) => t.insert_at(t.len(), item)?,
+            Body::Paged(_) => self.push_paged(true, item)?,
         }
         Ok(())
     }
@@ -204,6 +340,7 @@ impl List {
 
     /// Replaces the element at `index`; false when out of range.
     pub fn set(&mut self, index: u64, item: &[u8]) -> Result<bool> {
+        self.apply_pushes()?;
         let done = match &mut self.body {
             Body::Compact(items) => {
                 match usize::try_from(index).ok().and_then(|i| items.get_mut(i)) {
@@ -225,6 +362,7 @@ impl List {
 
     /// Inserts `item` so that it becomes the element at `index` (`index` ≤ len).
     pub fn insert(&mut self, index: u64, item: &[u8]) -> Result<()> {
+        self.apply_pushes()?;
         let len = self.len();
         let index = index.min(len);
         match index {
@@ -242,6 +380,15 @@ impl List {
 
     /// Removes and returns the element at `index`.
     pub fn remove(&mut self, index: u64) -> Result<Option<Vec<u8>>> {
+        let len = self.len();
+        if len > 0 && (index == 0 || index + 1 == len) {
+            if let Some(item) = self.pop_paged(index != 0)? {
+                self.changed = true;
+                self.journal.pop(index != 0, 1);
+                return Ok(Some(item));
+            }
+        }
+        self.apply_pushes()?;
         let len = self.len();
         let item = match &mut self.body {
             Body::Compact(items) => usize::try_from(index).ok().and_then(|i| items.remove(i)),
@@ -263,6 +410,9 @@ impl List {
     /// false. LPOS, LINSERT and LREM search with it without copying the
     /// elements they pass over.
     pub fn scan(&self, from_tail: bool, mut f: impl FnMut(u64, &[u8]) -> bool) -> Result<()> {
+        if let Some(whole) = self.with_pushes()? {
+            return whole.scan(from_tail, f);
+        }
         match &self.body {
             Body::Compact(items) => {
                 if from_tail {
@@ -300,6 +450,9 @@ impl List {
     /// Calls `f` with each element in `start..end` (clamped to the list), in
     /// order: LRANGE writes them into its reply without copying them first.
     pub fn for_each_in(&self, start: u64, end: u64, mut f: impl FnMut(&[u8])) -> Result<()> {
+        if let Some(whole) = self.with_pushes()? {
+            return whole.for_each_in(start, end, f);
+        }
         let len = self.len();
         let (start, end) = (start.min(len), end.min(len));
         if start >= end {
@@ -324,6 +477,7 @@ impl List {
     /// `from_tail`. Returns how many it removed. One pass over the list
     /// whatever the number removed (two when counting from the tail).
     pub fn remove_equal(&mut self, item: &[u8], limit: u64, from_tail: bool) -> Result<u64> {
+        self.apply_pushes()?;
         if let Body::Paged(_) = &self.body {
             let mut doomed = Vec::new();
             self.scan(from_tail, |at, v| {
@@ -380,6 +534,7 @@ impl List {
 
     /// Keeps only the elements in `start..end` (LTRIM).
     pub fn retain_range(&mut self, start: u64, end: u64) -> Result<()> {
+        self.apply_pushes()?;
         let len = self.len();
         let (start, end) = (start.min(len), end.min(len).max(start.min(len)));
         if start == 0 && end == len {

@@ -93,6 +93,21 @@ pub trait Collection: Sized {
     /// carries them (see [`Journal`]).
     #[doc(hidden)]
     fn journal_mut(&mut self) -> &mut Journal;
+    /// Changes waiting to go in place into the published trees (a list's
+    /// pushes at one end): with `in_place`, writes their bytes past the
+    /// published ends and returns the words that publish them, or None
+    /// when there are none; without, applies them to the trees by copying.
+    #[doc(hidden)]
+    fn take_growth(&mut self, in_place: bool) -> Result<Option<tree::InPlace>> {
+        let _ = in_place;
+        Ok(None)
+    }
+    /// The block the waiting in-place changes go into, and whether they
+    /// move its published end back (pops) rather than forward (pushes).
+    #[doc(hidden)]
+    fn growth_block(&self) -> Option<(u64, bool)> {
+        None
+    }
 }
 
 /// The payload bytes a delta record is kept under (a longer run of one
@@ -536,7 +551,12 @@ impl Handle {
         }
         let bytes = self.read_value(raw)?;
         if raw.encoding == ENC_PAGED {
-            C::from_trees(paged::open_trees(&self.ctx.sh, &bytes, C::KEYED)?)
+            let header = paged::Header::decode(&bytes)?;
+            let mut value = C::from_trees(paged::open_trees(&self.ctx.sh, &bytes, C::KEYED)?)?;
+            for t in value.trees_mut() {
+                t.set_count_word(raw.value_off() + header.count_at());
+            }
+            Ok(value)
         } else {
             C::decode(&bytes)
         }
@@ -651,9 +671,34 @@ impl Handle {
                 )
             });
         }
+        let mut in_place = !fresh && l.found.is_some_and(|f| f.raw.encoding == ENC_PAGED);
+        let growth = value.growth_block();
+        if let Some((blk, false)) = growth {
+            // Pushes into room an earlier pop of this section gave back
+            // would write over bytes its rollback publishes again: they
+            // go by copying (the leaf stays as it is for the rollback).
+            in_place &= !self.ctx.section_shrank(blk);
+        }
+        if let Some(words) = value.take_growth(in_place)? {
+            if let Some((blk, true)) = growth {
+                self.ctx.journal_shrink(blk);
+            }
+            return self.publish_in_place(l, &words, &[]);
+        }
         let mut trees = value.trees_mut();
-        let (replaced, words) = self.commit_trees(&mut trees)?;
-        let header = paged::header_of(&trees).encode();
+        let (replaced, mut words) = self.commit_trees(&mut trees)?;
+        let header = paged::header_of(&trees);
+        // The roots stayed (only nodes below them, or their child words,
+        // changed): the entry keeps its block and only its count changes.
+        let unmoved: Option<Vec<u64>> = trees.iter().map(|t| t.unmoved_count_word()).collect();
+        if let (true, Some(&[count_word, ..])) =
+            (in_place && C::TYPE != ValueType::Stream, unmoved.as_deref())
+        {
+            words.push((count_word, header.count));
+            drop(trees);
+            return self.publish_in_place(l, &words, &replaced);
+        }
+        let header = header.encode(key.len());
         fields.encoding = ENC_PAGED;
         let (blk, pending) = self.new_entry(&fields, key, &[&header], 0)?;
         self.publish_paged(l, blk, pending, (&replaced, &words), fresh)

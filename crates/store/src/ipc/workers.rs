@@ -119,6 +119,7 @@ impl Store {
         r.store64(off + W_TOTAL_CONNECTIONS, 0)?;
         r.store64(off + W_COMMANDS, 0)?;
         r.store64(off + W_BLOCKED, 0)?;
+        r.store64(off + W_WRITING, 0)?;
         r.store64(off + W_RESTARTS, restarts)?;
         r.store64(off + W_PID, pid as u64)?;
         r.store64(off + W_STATE, 1)?;
@@ -196,6 +197,89 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// FAILOVER's write gate, worker side: marks `slot` as running a
+    /// command that may write (`on`) before that command checks the role
+    /// and the pause, and clears the mark once it is done. The fence after
+    /// the mark pairs with the one in [`Store::wait_writers`]: either the
+    /// command sees the role the supervisor set, or the supervisor sees the
+    /// mark and waits for the command (Dekker's handshake).
+    pub fn set_worker_writing(&self, slot: u32, on: bool) -> Result<()> {
+        self.sh
+            .region
+            .a64(rec(slot)? + W_WRITING)?
+            .store(u64::from(on), Ordering::SeqCst);
+        if on {
+            std::sync::atomic::fence(Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// FAILOVER's write gate, supervisor side: called after a change of
+    /// role that makes every later write refuse itself, returns once no
+    /// live worker is still inside a command that passed its checks before
+    /// the change (or `timeout` passed: false). A dead worker's mark does
+    /// not count.
+    pub fn wait_writers(&self, timeout: std::time::Duration) -> Result<bool> {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let r = &self.sh.region;
+        let began = std::time::Instant::now();
+        for slot in 0..MAX_WORKERS {
+            let off = rec(slot)?;
+            loop {
+                let writing = r.a64(off + W_WRITING)?.load(Ordering::SeqCst) != 0;
+                if !writing
+                    || WorkerState::from_u64(r.load64(off + W_STATE)?) == WorkerState::Free
+                    || !u32::try_from(r.load64(off + W_PID)?).is_ok_and(|pid| {
+                        process_alive(pid, r.load64(off + W_START_TIME).unwrap_or(0))
+                    })
+                {
+                    break;
+                }
+                if began.elapsed() > timeout {
+                    return Ok(false);
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        }
+        Ok(true)
+    }
+
+    /// Sets shared setting word `i` and wakes everyone sleeping in
+    /// [`Store::wait_config_word`] on it.
+    pub fn publish_config_word(&self, i: u64, v: u64) -> Result<()> {
+        self.set_config_word(i, v)?;
+        let word = self.sh.region.a32(H_CONFIG + 8 * i)?;
+        let _ = rustix::thread::futex::wake(
+            word,
+            rustix::thread::futex::Flags::empty(),
+            i32::MAX as u32,
+        );
+        Ok(())
+    }
+
+    /// Sleeps until shared setting word `i` differs from `seen`, it is
+    /// published again, or `timeout` passes (a thread of a worker waits
+    /// here, never its event loop).
+    pub fn wait_config_word(&self, i: u64, seen: u64, timeout: std::time::Duration) -> Result<()> {
+        if self.config_word(i)? != seen {
+            return Ok(());
+        }
+        // The futex watches the word's low half (little-endian: its first
+        // four bytes); a change only in the high half ends at the timeout.
+        let word = self.sh.region.a32(H_CONFIG + 8 * i)?;
+        let ts = rustix::time::Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: timeout.subsec_nanos() as _,
+        };
+        let _ = rustix::thread::futex::wait(
+            word,
+            rustix::thread::futex::Flags::empty(),
+            seen as u32,
+            Some(&ts),
+        );
+        Ok(())
     }
 
     /// A new CLIENT ID, unique across every worker of the segment.

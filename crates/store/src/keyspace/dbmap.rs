@@ -110,6 +110,17 @@ impl Handle {
         Ok(self.ctx.region().load32(H_DB_MAP_LOCK + B_SEQ)? == view.gen)
     }
 
+    /// After taking a bucket lock outside any resolution (eviction, the
+    /// sweeper): whether another context's exclusive section runs. The
+    /// SeqCst fence pairs with the section's as in `db_view_locked`.
+    pub(crate) fn other_section_running(&self) -> Result<bool> {
+        if self.ctx.holds(H_DB_MAP_LOCK) {
+            return Ok(false);
+        }
+        fence(Ordering::SeqCst);
+        Ok(self.ctx.region().load32(H_DB_MAP_LOCK + B_SEQ)? & 1 == 1)
+    }
+
     /// The map and its generation, read while holding the map lock.
     fn locked_view(&self) -> Result<DbView> {
         let r = self.ctx.region();
@@ -158,9 +169,10 @@ impl Handle {
     /// own operations (any `Handle` method, SWAPDB and FLUSHDB included) work
     /// as usual. Nested calls just run `f`. Keep `f` short and never let it
     /// wait for another handle: every other reader and writer waits for it.
-    /// A process that dies inside leaves the writes it finished (each one
-    /// all or nothing) and is recovered like any lock holder (I7); this is
-    /// isolation, not rollback.
+    /// The section's writes share one undo journal (segment/journal.rs): a
+    /// process that dies inside is recovered like any lock holder (I7) and
+    /// the store is left as before the section. An error inside `f` does
+    /// not roll anything back: what `f` did stands once it returns.
     pub fn exclusive<T>(&mut self, f: impl FnOnce(&mut Handle) -> Result<T>) -> Result<T> {
         Self::exclusive_in(self, |h| h, f)
     }
@@ -178,15 +190,27 @@ impl Handle {
             return f(owner);
         }
         let took = handle(owner).enter_exclusive()?;
+        // One journal undoes the whole section if the process dies in it.
+        if let Err(e) = handle(owner).ctx.journal_open() {
+            handle(owner).leave_exclusive(took)?;
+            return Err(e.into());
+        }
         // Everything the section writes replays as one unit (MULTI/EXEC).
         handle(owner).log_group_begin();
         // A panic inside (a bug in `f`) must not leave every other process
         // waiting for a holder that is still alive: leave, then unwind on.
         let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(owner)));
-        let closed = handle(owner).log_group_end();
-        let left = handle(owner).leave_exclusive(took);
+        let h = handle(owner);
+        // The commit point comes before the group's closing frame: a crash
+        // after it finishes the section, and its log group with it (I16).
+        let committed = h.ctx.abort().and_then(|()| h.ctx.journal_commit_point());
+        let closed = h.log_group_end();
+        let finished = h.ctx.journal_close();
+        let left = h.leave_exclusive(took);
         let out = res.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        committed?;
         closed?;
+        finished?;
         left?;
         Ok(out)
     }

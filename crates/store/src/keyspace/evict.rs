@@ -90,6 +90,17 @@ impl EvictionPolicy {
         )
     }
 
+    /// Whether the policy orders keys by their own accesses (LRU or LFU):
+    /// then Redis gives every small integer value an object of its own,
+    /// where it shares one otherwise.
+    pub fn tracks_access(self) -> bool {
+        self.is_lfu()
+            || matches!(
+                self,
+                EvictionPolicy::AllKeysLru | EvictionPolicy::VolatileLru
+            )
+    }
+
     fn volatile_only(self) -> bool {
         matches!(
             self,
@@ -206,6 +217,12 @@ impl Handle {
         if !self.ctx.try_lock(bucket)? {
             return Ok(None);
         }
+        if self.other_section_running()? {
+            // Another context's section runs: its journal must find every
+            // word as it left it (a writer blocked by it is waiting anyway).
+            self.ctx.unlock(bucket)?;
+            return Ok(None);
+        }
         let res = (|| {
             let r = self.ctx.region();
             let mut hit = None;
@@ -220,7 +237,13 @@ impl Handle {
             })?;
             match hit {
                 Some(f) => {
-                    self.remove_locked(bucket, &f)?;
+                    // Freed now whatever lazyfree-lazy-eviction says: the
+                    // writer evicts because it needs the memory at once, and
+                    // a detached value would still hold it (every key would go).
+                    let was = std::mem::replace(&mut self.lazy_now, false);
+                    let removed = self.remove_locked(bucket, &f);
+                    self.lazy_now = was;
+                    removed?;
                     self.ctx.stat_add(Stat::Evicted, 1);
                     if self.key_log.removals {
                         self.log_entry(&f.raw, KeyEvent::Evicted);

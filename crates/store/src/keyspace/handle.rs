@@ -35,6 +35,11 @@ pub struct Handle {
     /// Allocations may pass `maxmemory` (a script flagged `allow-oom`
     /// writes as Redis lets it; eviction still runs when it can).
     pub(crate) ignore_maxmemory: bool,
+    /// The values this operation unpublishes are freed lazily (UNLINK,
+    /// FLUSHDB ASYNC; collections/paged.rs).
+    pub(crate) lazy_now: bool,
+    /// Which removals of the store's own free lazily.
+    pub(crate) lazy_policy: crate::collections::paged::LazyFreePolicy,
 }
 
 /// Where a publish puts the new entry.
@@ -229,7 +234,7 @@ impl Handle {
 
     /// The LFU half of the LRU word after one access to an entry whose LFU
     /// half is `old`: decayed and counted under an LFU policy, else as it was.
-    fn lfu_accessed(&mut self, old: u32, now_ms: u64) -> Result<u32> {
+    pub(crate) fn lfu_accessed(&mut self, old: u32, now_ms: u64) -> Result<u32> {
         Ok(match self.lfu_params()? {
             Some((factor, decay)) => {
                 let r = lfu::unit(self.ctx.random());
@@ -307,7 +312,8 @@ impl Handle {
         let mut found = index::find(self.ctx.region(), &pos, db, key)?;
         if let Some(f) = found {
             if f.raw.expired(self.now_ms()) {
-                self.remove_locked(pos.bucket, &f)?;
+                let lazy = self.lazy_policy.expire;
+                self.lazily(lazy, |h| h.remove_locked(pos.bucket, &f))?;
                 self.ctx.stat_add(Stat::Expired, 1);
                 if self.key_log.removals {
                     self.log_key(db, key, KeyEvent::Expired);
@@ -412,6 +418,11 @@ impl Handle {
         loop {
             if let Some(b) = self.try_alloc_block(payload, need, pending)? {
                 return Ok(b);
+            }
+            if self.ctx.journaling() && flushed {
+                // Inside an exclusive section frees wait for its end, so
+                // evicting would make no room (segment/journal.rs).
+                return self.alloc_past_maxmemory(payload, pending);
             }
             if !flushed {
                 // Our own stash first: nobody else can use those blocks.
@@ -632,7 +643,8 @@ impl Handle {
             Target::Replace(f, free_word) => {
                 self.ctx.wlog64(free_word, f.raw.off)?;
                 if drop_old {
-                    self.drop_trees_in_txn(&f.raw)?;
+                    let lazy = self.lazy_now || self.lazy_policy.server_del;
+                    self.drop_trees_in_txn(&f.raw, lazy)?;
                 }
                 (0, (new_expire != 0) as i64 - (f.raw.expire != 0) as i64)
             }
@@ -706,7 +718,7 @@ impl Handle {
         self.ctx.wlog64(f.slot_word, 0)?;
         self.ctx.wlog64(words[0], f.raw.off)?;
         if drop_trees {
-            self.drop_trees_in_txn(&f.raw)?;
+            self.drop_trees_in_txn(&f.raw, self.lazy_now)?;
         }
         self.ctx
             .add_db_keys(f.raw.db, -1, -((f.raw.expire != 0) as i64))?;

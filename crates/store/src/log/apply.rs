@@ -64,6 +64,8 @@ impl Handle {
                 self.swap_db(a, b)?;
                 return Ok(Applied::Changed);
             }
+            // The libraries are the engine's: the caller applies them.
+            Record::Functions { .. } => return Ok(Applied::Nothing),
             _ => {}
         }
         let Some((phys, key)) = rec.key() else {
@@ -185,9 +187,11 @@ impl Handle {
                     Ok(())
                 })?
                 .is_some(),
-            Record::Pad | Record::FlushDb { .. } | Record::FlushAll | Record::SwapDb { .. } => {
-                false
-            }
+            Record::Pad
+            | Record::FlushDb { .. }
+            | Record::FlushAll
+            | Record::SwapDb { .. }
+            | Record::Functions { .. } => false,
         };
         Ok(if changed {
             Applied::Changed

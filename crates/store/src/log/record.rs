@@ -56,6 +56,8 @@ pub const KIND_SWAP_DB: u8 = 16;
 pub const KIND_STREAM_PUT: u8 = 17;
 /// Kind byte of [`Record::StreamDel`].
 pub const KIND_STREAM_DEL: u8 = 18;
+/// [`Record::Functions`].
+pub const KIND_FUNCTIONS: u8 = 19;
 
 /// One logged change, borrowing its byte strings from the frame's payload.
 #[derive(Clone, Debug, PartialEq)]
@@ -212,6 +214,14 @@ pub enum Record<'a> {
         a: u8,
         /// The other.
         b: u8,
+    },
+    /// The whole set of function libraries after a FUNCTION LOAD, DELETE,
+    /// FLUSH or RESTORE: the engine's encoding of the library codes (with
+    /// its own checksum). The store holds no libraries: whoever replays the
+    /// log hands these bytes to the engine.
+    Functions {
+        /// The encoded library set.
+        libraries: &'a [u8],
     },
 }
 
@@ -448,6 +458,9 @@ impl<'a> Record<'a> {
                 a: r.db()?,
                 b: r.db()?,
             },
+            KIND_FUNCTIONS => Record::Functions {
+                libraries: r.bytes("libraries")?,
+            },
             kind => {
                 r.pos = 0;
                 return r.error(format!("unknown kind {kind}"));
@@ -480,6 +493,7 @@ impl<'a> Record<'a> {
             Record::FlushAll => KIND_FLUSH_ALL,
             Record::Pad => KIND_PAD,
             Record::SwapDb { .. } => KIND_SWAP_DB,
+            Record::Functions { .. } => KIND_FUNCTIONS,
         }
     }
 
@@ -523,6 +537,7 @@ impl<'a> Record<'a> {
             Record::FlushAll => encode_flush_all(out),
             Record::Pad => out.push(KIND_PAD),
             Record::SwapDb { a, b } => encode_swap_db(out, *a, *b),
+            Record::Functions { libraries } => encode_functions(out, libraries),
         }
         set_continues(&mut out[start..], continues);
     }
@@ -567,6 +582,7 @@ impl<'a> Record<'a> {
             Record::FlushDb { .. } => 2,
             Record::FlushAll | Record::Pad => 1,
             Record::SwapDb { .. } => 3,
+            Record::Functions { libraries } => 1 + 4 + libraries.len(),
         }
     }
 
@@ -587,7 +603,11 @@ impl<'a> Record<'a> {
             | Record::SetRem { db, key, .. }
             | Record::ZSetAdd { db, key, .. }
             | Record::ZSetRem { db, key, .. } => Some((db, key)),
-            Record::FlushDb { .. } | Record::FlushAll | Record::Pad | Record::SwapDb { .. } => None,
+            Record::FlushDb { .. }
+            | Record::FlushAll
+            | Record::Pad
+            | Record::SwapDb { .. }
+            | Record::Functions { .. } => None,
         }
     }
 }
@@ -633,6 +653,12 @@ fn put_keyed(out: &mut Vec<u8>, kind: u8, db: u8, key: &[u8]) {
     out.push(kind);
     out.push(db);
     put_bytes(out, key);
+}
+
+/// Appends a [`Record::Functions`] payload.
+pub fn encode_functions(out: &mut Vec<u8>, libraries: &[u8]) {
+    out.push(KIND_FUNCTIONS);
+    put_bytes(out, libraries);
 }
 
 /// Appends a [`Record::SetEntry`] payload; the value is the concatenation of
@@ -771,6 +797,18 @@ pub fn encode_pad(out: &mut Vec<u8>, len: usize) {
     out.resize(out.len() + len.saturating_sub(1), 0);
 }
 
+/// Second byte of a `Pad` that closes an open group by dropping it: the
+/// group's writer died inside an exclusive section whose every write the
+/// recoverer undid (docs/design.md I13, I16), so none of it happened.
+pub const PAD_DROPS_GROUP: u8 = 1;
+
+/// Whether `payload` is a `Pad` that drops the open group instead of
+/// closing it.
+pub fn drops_group(payload: &[u8]) -> bool {
+    payload.first().is_some_and(|k| k & !CONTINUES == KIND_PAD)
+        && payload.get(1) == Some(&PAD_DROPS_GROUP)
+}
+
 /// Appends a [`Record::SwapDb`] payload.
 pub fn encode_swap_db(out: &mut Vec<u8>, a: u8, b: u8) {
     debug_assert!((a as usize) < NUM_DBS && (b as usize) < NUM_DBS);
@@ -854,6 +892,7 @@ impl fmt::Display for Record<'_> {
             Record::FlushAll => "FLUSHALL",
             Record::Pad => "PAD",
             Record::SwapDb { .. } => "SWAPDB",
+            Record::Functions { .. } => "FUNCTIONS",
         };
         f.write_str(name)?;
         if let Some((db, key)) = self.key() {
@@ -904,6 +943,7 @@ impl fmt::Display for Record<'_> {
             }),
             Record::FlushDb { db } => write!(f, " db={db}"),
             Record::SwapDb { a, b } => write!(f, " {a} {b}"),
+            Record::Functions { libraries } => write!(f, " bytes={}", libraries.len()),
             Record::FlushAll | Record::Pad => Ok(()),
         }
     }
@@ -1041,13 +1081,16 @@ mod tests {
                 key: b"x",
                 items: vec![b"E"],
             },
+            Record::Functions {
+                libraries: b"encoded set",
+            },
         ]
     }
 
     #[test]
     fn every_kind_round_trips_with_and_without_the_group_bit() {
         let all = every_kind();
-        assert_eq!(all.len(), 18);
+        assert_eq!(all.len(), 19);
         for (i, record) in all.iter().enumerate() {
             assert_eq!(record.kind() as usize, i + 1);
             round_trip(record, false);
@@ -1096,7 +1139,7 @@ mod tests {
             "bad record: kind needs 1 bytes but 0 are left at byte 0"
         );
         assert_eq!(err(&[0]).what, "unknown kind 0");
-        assert_eq!(err(&[19 | CONTINUES]).what, "unknown kind 19");
+        assert_eq!(err(&[20 | CONTINUES]).what, "unknown kind 20");
         let e = err(&[KIND_FLUSH_DB, 16]);
         assert_eq!((e.offset, e.what.as_str()), (1, "db 16 is not below 16"));
         let e = err(&[KIND_FLUSH_DB, 1, 0]);
@@ -1124,6 +1167,17 @@ mod tests {
         bad_bool[7] = 2;
         assert_eq!(err(&bad_bool).what, "tail is 2, not 0 or 1");
 
+        // A function record's length past its payload is refused, never
+        // trusted.
+        let mut long_set = Vec::new();
+        encode_functions(&mut long_set, b"libs");
+        long_set[1..5].copy_from_slice(&u32::MAX.to_le_bytes());
+        let e = err(&long_set);
+        assert_eq!(
+            (e.offset, e.what.as_str()),
+            (5, "libraries needs 4294967295 bytes but 4 are left")
+        );
+
         let mut short = Vec::new();
         encode_delete(&mut short, 0, b"key");
         short.pop();
@@ -1139,7 +1193,11 @@ mod tests {
         for record in every_kind() {
             let keyed = !matches!(
                 record,
-                Record::FlushDb { .. } | Record::FlushAll | Record::Pad | Record::SwapDb { .. }
+                Record::FlushDb { .. }
+                    | Record::FlushAll
+                    | Record::Pad
+                    | Record::SwapDb { .. }
+                    | Record::Functions { .. }
             );
             assert_eq!(record.key().is_some(), keyed, "{record}");
         }
@@ -1178,6 +1236,7 @@ mod tests {
                 "SWAPDB 0 1",
                 "XPUT db=0 key=\"x\" 2 items: \"M\"=\"meta\" \"\"=\"\"",
                 "XDELITEMS db=0 key=\"x\" 1 items: \"E\"",
+                "FUNCTIONS bytes=11",
             ]
         );
         let persist = Record::Expire {

@@ -36,6 +36,7 @@ use super::frame::{decode_frame_header, encode_header_tail, frame_size, FRAME_HE
 use crate::error::{Error, Result};
 use crate::keyspace::handle::Handle;
 use crate::segment::context::{Backoff, Ctx, OwnerFate};
+use crate::segment::journal::JOURNAL_ROLLED_BACK;
 use crate::segment::layout::*;
 use crate::segment::shm::Region;
 use crate::segment::Shared;
@@ -44,6 +45,11 @@ use crate::segment::Shared;
 /// holds every write since the store was empty (LSN 0 is never used: a
 /// zeroed ring word must never look like a complete frame).
 pub const FIRST_LSN: u64 = 8;
+
+/// `H_LOG_ENABLED`'s values besides 0 (off): the log writer drains the
+/// ring to files, or the supervisor keeps its frames in memory only.
+const LOG_TO_FILES: u64 = 1;
+const LOG_TO_MEMORY: u64 = 2;
 
 /// The kind byte's flag: the next frame belongs to the same group.
 pub const GROUP_CONTINUES: u8 = 0x80;
@@ -376,9 +382,13 @@ impl Ctx {
         let r = self.region();
         let head = r.a64(H_WRITE_VERSION)?;
         let lsn = head.load(Ordering::Acquire);
+        // Uncommitted before the claim is recorded: a claim recovery finds
+        // while the word still says committed (the last write's 0) would be
+        // "completed" over ring bytes nobody filled.
         r.store64(self.off + C_LOG_END, lsn + total)?;
-        r.store64(self.off + C_LOG_START, lsn + 1)?;
         r.store64(self.off + C_LOG_UNCOMMITTED, 1)?;
+        self.crash_point();
+        r.store64(self.off + C_LOG_START, lsn + 1)?;
         self.crash_point();
         head.store(lsn + total, Ordering::Release);
         self.crash_point();
@@ -454,9 +464,19 @@ impl Ctx {
             self.region().store64(voff + C_LOG_FLUSH, 0)?;
         }
         if group_open {
+            // A section undone as a whole (segment/journal.rs) drops its
+            // group; any other group is closed, applying its frames.
+            let undone = self.region().load64(voff + C_JOURNAL_STATE)? == JOURNAL_ROLLED_BACK;
             let lsn = self.log_reserve_bytes(FRAME_HEADER as u64 + 8)?;
             let r = self.region();
-            write_pad(r, ring, lsn, lsn + FRAME_HEADER as u64 + 8, false)?;
+            let end = lsn + FRAME_HEADER as u64 + 8;
+            if undone {
+                let mut payload = [KIND_PAD, super::record::PAD_DROPS_GROUP, 0, 0, 0, 0, 0, 0];
+                fill_frame(r, ring, lsn, &mut payload)?;
+                ring.lsn_word(r, lsn)?.store(lsn, Ordering::Release);
+            } else {
+                write_pad(r, ring, lsn, end, false)?;
+            }
             r.store64(self.off + C_LOG_START, 0)?;
             r.store64(voff + C_LOG_GROUP, 0)?;
             wake_writer(r, ring.size)?;
@@ -674,6 +694,20 @@ impl Handle {
         Ok(lsn)
     }
 
+    /// Logs the function libraries' new set (a [`Record::Functions`]
+    /// payload's `libraries`) as a write of its own, when this write logs.
+    /// Call it inside the exclusive section that changed them, so the
+    /// records of two changes are in the order they were made.
+    ///
+    /// [`Record::Functions`]: super::record::Record::Functions
+    pub fn log_functions(&mut self, libraries: &[u8]) -> Result<()> {
+        if !self.logging() {
+            return Ok(());
+        }
+        self.log_stage(|out| super::record::encode_functions(out, libraries));
+        self.log_now().map(|_| ())
+    }
+
     /// Opens an EXEC's group: every frame until [`Handle::log_group_end`]
     /// replays as one unit.
     pub fn log_group_begin(&mut self) {
@@ -715,8 +749,12 @@ pub struct LogRing {
 /// The log's positions and settings, read together (INFO persistence).
 #[derive(Clone, Copy, Debug)]
 pub struct LogStatus {
-    /// Whether writes are logged.
+    /// Whether the log goes to files (`--dir`: Redis's `appendonly yes`).
     pub enabled: bool,
+    /// Whether writes put frames in the ring: with files, or for the
+    /// in-memory backlog of a primary without them
+    /// ([`LogRing::enable_for_replicas`]).
+    pub ring_on: bool,
     /// The fsync policy.
     pub policy: FsyncPolicy,
     /// Bytes reserved so far: the next frame's LSN.
@@ -762,7 +800,8 @@ impl LogRing {
     /// Every position and setting at once.
     pub fn status(&self) -> LogStatus {
         LogStatus {
-            enabled: self.word(H_LOG_ENABLED) != 0,
+            enabled: self.word(H_LOG_ENABLED) == LOG_TO_FILES,
+            ring_on: self.word(H_LOG_ENABLED) != 0,
             policy: FsyncPolicy::from_word(self.word(H_LOG_POLICY)),
             head: self.word(H_WRITE_VERSION),
             released: self.word(H_LOG_RELEASED),
@@ -786,6 +825,22 @@ impl LogRing {
     /// writes the log files: a write that waits for ring space fails with
     /// [`Error::LogWriterGone`] once this process is gone.
     pub fn enable(&self, lsn: u64, policy: FsyncPolicy) -> Result<u64> {
+        self.turn_on(lsn, policy, LOG_TO_FILES)
+    }
+
+    /// Turns the ring on for a primary without log files, whose supervisor
+    /// keeps the released frames in memory for its replicas
+    /// (docs/replication.md, "A primary without --dir"). Unlike
+    /// [`LogRing::enable`] it may run while workers write, but only inside
+    /// an exclusive section of the store: no write is then between its
+    /// check of the log word and its commit, so every write either has no
+    /// frames and a version below the returned head, or is logged.
+    /// [`LogStatus::enabled`] stays false (no `appendonly`, no snapshots).
+    pub fn enable_for_replicas(&self, lsn: u64) -> Result<u64> {
+        self.turn_on(lsn, FsyncPolicy::No, LOG_TO_MEMORY)
+    }
+
+    fn turn_on(&self, lsn: u64, policy: FsyncPolicy, mode: u64) -> Result<u64> {
         let r = self.r();
         let head = r.load64(H_WRITE_VERSION)?.max(lsn).max(FIRST_LSN);
         let head = align_up(head, 8);
@@ -795,7 +850,7 @@ impl LogRing {
         r.store64(H_LOG_FSYNCED, head)?;
         r.store64(H_LOG_POLICY, policy.word())?;
         r.store64(H_LOG_WRITER_PID, u64::from(std::process::id()))?;
-        r.store64(H_LOG_ENABLED, 1)?;
+        r.store64(H_LOG_ENABLED, mode)?;
         Ok(head)
     }
 

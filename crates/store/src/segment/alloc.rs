@@ -12,6 +12,7 @@
 
 use crate::error::{Error, Result};
 use crate::segment::context::Ctx;
+use crate::segment::journal::SectionFree;
 use crate::segment::layout::*;
 use crate::segment::shm::Region;
 use crate::segment::Geometry;
@@ -88,6 +89,7 @@ pub(crate) fn alloc(ctx: &mut Ctx, payload: u64, pending: u64) -> Result<Option<
 }
 
 fn alloc_locked(ctx: &mut Ctx, need: u64, pending: u64) -> Result<Option<u64>> {
+    ctx.mark_private();
     let (fl, sl) = mapping_search(need);
     if fl >= FL_COUNT {
         return Ok(None);
@@ -124,6 +126,7 @@ fn alloc_locked(ctx: &mut Ctx, need: u64, pending: u64) -> Result<Option<u64>> {
     add(ctx, A_USED_BYTES, used as i64)?;
     add(ctx, A_USED_BLOCKS, 1)?;
     ctx.wlog64(pending, blk)?;
+    ctx.journal_new(blk)?;
     Ok(Some(blk))
 }
 
@@ -209,7 +212,8 @@ const STASH_MAX_BLOCK: u64 = 512;
 /// fits within less than a minimum block of waste.
 pub(crate) fn stash_take(ctx: &mut Ctx, payload: u64, pending: u64) -> Result<Option<u64>> {
     let need = block_size_for(payload);
-    if need > STASH_MAX_BLOCK {
+    // Inside an exclusive section every allocation is recorded (journal.rs).
+    if need > STASH_MAX_BLOCK || ctx.journaling() {
         return Ok(None);
     }
     let Some(i) = ctx
@@ -222,6 +226,7 @@ pub(crate) fn stash_take(ctx: &mut Ctx, payload: u64, pending: u64) -> Result<Op
     let blk = ctx.stash[i].0;
     ctx.wlog64(pending, blk)?;
     ctx.wlog64(ctx.off + C_STASH + 8 * i as u64, 0)?;
+    ctx.mark_private();
     ctx.commit()?;
     ctx.stash[i] = (0, 0);
     Ok(Some(blk))
@@ -231,6 +236,10 @@ pub(crate) fn stash_take(ctx: &mut Ctx, payload: u64, pending: u64) -> Result<Op
 /// of that size, clearing `pending` in the same transaction. False when the
 /// block is too big or the stash is full (the caller frees it for real).
 pub(crate) fn stash_put(ctx: &mut Ctx, blk: u64, pending: u64) -> Result<bool> {
+    if ctx.journaling() {
+        // A section's frees wait for its end (journal.rs).
+        return Ok(false);
+    }
     let (size, flags) = ctx.region().load_block_header(blk)?;
     if !(MIN_BLOCK..=STASH_MAX_BLOCK).contains(&size)
         || flags & FREE != 0
@@ -243,6 +252,7 @@ pub(crate) fn stash_put(ctx: &mut Ctx, blk: u64, pending: u64) -> Result<bool> {
     };
     ctx.wlog64(ctx.off + C_STASH + 8 * i as u64, blk)?;
     ctx.wlog64(pending, 0)?;
+    ctx.mark_private();
     ctx.commit()?;
     ctx.stash[i] = (blk, size);
     Ok(true)
@@ -251,14 +261,17 @@ pub(crate) fn stash_put(ctx: &mut Ctx, blk: u64, pending: u64) -> Result<bool> {
 /// Frees every block of the context's stash into the shared arena (before
 /// evicting anything, and when the context leaves).
 pub(crate) fn stash_flush(ctx: &mut Ctx) -> Result<()> {
-    for i in 0..STASH_CAP {
-        if ctx.stash[i as usize].0 != 0 {
-            let blk = ctx.stash[i as usize].0;
-            free(ctx, blk, ctx.off + C_STASH + 8 * i)?;
-            ctx.stash[i as usize] = (0, 0);
+    // Stashed blocks belong to no key: freed for real even in a section.
+    ctx.unjournaled(|ctx| {
+        for i in 0..STASH_CAP {
+            if ctx.stash[i as usize].0 != 0 {
+                let blk = ctx.stash[i as usize].0;
+                free(ctx, blk, ctx.off + C_STASH + 8 * i)?;
+                ctx.stash[i as usize] = (0, 0);
+            }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Frees the block at `blk` and clears the context word `pending` that named
@@ -278,6 +291,34 @@ pub(crate) fn free_setting(ctx: &mut Ctx, blk: u64, word: u64, value: u64) -> Re
 }
 
 fn free_locked(ctx: &mut Ctx, blk: u64, pending: u64, value: u64) -> Result<()> {
+    match ctx.section_free(blk) {
+        SectionFree::Now => {}
+        SectionFree::Deferred => {
+            // From before the section: a rollback needs it (journal.rs).
+            ctx.journal_defer_free(blk, pending, value)?;
+            return Ok(());
+        }
+        SectionFree::NewInSection(rec) => {
+            // Allocated in the section: the word that named it changes in a
+            // journaled transaction, then the block goes back to the arena
+            // in one of its own that also settles its `NEW` record (a crash
+            // between the two: the rollback frees it by that record).
+            ctx.wlog64(pending, value)?;
+            ctx.commit()?;
+            ctx.mark_private();
+            free_block_locked(ctx, blk)?;
+            ctx.journal_settle_new(blk, rec)?;
+            return ctx.commit();
+        }
+    }
+    ctx.mark_private();
+    free_block_locked(ctx, blk)?;
+    ctx.wlog64(pending, value)
+}
+
+/// Returns `blk` to the arena (coalescing with free neighbours), inside the
+/// open transaction, which holds the allocator lock.
+fn free_block_locked(ctx: &mut Ctx, blk: u64) -> Result<()> {
     let geo = ctx.sh.geo;
     let arena_end = geo.arena_off + geo.arena_size;
     let r = ctx.region();
@@ -313,8 +354,7 @@ fn free_locked(ctx: &mut Ctx, blk: u64, pending: u64, value: u64) -> Result<()> 
     insert_free(ctx, start, total)?;
     add(ctx, A_USED_BYTES, -(size as i64))?;
     add(ctx, A_USED_BLOCKS, -1)?;
-    add(ctx, A_FREE_BLOCKS, free_blocks)?;
-    ctx.wlog64(pending, value)
+    add(ctx, A_FREE_BLOCKS, free_blocks)
 }
 
 fn add(ctx: &mut Ctx, word: u64, delta: i64) -> Result<()> {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::segment::journal::Journal;
 use crate::segment::layout::*;
 use crate::segment::shm::Region;
 use crate::segment::Shared;
@@ -120,10 +121,13 @@ pub enum Stat {
     McCasBadval,
     /// Items stored by memcached commands (`total_items`).
     McTotalItems,
+    /// Values freed in the background after a lazy free detached them
+    /// (`lazyfreed_objects`).
+    LazyFreed,
 }
 
 /// Number of `Stat` variants.
-pub const STAT_COUNT: usize = 26;
+pub const STAT_COUNT: usize = 27;
 
 /// All `Stat` variants, in index order.
 pub const STATS: [Stat; STAT_COUNT] = [
@@ -153,6 +157,7 @@ pub const STATS: [Stat; STAT_COUNT] = [
     Stat::McCasMisses,
     Stat::McCasBadval,
     Stat::McTotalItems,
+    Stat::LazyFreed,
 ];
 
 impl Stat {
@@ -185,6 +190,7 @@ impl Stat {
             Stat::McCasMisses => "cas_misses",
             Stat::McCasBadval => "cas_badval",
             Stat::McTotalItems => "total_items",
+            Stat::LazyFreed => "lazyfreed_objects",
         }
     }
 }
@@ -202,6 +208,8 @@ pub(crate) struct Ctx {
     /// Test hook (`testing::crash_after`): abort the process at the n-th
     /// crash point from now, as a SIGKILL there would.
     pub crash_after: Cell<Option<u64>>,
+    /// The undo log of the exclusive section this context runs, if any.
+    pub(crate) journal: Journal,
 }
 
 /// How recovery of a dead context reaches the layers above this one, which
@@ -281,6 +289,7 @@ impl Ctx {
                     stash: [(0, 0); STASH_CAP as usize],
                     rng: seed | 1,
                     crash_after: Cell::new(None),
+                    journal: Journal::default(),
                 };
                 if adopt {
                     ctx.salvage(off, idx + 1)?;
@@ -361,15 +370,18 @@ impl Ctx {
         Ok(())
     }
 
-    /// Makes every logged write since the last commit permanent.
+    /// Makes every logged write since the last commit permanent (inside an
+    /// exclusive section: part of the section, journal.rs).
     pub fn commit(&mut self) -> Result<()> {
         self.crash_point();
         if self.undo_len != 0 {
+            self.journal_copy(self.undo_len)?;
             self.region()
                 .a64(self.off + C_UNDO_LEN)?
                 .store(0, Ordering::Release);
             self.undo_len = 0;
         }
+        self.journal_after_commit();
         Ok(())
     }
 
@@ -381,6 +393,7 @@ impl Ctx {
         }
         self.undo_dead(self.off)?;
         self.undo_len = 0;
+        self.journal_resync()?;
         self.sync_stash()?;
         for lock_off in self.held {
             // The db map's generation is odd for a whole exclusive section,
@@ -678,7 +691,15 @@ impl Ctx {
     /// its half-done writes undone, its locks released, its unpublished or
     /// unpublished-but-unfreed blocks freed, its counters folded (I7).
     fn salvage(&mut self, voff: u64, owner: u32) -> Result<()> {
+        // Its frees are real, and none of it belongs to a section of ours.
+        self.unjournaled(|ctx| ctx.salvage_unjournaled(voff, owner))
+    }
+
+    fn salvage_unjournaled(&mut self, voff: u64, owner: u32) -> Result<()> {
         self.undo_dead(voff)?;
+        // A section it was running is undone as a whole before its locks go
+        // (the db map lock among them, I13).
+        self.journal_settle(voff)?;
         (self.sh.hooks.log)(self, voff, owner)?;
         self.release_dead_locks(voff, owner)?;
         if voff == self.off {
@@ -686,7 +707,9 @@ impl Ctx {
             // released were ours.
             self.undo_len = 0;
             self.held = [0; HELD_CAP as usize];
+            self.journal_forget();
         }
+        self.journal_finish(voff)?;
         for i in 0..PENDING_NEW_CAP {
             let word = voff + C_PENDING_NEW + 8 * i;
             let blk = self.region().load64(word)?;

@@ -4,7 +4,7 @@
 /// "SHOALSEG": the first eight bytes of every segment.
 pub(crate) const MAGIC: [u8; 8] = *b"SHOALSEG";
 /// Bumped whenever any offset or record format below changes.
-pub const LAYOUT_VERSION: u32 = 11;
+pub const LAYOUT_VERSION: u32 = 12;
 
 /// Number of Redis-style logical databases.
 pub const NUM_DBS: usize = 16;
@@ -203,10 +203,14 @@ pub(crate) const W_COMMANDS: u64 = 56;
 pub(crate) const W_RESTARTS: u64 = 64;
 /// Clients blocked (BLPOP & co.) on the worker now.
 pub(crate) const W_BLOCKED: u64 = 72;
+/// 1 while the worker runs a command that may write, from before its
+/// role and pause checks until its log record is reserved (FAILOVER's
+/// write gate: `Store::set_worker_writing`).
+pub(crate) const W_WRITING: u64 = 80;
 const _: () = assert!(A_END <= H_NEXT_CLIENT_ID);
 const _: () = assert!(H_CONFIG + 8 * CONFIG_WORDS <= H_WAITERS);
 const _: () = assert!(H_WAITERS + 4 * WAITER_WORDS as u64 <= H_WORKERS);
-const _: () = assert!(W_BLOCKED + 8 <= WORKER_REC);
+const _: () = assert!(W_WRITING + 8 <= WORKER_REC);
 const _: () = assert!(H_WORKERS + WORKER_REC * MAX_WORKERS as u64 <= HEADER_SIZE);
 
 // --- user table area (users.rs): two copies of the text, one live ---
@@ -303,12 +307,28 @@ pub(crate) const C_STATS: u64 = 512;
 /// Small blocks this context freed and keeps for its next allocations.
 pub(crate) const C_STASH: u64 = 768;
 pub(crate) const STASH_CAP: u64 = 8;
+/// Roots of whole trees detached by a lazy free (UNLINK, FLUSHDB ASYNC,
+/// the `lazyfree-lazy-*` settings), chained like `C_DROP_CHAIN` but freed
+/// later in bounded steps (`Handle::free_lazily`); a recoverer frees what
+/// a dead context left on it.
+pub(crate) const C_LAZY_CHAIN: u64 = 832;
+/// How many values on `C_LAZY_CHAIN` are not wholly freed yet (INFO's
+/// `lazyfree_pending_objects`); written only by the owner, reset by its
+/// recoverer.
+pub(crate) const C_LAZY_PENDING: u64 = 840;
+/// The exclusive section's journal (context.rs, I13): the newest chunk
+/// block (0 = no section journal), the journal's state (`JOURNAL_*`), and
+/// a chunk allocated but not linked yet (a crash frees it).
+pub(crate) const C_JOURNAL: u64 = 848;
+pub(crate) const C_JOURNAL_STATE: u64 = 856;
+pub(crate) const C_JOURNAL_SPARE: u64 = 864;
 pub(crate) const C_UNDO: u64 = 1024;
 pub(crate) const UNDO_CAP: u64 = (CTX_SIZE - C_UNDO) / 16;
 const _: () = assert!(C_DB_EXPIRES + 8 * NUM_DBS as u64 <= C_STATS);
 const _: () = assert!(crate::segment::context::STAT_COUNT <= 32);
 const _: () = assert!(H_RETIRED_STATS + 8 * 32 <= H_DB_KEYS_BASE);
-const _: () = assert!(C_STATS + 8 * 32 <= C_STASH && C_STASH + 8 * STASH_CAP <= C_UNDO);
+const _: () = assert!(C_STATS + 8 * 32 <= C_STASH && C_STASH + 8 * STASH_CAP <= C_LAZY_CHAIN);
+const _: () = assert!(C_LAZY_PENDING + 8 <= C_JOURNAL && C_JOURNAL_SPARE + 8 <= C_UNDO);
 const _: () = assert!(C_PENDING_FREE + 8 * PENDING_FREE_CAP <= C_NEW_CHAIN);
 const _: () = assert!(C_DROP_CHAIN + 8 <= C_LOG_START && C_LOG_UNCOMMITTED + 8 <= C_DB_KEYS);
 const _: () = assert!(C_UNDO_LEN < C_LOG_GROUP && C_LOG_FLUSH_DB + 8 <= C_HELD);

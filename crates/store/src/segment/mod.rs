@@ -3,10 +3,12 @@
 //! header handshake and the validation an attacher does before trusting a
 //! single offset, I2); `shm` is the only code with `unsafe` (I1), `layout`
 //! names every offset, `context` gives each thread its undo log, locks and
-//! recovery of dead processes, and `alloc` is the allocator.
+//! recovery of dead processes, `journal` extends the undo log over a whole
+//! exclusive section, and `alloc` is the allocator.
 
 pub(crate) mod alloc;
 pub(crate) mod context;
+pub(crate) mod journal;
 pub(crate) mod layout;
 pub(crate) mod shm;
 

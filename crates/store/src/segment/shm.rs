@@ -170,8 +170,10 @@ impl Region {
             pos += 1;
         }
         let words = ((end - pos) / 8) as usize;
-        for w in self.words(pos, words)? {
-            out.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+        let at = out.len();
+        out.resize(at + 8 * words, 0);
+        for (dst, w) in out[at..].chunks_exact_mut(8).zip(self.words(pos, words)?) {
+            dst.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
         }
         pos += 8 * words as u64;
         while pos < end {
@@ -179,6 +181,27 @@ impl Region {
             pos += 1;
         }
         Ok(())
+    }
+
+    /// The byte at `off`.
+    pub(crate) fn load8(&self, off: u64) -> Result<u8> {
+        Ok(self.a8(off)?.load(Ordering::Relaxed))
+    }
+
+    /// The `len` bytes at `off` compared with `key` in byte order, read in
+    /// place (a search compares a few keys of a node, never copies it).
+    pub(crate) fn cmp_bytes(&self, off: u64, len: u64, key: &[u8]) -> Result<std::cmp::Ordering> {
+        let end = off.checked_add(len).ok_or(Error::Corrupted(off))?;
+        if end > self.len {
+            return Err(Error::Corrupted(off));
+        }
+        for (pos, &want) in (off..end).zip(key) {
+            let got = self.a8(pos)?.load(Ordering::Relaxed);
+            if got != want {
+                return Ok(got.cmp(&want));
+            }
+        }
+        Ok(len.cmp(&(key.len() as u64)))
     }
 
     /// Whether the `bytes.len()` bytes at `off` equal `bytes`.

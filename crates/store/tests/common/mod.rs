@@ -165,7 +165,10 @@ pub fn replay(h: &mut Handle, frames: &[Frame]) {
         if record != Record::Pad {
             group.push(frame);
         }
-        if !continues {
+        if store::log::record::drops_group(&frame.1) {
+            // The section that wrote the group was undone.
+            group.clear();
+        } else if !continues {
             for (lsn, payload) in group.drain(..) {
                 h.apply_record(*lsn, payload)
                     .unwrap_or_else(|e| panic!("record at LSN {lsn} ({record}): {e}"));

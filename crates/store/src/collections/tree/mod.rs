@@ -19,21 +19,24 @@
 //! `read` searches and visits, `write` edits and commits.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ops::Deref;
 use std::rc::Rc;
 use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use super::codec::put_varint;
 use crate::error::{Error, Result};
 use crate::segment::shm::Region;
 use crate::segment::Shared;
 
+mod edge;
 mod node;
 mod read;
 mod view;
 mod write;
 
+pub(crate) use edge::Edge;
 use node::*;
 pub(crate) use node::{leaf_entry, InPlace, MAX_HEIGHT, NODE_MAX, P_LINK};
 use read::*;
@@ -51,8 +54,16 @@ pub struct Tree {
     replaced: Vec<u64>,
     /// Nodes read from the segment during this command, by block: a
     /// command often seeks the same path more than once (ZADD reads the
-    /// member's score, then moves it).
-    cache: RefCell<HashMap<u64, Rc<Node>>>,
+    /// member's score, then moves it). Keyed by block offset, which needs
+    /// no collision-resistant hash: a cheap one keeps each lookup small.
+    cache: RefCell<FxHashMap<u64, Rc<Node>>>,
+    /// Where the published entry keeps this tree's item count, when that is
+    /// an aligned word a push in place can set (0: it is not).
+    count_word: u64,
+    /// The root as opened: a commit that leaves it (so the height too)
+    /// changes the entry's count in place instead of publishing a new
+    /// entry.
+    opened: u64,
 }
 
 impl std::fmt::Debug for Tree {
@@ -87,6 +98,8 @@ impl Tree {
             mem: Vec::new(),
             replaced: Vec::new(),
             cache: RefCell::default(),
+            count_word: 0,
+            opened: root,
         })
     }
 
@@ -106,6 +119,8 @@ impl Tree {
             mem: Vec::new(),
             replaced: Vec::new(),
             cache: RefCell::default(),
+            count_word: 0,
+            opened: 0,
         };
         let mut all = Node::new(0);
         for (k, v) in items {
@@ -182,6 +197,14 @@ impl Tree {
     /// (root block, height) once committed.
     pub(crate) fn root(&self) -> (u64, u8) {
         (self.root, self.height)
+    }
+
+    /// Where the published entry keeps the item count, if this committed
+    /// tree still has the root and height it was opened with (then only
+    /// that count changes in the entry); None otherwise.
+    pub(crate) fn unmoved_count_word(&self) -> Option<u64> {
+        (self.count_word != 0 && self.root & MEM == 0 && self.root != 0 && self.root == self.opened)
+            .then_some(self.count_word)
     }
 
     /// The blocks this command's changes took out of the tree: the caller

@@ -17,8 +17,15 @@ pub(crate) const MAX_HEIGHT: u8 = 24;
 /// `P_LINK` chains the block on one of its context's lists while it is new,
 /// replaced or dropped (it means nothing while the node is in a tree).
 pub(crate) const P_LINK: u64 = 0;
-/// Level (0 = leaf) u8, magic u8, 0 u16, entry count u32.
+/// Level (0 = leaf) u8, magic u8, room u16 (leaves only, else 0: see
+/// [`ROOM_REVERSED`]), entry count u32.
 pub(super) const P_KIND: u64 = 8;
+/// In a leaf's room field: its entries are stored last first (a list's
+/// head leaf, so that LPUSH appends to it in place).
+pub(super) const ROOM_REVERSED: u16 = 1 << 15;
+/// In a leaf's room field: the slots its offset table has room for (0: as
+/// many as it has entries, the body right after them).
+pub(super) const ROOM_SLOTS: u16 = 0x0fff;
 /// Body length u32, 0 u32.
 pub(super) const P_BODY_LEN: u64 = 16;
 /// The entry offset table: one u32 per entry (its start in the body),
@@ -59,6 +66,23 @@ pub(super) fn read_bytes(b: &[u8], pos: &mut usize) -> Option<(usize, usize)> {
     let end = start.checked_add(len).filter(|&e| e <= b.len())?;
     *pos = end;
     Some((start, end))
+}
+
+/// The end of the leaf entry at `pos` when its key and value lengths are
+/// one byte each and it fits in `b`; None otherwise (the caller then
+/// decodes it the general way, which also rejects what does not fit).
+fn short_leaf_entry(b: &[u8], pos: usize) -> Option<usize> {
+    let klen = *b.get(pos)?;
+    if klen >= 0x80 {
+        return None;
+    }
+    let vpos = pos + 1 + klen as usize;
+    let vlen = *b.get(vpos)?;
+    if vlen >= 0x80 {
+        return None;
+    }
+    let end = vpos + 1 + vlen as usize;
+    (end <= b.len()).then_some(end)
 }
 
 pub(super) fn word(b: &[u8], at: usize) -> u64 {
@@ -111,6 +135,13 @@ pub(crate) struct Node {
     /// Whether an entry was added, removed or replaced since the node was
     /// read (a child pointer or count set in place does not count).
     pub(super) reshaped: bool,
+    /// For an inner node read from the segment: the children whose pointer
+    /// or count was set, so that a commit in place visits only those.
+    pub(super) touched: Vec<u32>,
+    /// For a list's end leaf: write it with spare room for pushes in place
+    /// (table slots and body bytes past its end), entries last first when
+    /// `Some(true)` (the head leaf, which LPUSH appends to).
+    pub(super) room: Option<bool>,
 }
 
 /// An inner node's block, so that a commit of a node whose entries changed
@@ -149,6 +180,12 @@ impl Node {
         for _ in 0..n {
             offs.push(pos as u32);
             if level == 0 {
+                // Most keys and values are under 128 bytes: one length
+                // byte each, checked here without the general decoder.
+                if let Some(next) = short_leaf_entry(&body, pos) {
+                    pos = next;
+                    continue;
+                }
                 read_bytes(&body, &mut pos).ok_or(Error::BadValue)?;
             } else {
                 pos = pos
@@ -170,6 +207,8 @@ impl Node {
             offs,
             origin: None,
             reshaped: false,
+            touched: Vec::new(),
+            room: None,
         })
     }
 
@@ -218,6 +257,9 @@ impl Node {
     }
 
     pub(super) fn set_child(&mut self, i: usize, ptr: u64, count: u64) {
+        if self.origin.is_some() && !self.touched.contains(&(i as u32)) {
+            self.touched.push(i as u32);
+        }
         let at = self.start(i);
         self.body[at..at + 8].copy_from_slice(&ptr.to_le_bytes());
         self.body[at + 8..at + 16].copy_from_slice(&count.to_le_bytes());
@@ -348,19 +390,60 @@ impl Node {
         self.origin.is_some() && self.level > 0 && !self.reshaped
     }
 
-    /// Bytes of [`Node::payload`].
-    pub(super) fn payload_len(&self) -> u64 {
-        P_TABLE + table_len(self.len()) + self.body.len() as u64
+    /// The table slots a leaf written with room gets: enough for entries
+    /// of its average size to fill [`NODE_MAX`] body bytes.
+    fn room_slots(&self) -> usize {
+        let avg = (self.body.len() / self.len().max(1)).max(2);
+        (NODE_MAX / avg + 1).clamp(self.len(), ROOM_SLOTS as usize)
     }
 
-    /// The node's payload as a block stores it (link word left 0).
+    /// Whether the node is written with room: a leaf small enough, whose
+    /// table the room field can describe.
+    fn with_room(&self) -> Option<bool> {
+        self.room
+            .filter(|_| self.level == 0 && self.body.len() <= NODE_MAX)
+            .filter(|_| self.len() < ROOM_SLOTS as usize)
+    }
+
+    /// Bytes of the block's payload: [`Node::payload`], and the room.
+    pub(super) fn payload_len(&self) -> u64 {
+        match self.with_room() {
+            Some(_) => P_TABLE + table_len(self.room_slots()) + NODE_MAX as u64,
+            None => P_TABLE + table_len(self.len()) + self.body.len() as u64,
+        }
+    }
+
+    /// The node's payload as a block stores it (link word left 0), up to
+    /// the end of its body (a block with room has more past it).
     pub(super) fn payload(&self) -> Vec<u8> {
-        let table = table_len(self.len()) as usize;
+        let reversed = self.with_room();
+        let slots = match reversed {
+            Some(_) => self.room_slots(),
+            None => self.len(),
+        };
+        let room = match reversed {
+            Some(rev) => slots as u64 | if rev { ROOM_REVERSED as u64 } else { 0 },
+            None => 0,
+        };
+        let table = table_len(slots) as usize;
         let mut out = Vec::with_capacity(P_TABLE as usize + table + self.body.len());
         out.extend_from_slice(&0u64.to_le_bytes());
-        let kind = self.level as u64 | (NODE_MAGIC as u64) << 8 | (self.len() as u64) << 32;
+        let kind =
+            self.level as u64 | (NODE_MAGIC as u64) << 8 | room << 16 | (self.len() as u64) << 32;
         out.extend_from_slice(&kind.to_le_bytes());
         out.extend_from_slice(&(self.body.len() as u64).to_le_bytes());
+        if reversed == Some(true) {
+            let mut at = 0u32;
+            for i in (0..self.len()).rev() {
+                out.extend_from_slice(&at.to_le_bytes());
+                at += (self.end(i) - self.start(i)) as u32;
+            }
+            out.resize(P_TABLE as usize + table, 0);
+            for i in (0..self.len()).rev() {
+                out.extend_from_slice(&self.body[self.start(i)..self.end(i)]);
+            }
+            return out;
+        }
         for &o in &self.offs {
             out.extend_from_slice(&o.to_le_bytes());
         }
@@ -377,11 +460,13 @@ pub(super) fn read_node(r: &Region, blk: u64, level: u8, count: u64) -> Result<N
     if h.level != level {
         return bad();
     }
-    let mut body = Vec::with_capacity(h.body_len as usize);
-    r.read_bytes(h.body, h.body_len, &mut body)?;
-    let mut node = Node::parse(level, body, h.n)?;
+    let mut node = parse_block(r, &h)?;
     if node.total() != Some(count) {
         return bad();
+    }
+    if h.slots > h.n || h.reversed {
+        // Written with room: a copy keeps it, and its orientation.
+        node.room = Some(h.reversed);
     }
     if level > 0 {
         node.origin = Some(Origin {
@@ -392,15 +477,44 @@ pub(super) fn read_node(r: &Region, blk: u64, level: u8, count: u64) -> Result<N
     Ok(node)
 }
 
+/// The node whose header is `h`, checked and in logical order (a leaf
+/// stored last first is turned around).
+pub(super) fn parse_block(r: &Region, h: &Layout) -> Result<Node> {
+    let mut body = Vec::with_capacity(h.body_len as usize);
+    r.read_bytes(h.body, h.body_len, &mut body)?;
+    let node = Node::parse(h.level, body, h.n)?;
+    if !h.reversed {
+        return Ok(node);
+    }
+    let mut out = Node::new(h.level);
+    out.body.reserve(node.body.len());
+    out.offs.reserve(node.len());
+    for i in (0..node.len()).rev() {
+        out.offs.push(out.body.len() as u32);
+        out.body
+            .extend_from_slice(&node.body[node.start(i)..node.end(i)]);
+    }
+    Ok(out)
+}
+
 /// Where a node block keeps its parts, checked against the block's size.
 pub(super) struct Layout {
     pub(super) level: u8,
     pub(super) n: usize,
+    /// Table slots the block has room for (at least `n`).
+    pub(super) slots: usize,
+    /// A leaf whose entries are stored last first.
+    pub(super) reversed: bool,
     /// Offset of the entry table in the segment.
     pub(super) table: u64,
     /// Offset of the body in the segment, and its length.
     pub(super) body: u64,
     pub(super) body_len: u64,
+    /// Offset of the block's end in the segment (its room ends there).
+    pub(super) end: u64,
+    /// The kind and body-length words as read (a push in place sets them).
+    pub(super) kind: u64,
+    pub(super) len_word: u64,
 }
 
 pub(super) fn node_header(r: &Region, blk: u64) -> Result<Layout> {
@@ -409,13 +523,23 @@ pub(super) fn node_header(r: &Region, blk: u64) -> Result<Layout> {
     }
     let (size, flags) = r.load_block_header(blk)?;
     let kind = r.load64(blk + 8 + P_KIND)?;
-    let body_len = r.load64(blk + 8 + P_BODY_LEN)?;
+    let len_word = r.load64(blk + 8 + P_BODY_LEN)?;
+    let body_len = len_word & u64::from(u32::MAX);
     let level = kind as u8;
     let n = (kind >> 32) as usize;
-    let table = table_len(n);
+    let room = (kind >> 16) as u16;
+    let slots = match (room & ROOM_SLOTS) as usize {
+        0 => n,
+        s => s,
+    };
+    let table = table_len(slots);
     if flags & 1 != 0
         || (kind >> 8) as u8 != NODE_MAGIC
         || level >= MAX_HEIGHT
+        || (level > 0 && room != 0)
+        || room & !(ROOM_SLOTS | ROOM_REVERSED) != 0
+        || slots < n
+        || len_word >> 32 != 0
         || table.saturating_add(body_len) > size.saturating_sub(8 + P_TABLE)
     {
         return bad();
@@ -423,8 +547,13 @@ pub(super) fn node_header(r: &Region, blk: u64) -> Result<Layout> {
     Ok(Layout {
         level,
         n,
+        slots,
+        reversed: room & ROOM_REVERSED != 0,
         table: blk + 8 + P_TABLE,
         body: blk + 8 + P_TABLE + table,
         body_len,
+        end: blk + size,
+        kind,
+        len_word,
     })
 }

@@ -16,7 +16,7 @@ pub(super) struct Step {
 pub(super) enum Src<'a> {
     Mem(&'a Node),
     Read(Rc<Node>),
-    Shm(View),
+    Shm(View<'a>),
 }
 
 impl Src<'_> {

@@ -1,51 +1,38 @@
-//! Published nodes read for a search (copied in bulk, decoded lazily) and
+//! Published nodes read for a search (in place, entry by entry) and
 //! walked over (the consistency check, freeing, COPY).
 
 use super::*;
 
-/// A published node as a search reads it: its offset table and body
-/// copied out in two bulk reads, checked once, and entries decoded only
-/// where the search looks (no per-entry parse, no per-entry allocation).
-/// Every offset is checked before use (I1).
-pub(super) struct View {
+/// A published node as a search reads it: in place, only the table slots
+/// and entries the search looks at (a binary search touches a few of a
+/// node's entries; copying the node whole cost more than the search).
+/// Every slot and length is checked where it is read (I1): a damaged node
+/// gives a wrong answer or `BadValue`, never a read outside its body.
+pub(super) struct View<'a> {
+    r: &'a Region,
     level: u8,
-    /// Entry starts in `body`, ascending, each below the next (and the
-    /// last below the body's end); word-aligned in an inner node.
-    table: Vec<u32>,
-    body: Vec<u8>,
+    n: usize,
+    /// A leaf stored last first: entry `i` is the table's `n - 1 - i`.
+    reversed: bool,
+    /// Offset of the entry table in the segment.
+    table: u64,
+    /// Offset of the body in the segment, and its length.
+    body: u64,
+    body_len: u64,
 }
 
-impl View {
+impl<'a> View<'a> {
     /// The node in `blk`, which must be at `level` and hold `count` items.
-    pub(super) fn open(r: &Region, blk: u64, level: u8, count: u64) -> Result<View> {
-        let at = node_header(r, blk)?;
-        if at.level != level {
-            return bad();
-        }
-        let mut raw = Vec::with_capacity(4 * at.n);
-        r.read_bytes(at.table, 4 * at.n as u64, &mut raw)?;
-        let table: Vec<u32> = raw
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        let mut body = Vec::with_capacity(at.body_len as usize);
-        r.read_bytes(at.body, at.body_len, &mut body)?;
-        let v = View { level, table, body };
-        let ends = v.table.iter().skip(1).copied().map(|o| o as usize);
-        let ends = ends.chain(std::iter::once(v.body.len()));
-        for (&start, end) in v.table.iter().zip(ends) {
-            let start = start as usize;
-            if start >= end || (level > 0 && (!start.is_multiple_of(8) || end - start < 16)) {
-                return bad();
-            }
-        }
-        if v.table.first().is_some_and(|&o| o != 0) {
-            return bad();
-        }
+    pub(super) fn open(r: &'a Region, blk: u64, level: u8, count: u64) -> Result<View<'a>> {
+        let v = View::open_unsummed(r, blk, level)?;
         let total = if level == 0 {
-            Some(v.len() as u64)
+            Some(v.n as u64)
         } else {
-            (0..v.len()).try_fold(0u64, |sum, i| sum.checked_add(v.count_unchecked(i)))
+            let mut sum = Some(0u64);
+            for i in 0..v.n {
+                sum = sum.and_then(|s| s.checked_add(v.count(i).ok()?));
+            }
+            sum
         };
         if total != Some(count) {
             return bad();
@@ -53,39 +40,76 @@ impl View {
         Ok(v)
     }
 
+    /// [`View::open`] without adding up an inner node's counts: for a walk
+    /// down one end of a list, which checks the count of the child it
+    /// takes where it arrives (the leaf's entries), and reads every slot
+    /// and length checked as any view does.
+    pub(super) fn open_unsummed(r: &'a Region, blk: u64, level: u8) -> Result<View<'a>> {
+        let at = node_header(r, blk)?;
+        if at.level != level {
+            return bad();
+        }
+        let v = View {
+            r,
+            level,
+            n: at.n,
+            reversed: at.reversed,
+            table: at.table,
+            body: at.body,
+            body_len: at.body_len,
+        };
+        if v.n > 0 && r.load32(v.table)? != 0 {
+            return bad();
+        }
+        Ok(v)
+    }
+
     pub(super) fn len(&self) -> usize {
-        self.table.len()
+        self.n
     }
 
-    /// Entry `i`'s bytes (the table was checked when the view opened).
-    fn entry(&self, i: usize) -> Result<&[u8]> {
-        let start = *self.table.get(i).ok_or(Error::BadValue)? as usize;
-        let end = self
-            .table
-            .get(i + 1)
-            .map_or(self.body.len(), |&o| o as usize);
-        self.body.get(start..end).ok_or(Error::BadValue)
-    }
-
-    /// An inner entry's count word, for an index below `len` of a checked
-    /// table (entries of an inner node are at least 16 bytes).
-    fn count_unchecked(&self, i: usize) -> u64 {
-        let at = self.table[i] as usize;
-        word(&self.body, at + 8)
+    /// Entry `i`'s start and end, as offsets in the segment, checked
+    /// against the body and (inner nodes) the word layout.
+    fn entry(&self, i: usize) -> Result<(u64, u64)> {
+        if i >= self.n {
+            return bad();
+        }
+        let i = if self.reversed { self.n - 1 - i } else { i };
+        let start = u64::from(self.r.load32(self.table + 4 * i as u64)?);
+        let end = if i + 1 < self.n {
+            u64::from(self.r.load32(self.table + 4 * (i + 1) as u64)?)
+        } else {
+            self.body_len
+        };
+        if start >= end
+            || end > self.body_len
+            || (self.level > 0 && (!start.is_multiple_of(8) || end - start < 16))
+        {
+            return bad();
+        }
+        Ok((self.body + start, self.body + end))
     }
 
     pub(super) fn ptr(&self, i: usize) -> Result<u64> {
         if self.level == 0 {
             return bad();
         }
-        Ok(word(self.entry(i)?, 0))
+        self.r.load64(self.entry(i)?.0)
     }
 
     pub(super) fn count(&self, i: usize) -> Result<u64> {
         if self.level == 0 {
             return bad();
         }
-        Ok(word(self.entry(i)?, 8))
+        self.r.load64(self.entry(i)?.0 + 8)
+    }
+
+    /// Where an inner node's count of child `i` is, in the segment.
+    pub(super) fn count_word(&self, i: usize) -> Result<u64> {
+        if self.level == 0 {
+            return bad();
+        }
+        Ok(self.entry(i)?.0 + 8)
     }
 
     /// Compares a leaf's key `i` with `key`.
@@ -99,21 +123,44 @@ impl View {
         self.cmp_bytes_at(i, 16, key)
     }
 
+    /// The length prefix at `*pos` (below `end`), moving `*pos` past it;
+    /// the bytes it announces must end by `end`.
+    fn read_len(&self, pos: &mut u64, end: u64) -> Result<u64> {
+        let mut n = 0u64;
+        for shift in (0..64).step_by(7) {
+            if *pos >= end {
+                return bad();
+            }
+            let byte = self.r.load8(*pos)?;
+            *pos += 1;
+            n |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return match pos.checked_add(n) {
+                    Some(e) if e <= end => Ok(n),
+                    _ => bad(),
+                };
+            }
+        }
+        bad()
+    }
+
     /// Compares the length-prefixed bytes `skip` bytes into entry `i`
     /// with `key`.
-    fn cmp_bytes_at(&self, i: usize, skip: usize, key: &[u8]) -> Result<std::cmp::Ordering> {
-        let e = self.entry(i)?;
-        let mut pos = skip;
-        let (a, b) = read_bytes(e, &mut pos).ok_or(Error::BadValue)?;
-        Ok(e[a..b].cmp(key))
+    fn cmp_bytes_at(&self, i: usize, skip: u64, key: &[u8]) -> Result<std::cmp::Ordering> {
+        let (start, end) = self.entry(i)?;
+        let mut pos = start + skip;
+        let len = self.read_len(&mut pos, end)?;
+        self.r.cmp_bytes(pos, len, key)
     }
 
     /// A leaf's item `i`: (key, value).
     pub(super) fn item(&self, i: usize) -> Result<(Vec<u8>, Vec<u8>)> {
-        let e = self.entry(i)?;
+        let (start, end) = self.entry(i)?;
+        let mut e = Vec::with_capacity((end - start) as usize);
+        self.r.read_bytes(start, end - start, &mut e)?;
         let mut pos = 0;
-        let k = read_bytes(e, &mut pos).ok_or(Error::BadValue)?;
-        let v = read_bytes(e, &mut pos).ok_or(Error::BadValue)?;
+        let k = read_bytes(&e, &mut pos).ok_or(Error::BadValue)?;
+        let v = read_bytes(&e, &mut pos).ok_or(Error::BadValue)?;
         Ok((e[k.0..k.1].to_vec(), e[v.0..v.1].to_vec()))
     }
 }
@@ -153,9 +200,7 @@ pub(crate) fn child_words(r: &Region, blk: u64) -> Option<(u8, Vec<u64>)> {
     if at.level == 0 {
         return Some((0, Vec::new()));
     }
-    let mut body = Vec::new();
-    r.read_bytes(at.body, at.body_len, &mut body).ok()?;
-    let node = Node::parse(at.level, body, at.n).ok()?;
+    let node = parse_block(r, &at).ok()?;
     let words = node.offs.iter().map(|&o| at.body + o as u64).collect();
     Some((at.level, words))
 }
@@ -169,9 +214,7 @@ pub(crate) fn copy_payload(
 ) -> Result<Vec<u8>> {
     let at = node_header(r, blk)?;
     let level = at.level;
-    let mut body = Vec::new();
-    r.read_bytes(at.body, at.body_len, &mut body)?;
-    let mut node = Node::parse(level, body, at.n)?;
+    let mut node = parse_block(r, &at)?;
     if level > 0 {
         for i in 0..node.len() {
             let (ptr, count, _) = node.child(i);

@@ -421,7 +421,7 @@ impl Tree {
                 .iter()
                 .zip(&in_place)
                 .filter(|(_, &keep)| keep)
-                .map(|(&i, _)| 2 * self.mem[i].len())
+                .map(|(&i, _)| 2 * self.mem[i].touched.len())
                 .sum();
             if budget > IN_PLACE_WORDS {
                 in_place.iter_mut().for_each(|k| *k = false);
@@ -459,8 +459,8 @@ impl Tree {
                 }
                 match (&node.origin, keep) {
                     (Some(o), true) => {
-                        for c in 0..node.len() {
-                            let at = node.start(c);
+                        for &c in &node.touched {
+                            let at = node.start(c as usize);
                             for w in [at, at + 8] {
                                 let new = word(&node.body, w);
                                 let off = o.body_at + w as u64;

@@ -1,0 +1,233 @@
+//! A key or channel pattern of an ACL rule, sorted once (when the rule is
+//! applied) into the shape the per-command check can match fastest: most
+//! patterns are a literal (`config`) or a literal prefix (`tenant7:*`),
+//! which a byte comparison decides without the glob matcher.
+
+use std::ops::Deref;
+
+/// How a pattern matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// No glob character: the string itself.
+    Literal,
+    /// A literal followed by one trailing `*`: any string with that
+    /// prefix.
+    Prefix,
+    /// Anything else: the glob matcher.
+    Glob,
+}
+
+/// A pattern's bytes (as written in the rule) and its shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Pattern {
+    text: Vec<u8>,
+    shape: Shape,
+}
+
+/// The bytes Redis's glob matcher treats specially.
+fn is_glob_byte(b: u8) -> bool {
+    matches!(b, b'*' | b'?' | b'[' | b'\\')
+}
+
+impl Pattern {
+    pub(crate) fn new(text: &[u8]) -> Pattern {
+        let shape = match text.split_last() {
+            _ if !text.iter().copied().any(is_glob_byte) => Shape::Literal,
+            Some((b'*', head)) if !head.iter().copied().any(is_glob_byte) => Shape::Prefix,
+            _ => Shape::Glob,
+        };
+        Pattern {
+            text: text.to_vec(),
+            shape,
+        }
+    }
+
+    /// Whether `s` matches, exactly as the glob matcher decides. Inlined
+    /// into the check's loop over a user's patterns, where most are turned
+    /// away by their first byte.
+    #[inline(always)]
+    pub(crate) fn matches(&self, s: &[u8]) -> bool {
+        // The glob matcher matches no pattern but the empty one against an
+        // empty string: that case is left to it.
+        match self.shape {
+            // The first byte turns most patterns away without a memcmp.
+            Shape::Literal => s.first() == self.text.first() && self.text == s,
+            Shape::Prefix if !s.is_empty() => {
+                let prefix = &self.text[..self.text.len() - 1];
+                prefix.first().is_none_or(|b| s[0] == *b) && s.starts_with(prefix)
+            }
+            _ => store::glob::glob_match(&self.text, s, false),
+        }
+    }
+}
+
+/// A selector's key patterns, each with its permissions (read, write), in
+/// the order the rules gave them, and indexed by the first byte a key must
+/// have to match: a user with many patterns (one per tenant) pays for the
+/// few a key could match, not for all of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct KeyPatterns {
+    list: Vec<(Pattern, u8)>,
+    /// `by_first[starts[b]..starts[b + 1]]`: the positions in `list` of
+    /// the patterns a key starting with byte `b` may match (those whose
+    /// first byte is `b`, and those starting with a glob byte).
+    starts: Vec<u32>,
+    by_first: Vec<u32>,
+}
+
+impl KeyPatterns {
+    pub(crate) fn clear(&mut self) {
+        *self = KeyPatterns::default();
+    }
+
+    /// Adds `perm` to `text`'s permissions, adding the pattern if new.
+    pub(crate) fn grant(&mut self, text: &[u8], perm: u8) {
+        match self.list.iter_mut().find(|(p, _)| **p == *text) {
+            Some((_, have)) => *have |= perm,
+            None => self.list.push((Pattern::new(text), perm)),
+        }
+        self.reindex();
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &(Pattern, u8)> {
+        self.list.iter()
+    }
+
+    /// Whether a pattern with every permission of `perm` matches `key`.
+    #[inline]
+    pub(crate) fn allow(&self, key: &[u8], perm: u8) -> bool {
+        let ok = |at: &u32| {
+            let (p, have) = &self.list[*at as usize];
+            have & perm == perm && p.matches(key)
+        };
+        match key.first() {
+            Some(&b) if !self.starts.is_empty() => {
+                let (from, to) = (self.starts[b as usize], self.starts[b as usize + 1]);
+                self.by_first[from as usize..to as usize].iter().any(ok)
+            }
+            _ => self
+                .list
+                .iter()
+                .any(|(p, have)| have & perm == perm && p.matches(key)),
+        }
+    }
+
+    fn reindex(&mut self) {
+        self.starts.clear();
+        self.by_first.clear();
+        for b in 0..=255u8 {
+            self.starts.push(self.by_first.len() as u32);
+            for (at, (p, _)) in self.list.iter().enumerate() {
+                let candidate = match p.first() {
+                    Some(&first) if !is_glob_byte(first) => first == b,
+                    // Empty matches only the empty key; a glob byte may
+                    // match anything.
+                    Some(_) => true,
+                    None => false,
+                };
+                if candidate {
+                    self.by_first.push(at as u32);
+                }
+            }
+        }
+        self.starts.push(self.by_first.len() as u32);
+    }
+}
+
+impl Deref for Pattern {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pattern;
+
+    #[test]
+    fn shapes_match_as_the_glob_matcher_does() {
+        let patterns: [&[u8]; 10] = [
+            b"",
+            b"*",
+            b"key",
+            b"key:*",
+            b"key:**",
+            b"k?y",
+            b"k[ae]y:*",
+            b"a\\*",
+            b"*:x",
+            b"**",
+        ];
+        let strings: [&[u8]; 9] = [
+            b"", b"key", b"key:", b"key:1", b"kay:1", b"a*", b"ab", b"x:x", b"*",
+        ];
+        for p in patterns {
+            let compiled = Pattern::new(p);
+            for s in strings {
+                assert_eq!(
+                    compiled.matches(s),
+                    store::glob::glob_match(p, s, false),
+                    "{:?} against {:?}",
+                    String::from_utf8_lossy(p),
+                    String::from_utf8_lossy(s)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_first_byte_index_allows_what_a_scan_of_every_pattern_does() {
+        use super::KeyPatterns;
+        let mut set = KeyPatterns::default();
+        let rules: [(&[u8], u8); 7] = [
+            (b"tenant1:*", 3),
+            (b"key:*", 1),
+            (b"k?y", 2),
+            (b"[ab]x", 3),
+            (b"\\*z", 3),
+            (b"", 3),
+            (b"key:*", 2),
+        ];
+        for (p, perm) in rules {
+            set.grant(p, perm);
+        }
+        let keys: [&[u8]; 9] = [
+            b"",
+            b"key:1",
+            b"kay",
+            b"ax",
+            b"bx",
+            b"*z",
+            b"tenant1:",
+            b"x",
+            b"\xff",
+        ];
+        for key in keys {
+            for perm in 1..=3u8 {
+                let scan = set
+                    .iter()
+                    .any(|(p, have)| have & perm == perm && p.matches(key));
+                assert_eq!(set.allow(key, perm), scan, "{key:?} {perm}");
+            }
+        }
+        assert!(
+            set.allow(b"key:1", 3),
+            "key:* has both permissions after two grants"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_pattern_matches_as_the_glob_matcher_does(
+            p in "[ab:*?]{0,5}",
+            s in "[ab:*]{0,5}",
+        ) {
+            proptest::prop_assert_eq!(
+                Pattern::new(p.as_bytes()).matches(s.as_bytes()),
+                store::glob::glob_match(p.as_bytes(), s.as_bytes(), false)
+            );
+        }
+    }
+}
