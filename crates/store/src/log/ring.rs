@@ -343,42 +343,7 @@ impl Ctx {
     /// followed by the stores would leave, killed between them, bytes that
     /// nobody fills and the log writer waits for forever.)
     fn claim_log_bytes(&mut self, total: u64) -> Result<u64> {
-        let me = self.owner_word();
-        let mut backoff = Backoff::new();
-        loop {
-            let lock = self.region().a32(H_LOG_RESERVE_LOCK)?;
-            let holder = lock.load(Ordering::Relaxed);
-            if holder == 0 {
-                if lock
-                    .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    break;
-                }
-                continue;
-            }
-            if holder == me {
-                return Err(Error::Corrupted(H_LOG_RESERVE_LOCK));
-            }
-            if backoff.snooze() {
-                match self.owner_fate(holder)? {
-                    OwnerFate::Alive | OwnerFate::Recovering => {}
-                    OwnerFate::Gone => {
-                        // Recovered already (which released the lock) and
-                        // the word read before that: try again.
-                    }
-                    OwnerFate::Dead(voff) => {
-                        if lock
-                            .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
-                            .is_ok()
-                        {
-                            self.take_over_log_claim(voff)?;
-                            break;
-                        }
-                    }
-                }
-            }
-        }
+        self.lock_log_reserve(None)?;
         let r = self.region();
         let head = r.a64(H_WRITE_VERSION)?;
         let lsn = head.load(Ordering::Acquire);
@@ -394,6 +359,49 @@ impl Ctx {
         self.crash_point();
         r.a32(H_LOG_RESERVE_LOCK)?.store(0, Ordering::Release);
         Ok(lsn)
+    }
+
+    /// Takes `H_LOG_RESERVE_LOCK`: waits while a live context holds it,
+    /// and takes it over from a dead one, settling that one's claim
+    /// ([`Ctx::take_over_log_claim`]) before returning. `recovering` is the
+    /// dead context this one recovers (its owner word), whose lock is taken
+    /// at once (its fate reads "recovering" now); the caller settles its
+    /// claim. Everything done under the lock, a takeover included, is over
+    /// when this returns, so a claim read next is settled.
+    fn lock_log_reserve(&mut self, recovering: Option<u32>) -> Result<()> {
+        let me = self.owner_word();
+        let mut backoff = Backoff::new();
+        loop {
+            let lock = self.region().a32(H_LOG_RESERVE_LOCK)?;
+            let holder = lock.load(Ordering::Relaxed);
+            let dead_claim = if holder == 0 || recovering == Some(holder) {
+                None
+            } else if holder == me {
+                return Err(Error::Corrupted(H_LOG_RESERVE_LOCK));
+            } else if !backoff.snooze() {
+                continue;
+            } else {
+                match self.owner_fate(holder)? {
+                    // Gone: recovered already (which released the lock)
+                    // and the word read before that: try again.
+                    OwnerFate::Alive | OwnerFate::Recovering | OwnerFate::Gone => continue,
+                    OwnerFate::Dead(voff) => Some(voff),
+                }
+            };
+            if lock
+                .compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            if let Some(voff) = dead_claim {
+                if let Err(e) = self.take_over_log_claim(voff) {
+                    lock.store(0, Ordering::Release);
+                    return Err(e);
+                }
+            }
+            return Ok(());
+        }
     }
 
     /// Called by whoever took `H_LOG_RESERVE_LOCK` over from the dead
@@ -424,21 +432,13 @@ impl Ctx {
     /// group is closed.
     pub(crate) fn salvage_log(&mut self, voff: u64, owner: u32) -> Result<()> {
         let ring = RingArea::of(&self.sh);
-        // First the reserve lock, if it died holding it (the group's Pad
-        // below needs the lock, and the claim read next must be settled).
-        let lock = self.region().a32(H_LOG_RESERVE_LOCK)?;
-        if lock
-            .compare_exchange(
-                owner,
-                self.owner_word(),
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            )
-            .is_ok()
-        {
-            self.take_over_log_claim(voff)?;
-            lock.store(0, Ordering::Release);
-        }
+        // First the claim must be settled. The reserve lock is taken, not
+        // only when the dead context held it: a live context that took it
+        // over from the dead one may be settling the claim right now.
+        self.lock_log_reserve(Some(owner))?;
+        let settled = self.take_over_log_claim(voff);
+        self.region().a32(H_LOG_RESERVE_LOCK)?.store(0, Ordering::Release);
+        settled?;
         let start = self.region().load64(voff + C_LOG_START)?;
         let group_open = self.region().load64(voff + C_LOG_GROUP)? != 0;
         let mut voided = false;
