@@ -404,11 +404,9 @@ async def on_workers(server, r, per_worker, prefix, **kw):
     return placed[0] + placed[1]
 
 
-async def queue_scenario(url_members, url_publisher, n, connect_plain=None):
-    """Members of one queue group (and a plain subscriber, on the
-    connection `connect_plain()` opens once the members joined, or else on
-    the first member's connection) get `n` messages; returns what each
-    member got and what the plain one got."""
+async def queue_scenario(url_members, url_publisher, n):
+    """Members of one queue group (and a plain subscriber) get `n`
+    messages; returns what each member got and what the plain one got."""
     got = [[] for _ in url_members]
     subs = []
     for i, nc in enumerate(url_members):
@@ -416,9 +414,8 @@ async def queue_scenario(url_members, url_publisher, n, connect_plain=None):
             got[i].append(msg.data)
         subs.append(await nc.subscribe("work.items", queue="workers", cb=cb))
         await nc.flush()
-    plain_conn = await connect_plain() if connect_plain else url_members[0]
-    plain = await plain_conn.subscribe("work.items")
-    await plain_conn.flush()
+    plain = await url_members[0].subscribe("work.items")
+    await url_members[0].flush()
     for i in range(n):
         await url_publisher.publish("work.items", str(i).encode())
     await url_publisher.flush()
@@ -456,26 +453,27 @@ def test_queue_group_across_workers_exactly_once(shoal, nats_server):
             await nc.close()
         r.close()
 
-        # The same scenario against nats-server, whose plain subscriber is
-        # on a connection opened after the members joined: nats-server
-        # 2.9.10 now and then (3 to 7 runs in 200) delivers nothing to a
-        # plain subscription made on a connection that is older than that,
-        # the first member's included; on a connection opened then, none
-        # in 450 (150 with nats-py, 300 reading the socket) missed one.
+        # The same scenario against nats-server, on fresh connections up
+        # to three times: nats-server 2.9.10 now and then (3 to 7 runs in
+        # 150 to 250 here) sends a plain subscriber nothing, or stops
+        # partway, though its SUB was flushed before the publishes (a raw
+        # socket's SUB missed nothing in 300 runs; shoal's half has not
+        # failed so).
         url = f"nats://127.0.0.1:{nats_server}"
-        ref_members = [await nats.connect(url, allow_reconnect=False) for _ in range(4)]
-        ref_pub = await nats.connect(url, allow_reconnect=False)
-        ref_plain_conn = []
-
-        async def connect_plain():
-            ref_plain_conn.append(await nats.connect(url, allow_reconnect=False))
-            return ref_plain_conn[0]
-
-        ref_got, ref_plain = await queue_scenario(ref_members, ref_pub, n, connect_plain)
+        for attempt in range(3):
+            ref_members = [await nats.connect(url, allow_reconnect=False) for _ in range(4)]
+            ref_pub = await nats.connect(url, allow_reconnect=False)
+            try:
+                ref_got, ref_plain = await queue_scenario(ref_members, ref_pub, n)
+                break
+            except nats.errors.TimeoutError:
+                if attempt == 2:
+                    raise
+            finally:
+                for nc in ref_members + [ref_pub]:
+                    await nc.close()
         assert sorted(int(d) for g in ref_got for d in g) == delivered
         assert ref_plain == plain
-        for nc in ref_members + [ref_pub] + ref_plain_conn:
-            await nc.close()
 
     run(main())
 
