@@ -437,7 +437,9 @@ impl Ctx {
         // over from the dead one may be settling the claim right now.
         self.lock_log_reserve(Some(owner))?;
         let settled = self.take_over_log_claim(voff);
-        self.region().a32(H_LOG_RESERVE_LOCK)?.store(0, Ordering::Release);
+        self.region()
+            .a32(H_LOG_RESERVE_LOCK)?
+            .store(0, Ordering::Release);
         settled?;
         let start = self.region().load64(voff + C_LOG_START)?;
         let group_open = self.region().load64(voff + C_LOG_GROUP)? != 0;
