@@ -724,7 +724,7 @@ impl Handle {
 /// Whether pushes and pops at a list's ends publish in place (tree/edge.rs)
 /// instead of by copying the end leaf. Off: with workers SIGKILLed in the
 /// middle of list writes, the store and the log then disagreed now and then
-/// (about 1 run in 15 of tests/test_persistence_kills.py's agreement test:
+/// (about 1 run in 20 of tests/test_persistence_kills.py's agreement test:
 /// an element or a pop that one has and the other lacks, always at a list's
 /// ends); by copying, 68 runs agreed. On again once that is found.
 const LIST_EDGES_IN_PLACE: bool = false;
