@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 
@@ -102,3 +103,66 @@ def write_list(path, header, passed):
         f.write(f"# {header}\n")
         for test in sorted(passed.elements()):
             f.write(test + "\n")
+
+
+def run_timed(cmd, cwd, timeout, suspects):
+    """Runs `cmd` (a test runner) with a time limit; returns (output, timed
+    out). When the limit passes, the runner's last lines and the stacks of
+    every thread of the processes `suspects()` names (the servers under
+    test, by pid) are printed before anything is killed, so that a hang in
+    a CI log shows where each server was."""
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            out.seek(0)
+            tail = out.read().decode("utf-8", "replace").splitlines()[-15:]
+            print("  time limit passed; the runner's last lines:", flush=True)
+            for line in tail:
+                print(f"  | {line}", flush=True)
+            for pid in suspects():
+                print(f"  stacks of pid {pid}:", flush=True)
+                for line in stacks(pid):
+                    print(f"  | {line}", flush=True)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+        out.seek(0)
+        return out.read(), timed_out
+
+
+def stacks(pid):
+    """Each thread's stack of process `pid` (by gdb, when installed)."""
+    if not shutil.which("gdb"):
+        return ["(gdb is not installed)"]
+    try:
+        res = subprocess.run(["gdb", "-p", str(pid), "-batch", "-ex", "thread apply all bt 15"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=60)
+    except subprocess.TimeoutExpired:
+        return ["(gdb did not finish)"]
+    text = res.stdout.decode("utf-8", "replace").splitlines()
+    return [line[:160] for line in text if line.startswith(("#", "Thread"))]
+
+
+def process_tree(pid):
+    """`pid` and its descendants (a server's supervisor and workers)."""
+    found = [pid]
+    for p in found:
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                found.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return found
+
+
+def processes_matching(text):
+    """Pids whose command line contains `text`."""
+    res = subprocess.run(["pgrep", "-f", text], stdout=subprocess.PIPE, check=False)
+    return [int(p) for p in res.stdout.split()]
