@@ -621,6 +621,13 @@ impl Engine {
         self.h.free_lazily(STEP).unwrap_or(false)
     }
 
+    /// Whether a script of another worker runs now: it holds the store's
+    /// exclusive section, so background work that would resolve keys is
+    /// put off rather than stall this worker until the script ends.
+    pub fn script_running_elsewhere(&self) -> bool {
+        crate::scripting::busy::running_elsewhere(&self.store, self.info.worker)
+    }
+
     /// Periodic work between requests: an incremental pass of the active
     /// expiry sweeper. Returns how many keys it removed.
     pub fn tick(&mut self) -> u64 {
@@ -630,22 +637,27 @@ impl Engine {
         // The sweep below is a "command" of its own for removal versions.
         self.pubsub.command_started();
         self.pubsub.tick();
-        self.mc_flush_if_due();
+        // A script of another worker holds the store (an exclusive
+        // section): work that resolves keys would wait for it, and this
+        // worker's clients with it (a script looping until killed never
+        // ends). A script that starts after this check makes the sweep
+        // give up at its first bucket; `any_expires` reads no db map.
+        let script_elsewhere = self.script_running_elsewhere();
+        if !script_elsewhere {
+            self.mc_flush_if_due();
+        }
         self.tracking_sync_flushes();
         self.drain_key_log();
         self.tracking_flush();
         let off = crate::config::word::ACTIVE_EXPIRE_OFF;
-        // A pause keeps the data set as it is: no key expires meanwhile. A
-        // script of another worker holds the store: the sweep would wait
-        // for it, and this worker's clients with it.
+        // A pause keeps the data set as it is: no key expires meanwhile.
         if !self.expiry_allowed()
             || self.store.config_word(off).unwrap_or(0) == 1
-            || crate::scripting::busy::running_elsewhere(&self.store, self.info.worker)
+            || script_elsewhere
         {
             return 0;
         }
-        let any = (0..store::NUM_DBS as u8).any(|db| self.h.expires_count(db).unwrap_or(0) > 0);
-        if !any {
+        if !self.h.any_expires().unwrap_or(false) {
             return 0;
         }
         // The workers share the sweep cursor: together they pass over the

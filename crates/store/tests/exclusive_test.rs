@@ -424,6 +424,69 @@ fn a_waiting_reader_sleeps_instead_of_spinning() {
     assert!(cpu <= 15, "the waiting reader used {cpu} ticks of CPU");
 }
 
+/// The active expiry's work between requests runs while another context
+/// holds a section (a worker's script looping until SCRIPT KILL): asking
+/// whether any key expires and sweeping must return at once, or that
+/// worker would serve none of its clients (the kill included) until the
+/// section ends.
+#[test]
+fn the_expiry_sweep_never_waits_for_a_section() {
+    let seg = TempSegment::new("excl-sweep");
+    let store = seg.open(16 * MB);
+    {
+        let mut h = store.handle().unwrap();
+        put(&mut h, 0, b"k", b"v");
+        put(&mut h, 3, b"t", b"v");
+        h.pexpire(3, b"t", 1, ExpireCondition::Always).unwrap();
+    }
+    thread::sleep(Duration::from_millis(5));
+    let (entered, release) = (
+        std::sync::mpsc::channel::<()>(),
+        std::sync::mpsc::channel::<()>(),
+    );
+    let holder = {
+        let (store, entered, release) = (store.clone(), entered.0, release.1);
+        thread::spawn(move || {
+            store
+                .handle()
+                .unwrap()
+                .exclusive(|_| {
+                    entered.send(()).unwrap();
+                    // Held until the sweep below has returned (or the test
+                    // gave up on it).
+                    let _ = release.recv_timeout(Duration::from_secs(60));
+                    Ok(())
+                })
+                .unwrap()
+        })
+    };
+    entered.1.recv().unwrap();
+    let (done, outcome) = std::sync::mpsc::channel();
+    let sweeper = {
+        let store = store.clone();
+        thread::spawn(move || {
+            let mut h = store.handle().unwrap();
+            let any = h.any_expires().unwrap();
+            let sweep = h.sweep_expired(1 << 20).unwrap();
+            done.send((any, sweep.expired)).unwrap();
+        })
+    };
+    let result = outcome.recv_timeout(Duration::from_secs(30));
+    release.0.send(()).unwrap();
+    holder.join().unwrap();
+    sweeper.join().unwrap();
+    let (any, expired) = result.expect("the sweep waited for the section");
+    assert!(any, "db 3 has a key with an expiry");
+    assert_eq!(
+        expired, 0,
+        "the sweep removed a key inside another's section"
+    );
+    // Once the section ends, the sweep removes it.
+    let mut h = store.handle().unwrap();
+    assert_eq!(h.sweep_expired(1 << 20).unwrap().expired, 1);
+    assert!(!h.any_expires().unwrap());
+}
+
 #[test]
 fn a_holder_killed_inside_is_recovered_by_a_waiting_reader() {
     let seg = TempSegment::new("excl-killed");

@@ -919,9 +919,12 @@ async fn sweeper(worker: Rc<Worker>) {
         let hz = worker.engine.borrow().config().hz.clamp(1, 500);
         tokio::time::sleep(Duration::from_millis(1000 / hz)).await;
         worker.engine.borrow_mut().tick();
-        worker
-            .blocking
-            .serve_vanished_streams(&mut worker.engine.borrow_mut());
+        // Looking up the keys would wait for another worker's script.
+        if !worker.engine.borrow().script_running_elsewhere() {
+            worker
+                .blocking
+                .serve_vanished_streams(&mut worker.engine.borrow_mut());
+        }
         worker.flush_pubsub();
     }
 }

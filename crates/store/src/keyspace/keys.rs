@@ -430,6 +430,19 @@ impl Handle {
         self.logical_count(H_DB_EXPIRES_BASE, C_DB_EXPIRES, db)
     }
 
+    /// Whether any db has a key with an expiry. Reads no db map (the dbs
+    /// are counted physically), so it never waits for a SWAPDB or another
+    /// context's exclusive section: background work asks it between
+    /// requests, and must not stall its worker behind a running script.
+    pub fn any_expires(&self) -> Result<bool> {
+        for db in 0..crate::NUM_DBS as u8 {
+            if self.phys_count(H_DB_EXPIRES_BASE, C_DB_EXPIRES, db)? > 0 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     fn logical_count(&mut self, base: u64, per_ctx: u64, db: u8) -> Result<u64> {
         check_db(db)?;
         loop {
