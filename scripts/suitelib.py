@@ -3,6 +3,7 @@
 someone else's test suite, and the checked-in lists of tests that pass."""
 
 import collections
+import glob
 import os
 import shutil
 import signal
@@ -154,11 +155,13 @@ def process_tree(pid):
     """`pid` and its descendants (a server's supervisor and workers)."""
     found = [pid]
     for p in found:
-        try:
-            with open(f"/proc/{p}/task/{p}/children") as f:
-                found.extend(int(c) for c in f.read().split())
-        except OSError:
-            pass
+        # A child is listed under the thread that started it.
+        for path in glob.glob(f"/proc/{p}/task/*/children"):
+            try:
+                with open(path) as f:
+                    found.extend(int(c) for c in f.read().split())
+            except OSError:
+                pass
     return found
 
 
