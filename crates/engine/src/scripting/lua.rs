@@ -3,7 +3,8 @@
 //! libraries; `bit`, `cjson`, `cmsgpack` and `struct` (written in Rust over
 //! mlua, see `libs.rs`); the `redis` table; no `loadfile`, `dofile` or
 //! `print`; read-only globals. A script's commands reach the engine through
-//! `redis.call` and `redis.pcall`, natives the engine makes for each run.
+//! `redis.call`, a native the engine makes for each run, and `redis.pcall`
+//! (the prelude's, over it).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -31,7 +32,6 @@ pub(crate) struct RunFlags {
 pub(crate) struct Names {
     pub pending: mlua::LuaString,
     pub call: mlua::LuaString,
-    pub pcall: mlua::LuaString,
     pub keys: mlua::LuaString,
     pub argv: mlua::LuaString,
     pub killed: mlua::LuaString,
@@ -51,9 +51,9 @@ pub(crate) struct Vm {
     pub state: Table,
     /// The real globals, where KEYS and ARGV are set.
     pub globals: Table,
-    /// The real `redis` table, where a run puts its `call` and `pcall`.
+    /// The real `redis` table, where a run puts its `call`.
     pub redis: Table,
-    /// What `redis.call` and `redis.pcall` are outside a run.
+    /// What `redis.call` is outside a run.
     pub outside_run: Function,
     /// A native that does nothing: calling it from Rust restocks the slot
     /// a native's error needs (see [`Vm::restock_error_slot`]).
@@ -256,7 +256,6 @@ impl Vm {
         let names = Names {
             pending: name("pending")?,
             call: name("call")?,
-            pcall: name("pcall")?,
             keys: name("KEYS")?,
             argv: name("ARGV")?,
             killed: name("killed")?,
@@ -325,8 +324,8 @@ fn arg_count(args: &MultiValue) -> usize {
     args.len()
 }
 
-/// The natives behind `redis.*` (all but call and pcall, which need the
-/// running command context and are set per run).
+/// The natives behind `redis.*` (all but call, which needs the
+/// running command context and is set per run, and pcall, over call).
 fn redis_natives(lua: &Lua, flags: &Rc<RunFlags>) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set(

@@ -484,14 +484,14 @@ fn eval_command(cx: &mut Cx<'_>, args: &[Arg<'_>], by_sha: bool, ro: bool) -> Cm
     run(cx, &vm, &f, flags, ro, true, &sha, keys, argv)
 }
 
-/// What the run's `redis.pcall` native does besides a command, when its
+/// What the run's `redis.call` native does besides a command, when its
 /// first argument is one of these light userdata (which no script can
 /// make): the prelude's `redis.acl_check_cmd` (`state.acl_check`) and the
 /// busy hook call it so, and the run needs no native of their own.
 pub(crate) const NATIVE_ACL_CHECK: usize = 1;
 const NATIVE_SERVE_BUSY: usize = 2;
 
-/// The light userdata that asks the run's `redis.pcall` for `op`.
+/// The light userdata that asks the run's `redis.call` for `op`.
 pub(crate) fn native_op(op: usize) -> Value {
     Value::LightUserData(mlua::LightUserData(std::ptr::without_provenance_mut(op)))
 }
@@ -605,12 +605,12 @@ fn run(
         let shared = RefCell::new(&mut *cx);
         let call_ctx = RefCell::new(&mut ctx);
         let r = lua.scope(|scope| {
-            // `redis.call` and `redis.pcall`, made for each run (each is
-            // garbage the collector pays for).
-            let call_with = |raise: bool| {
+            // `redis.call`, made for each run (garbage the collector pays
+            // for); the prelude's `redis.pcall` calls it too.
+            let call = {
                 let (shared, call_ctx) = (&shared, &call_ctx);
                 move |lua: &mlua::Lua, mut args: MultiValue| {
-                    if let (false, Some(Value::LightUserData(op))) = (raise, args.front()) {
+                    if let Some(Value::LightUserData(op)) = args.front() {
                         let op = op.0.addr();
                         args.pop_front();
                         if op == NATIVE_SERVE_BUSY {
@@ -633,7 +633,7 @@ fn run(
                         &mut call_ctx.borrow_mut(),
                         args,
                     )?;
-                    if failed && raise {
+                    if failed {
                         // The error table waits for the prelude's handler,
                         // which names the script's line that called.
                         vm.state.raw_set(&vm.names.pending, value)?;
@@ -645,13 +645,10 @@ fn run(
             };
             let names = &vm.names;
             vm.redis
-                .raw_set(&names.call, scope.create_function(call_with(true))?)?;
-            vm.redis
-                .raw_set(&names.pcall, scope.create_function(call_with(false))?)?;
+                .raw_set(&names.call, scope.create_function(call)?)?;
             vm.state.raw_set(&names.pending, Value::Nil)?;
             let r = vm.limited(|| vm.runner.call::<(bool, Value)>((f.clone(), keys_t, argv_t)));
             vm.redis.raw_set(&names.call, &vm.outside_run)?;
-            vm.redis.raw_set(&names.pcall, &vm.outside_run)?;
             r
         });
         cx.session.tx.set_executing(was_executing);
@@ -718,7 +715,7 @@ pub(crate) struct Watch {
 /// run cannot be caught: `pcall` raises the kill again (`state.killed`).
 ///
 /// Past `threshold` the hook also lets the worker answer its other clients
-/// (`redis.pcall` asked to serve, the engine's [`crate::BusyServer`]), as Redis
+/// (`redis.call` asked to serve, the engine's [`crate::BusyServer`]), as Redis
 /// processes events while a script is busy.
 fn watch_run(
     vm: &Vm,
@@ -761,8 +758,8 @@ fn watch_run(
                 (w.running.clone(), serve)
             };
             if serve {
-                if let Value::Function(pcall) = redis.raw_get("pcall")? {
-                    pcall.call::<()>(native_op(NATIVE_SERVE_BUSY))?;
+                if let Value::Function(call) = redis.raw_get("call")? {
+                    call.call::<()>(native_op(NATIVE_SERVE_BUSY))?;
                 }
             }
             // A worker whose supervisor died is reparented: it must not

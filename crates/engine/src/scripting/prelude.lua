@@ -2,7 +2,7 @@
 -- script-facing parts of `redis` written in Lua, the error handler that
 -- gives errors Redis 7.0's shape ({err=, source=, line=}), and the
 -- read-only globals. `state` is private to this chunk: the engine puts
--- `redis.call` and `redis.pcall` in `state.redis` while a script runs.
+-- `redis.call` in `state.redis` while a script runs.
 local state, G = ...
 local redis = state.redis
 local error, type, tostring, select, unpack = error, type, tostring, select, unpack
@@ -65,15 +65,14 @@ state.run = function(f, a, b)
   return ok, result
 end
 
--- redis.call and redis.pcall are natives (C functions, as in Redis) the
--- engine puts in `redis` for the length of a run: a `return redis.call(...)`
--- then keeps the script's frame, which the error handler names. Outside a
--- run they are this.
+-- redis.call is a native (a C function, as in Redis) the engine puts in
+-- `redis` for the length of a run: a `return redis.call(...)` then keeps
+-- the script's frame, which the error handler names. Outside a run it is
+-- this.
 local function outside_run()
   error({err = 'ERR redis.call/pcall can only be called inside a script invocation'})
 end
 redis.call = outside_run
-redis.pcall = outside_run
 state.outside_run = outside_run
 -- Raises the error table `v` of a call made by the script's line that
 -- called the function calling this (Redis names that line in the error).
@@ -87,10 +86,10 @@ local function raise_at_caller(v)
 end
 -- redis.acl_check_cmd: true or false, or raises for an unknown command
 -- (or arguments redis.call would refuse), checked by the run's
--- redis.pcall native when its first argument is state.acl_check.
+-- redis.call native when its first argument is state.acl_check.
 local acl_check = state.acl_check
 redis.acl_check_cmd = function(...)
-  local check = rawget(redis, 'pcall')
+  local check = rawget(redis, 'call')
   if check == outside_run then
     error({err = 'ERR redis.acl_check_cmd can only be called inside a script invocation'})
   end
@@ -106,6 +105,21 @@ local function pack(...) return {n = select('#', ...), ...} end
 local function raise_if_killed()
   local killed = rawget(state, 'killed')
   if killed ~= nil then error(killed, 0) end
+end
+
+-- redis.pcall: redis.call's reply, or the error table it would raise
+-- (which waits in state.pending). Written here over the run's one native
+-- rather than made a native of its own: each native a run makes is
+-- garbage, and a native made per run costs every script call much time.
+redis.pcall = function(...)
+  local call = rawget(redis, 'call')
+  if call == outside_run then outside_run() end
+  local ok, v = raw_pcall(call, ...)
+  if ok then return v end
+  raise_if_killed()
+  local pending = take_pending(v)
+  if pending ~= v then return pending end
+  error(v, 0)
 end
 
 G.pcall = function(f, ...)
