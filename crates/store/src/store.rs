@@ -368,6 +368,10 @@ impl Store {
                     claim(blk, "stashed block")?;
                 }
             }
+            let spare = r.load_ptr(geo.ctx_off + c * CTX_SIZE + C_JOURNAL_SPARE)?;
+            if spare != 0 {
+                claim(spare, "spare journal chunk")?;
+            }
             let lazy = geo.ctx_off + c * CTX_SIZE + C_LAZY_CHAIN;
             crate::collections::paged::lazy_blocks(r, lazy, &mut |b| {
                 claim(b, "lazily freed tree node")

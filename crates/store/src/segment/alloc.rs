@@ -258,8 +258,9 @@ pub(crate) fn stash_put(ctx: &mut Ctx, blk: u64, pending: u64) -> Result<bool> {
     Ok(true)
 }
 
-/// Frees every block of the context's stash into the shared arena (before
-/// evicting anything, and when the context leaves).
+/// Frees every block of the context's stash, and the spare journal chunk
+/// its last exclusive section kept, into the shared arena (before evicting
+/// anything, and when the context leaves).
 pub(crate) fn stash_flush(ctx: &mut Ctx) -> Result<()> {
     // Stashed blocks belong to no key: freed for real even in a section.
     ctx.unjournaled(|ctx| {
@@ -270,7 +271,11 @@ pub(crate) fn stash_flush(ctx: &mut Ctx) -> Result<()> {
                 ctx.stash[i as usize] = (0, 0);
             }
         }
-        Ok(())
+        let spare = ctx.off + C_JOURNAL_SPARE;
+        match ctx.region().load64(spare)? {
+            0 => Ok(()),
+            blk => free(ctx, blk, spare),
+        }
     })
 }
 

@@ -709,7 +709,7 @@ impl Ctx {
             self.held = [0; HELD_CAP as usize];
             self.journal_forget();
         }
-        self.journal_finish(voff)?;
+        self.journal_finish(voff, false)?;
         for i in 0..PENDING_NEW_CAP {
             let word = voff + C_PENDING_NEW + 8 * i;
             let blk = self.region().load64(word)?;

@@ -57,7 +57,9 @@
 //! section's new blocks. Every step is idempotent, so a recoverer that dies
 //! is recovered and its work redone.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashSet;
 use std::sync::atomic::Ordering;
 
 use crate::error::{Error, Result};
@@ -117,13 +119,13 @@ pub(crate) struct Journal {
     /// Settled `NEW` records whose slots take the next `NEW` records.
     free_slots: Vec<u64>,
     /// The words the journal holds the oldest value of.
-    recorded: HashSet<u64>,
+    recorded: FxHashSet<u64>,
     /// Mirror changes of the open transaction.
     txn_changes: Vec<MirrorChange>,
     /// Blocks whose published end an in-place write of the section moved
     /// back (a list leaf's pop): a rollback moves it forward again, so the
     /// bytes past it are the section's to keep, not free room.
-    shrunk: HashSet<u64>,
+    shrunk: FxHashSet<u64>,
 }
 
 /// What freeing a block inside a section does.
@@ -192,14 +194,16 @@ impl Ctx {
     }
 
     /// Ends the section's journal after its commit point: the deferred frees
-    /// happen and the chunks go back to the arena.
+    /// happen and the chunks go back to the arena, but the first, which
+    /// stays as the spare the next section starts with (a script or EXEC
+    /// would otherwise allocate and free 64 KiB each time).
     pub(crate) fn journal_close(&mut self) -> Result<()> {
         if self.journal.chunk == 0 {
             return Ok(());
         }
         self.journal_forget();
         self.journal_settle(self.off)?;
-        self.journal_finish(self.off)
+        self.journal_finish(self.off, true)
     }
 
     /// Drops the mirror of this context's journal (its words are settled by
@@ -412,13 +416,20 @@ impl Ctx {
         Ok(())
     }
 
-    /// Allocates a chunk and makes it the current one.
+    /// Makes the spare chunk (allocated now when there is none) the
+    /// current one.
     fn journal_grow(&mut self) -> Result<()> {
         self.journal.growing = true;
         let res = (|| {
             let spare = self.off + C_JOURNAL_SPARE;
-            let blk = alloc::alloc(self, CHUNK_PAYLOAD, spare)?.ok_or(Error::OutOfMemory)?;
+            let blk = match self.region().load64(spare)? {
+                0 => alloc::alloc(self, CHUNK_PAYLOAD, spare)?.ok_or(Error::OutOfMemory)?,
+                kept => kept,
+            };
             let size = self.region().load_block_header(blk)?.0;
+            if size < CHUNK_RECORDS + 16 * ROOM {
+                return Err(Error::Corrupted(spare));
+            }
             let r = self.region();
             r.store64(blk + CHUNK_PREV, self.journal.chunk)?;
             r.store64(blk + CHUNK_COUNT, 0)?;
@@ -494,8 +505,10 @@ impl Ctx {
 
     /// The memory half of settling the journal at `voff`: frees the blocks
     /// a rolled-back section allocated, or those a committed one freed, then
-    /// the chunks and a spare chunk. Needs no lock but the allocator's.
-    pub(crate) fn journal_finish(&mut self, voff: u64) -> Result<()> {
+    /// the chunks and a spare chunk; with `keep_spare` (a section of this
+    /// context closing) the oldest chunk becomes the spare instead, unless
+    /// there is one. Needs no lock but the allocator's.
+    pub(crate) fn journal_finish(&mut self, voff: u64, keep_spare: bool) -> Result<()> {
         self.unjournaled(|ctx| {
             let state = ctx.region().load64(voff + C_JOURNAL_STATE)?;
             let tag = match state {
@@ -514,10 +527,20 @@ impl Ctx {
                     }
                 }
                 let prev = ctx.region().load64(c + CHUNK_PREV)?;
-                alloc::free_setting(ctx, c, voff + C_JOURNAL, prev)?;
+                let spare = voff + C_JOURNAL_SPARE;
+                if keep_spare && prev == 0 && ctx.region().load64(spare)? == 0 {
+                    // Unlinked and kept in one transaction: a crash leaves
+                    // it on the spare word, which recovery frees.
+                    ctx.wlog64(voff + C_JOURNAL, 0)?;
+                    ctx.wlog64(spare, c)?;
+                    ctx.mark_private();
+                    ctx.commit()?;
+                } else {
+                    alloc::free_setting(ctx, c, voff + C_JOURNAL, prev)?;
+                }
             }
             let spare = ctx.region().load64(voff + C_JOURNAL_SPARE)?;
-            if spare != 0 {
+            if spare != 0 && !keep_spare {
                 alloc::free(ctx, spare, voff + C_JOURNAL_SPARE)?;
             }
             ctx.region()
