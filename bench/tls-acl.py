@@ -18,7 +18,7 @@
 
 Needs redis-server, redis-benchmark (built with TLS), openssl and taskset;
 only the standard library.
-Usage: python3 bench/tls-acl.py [--requests N] [--rounds R] [--no-build]
+Usage: python3 bench/tls-acl.py [--requests N] [--rounds R] [--only tls|acl] [--no-build]
 """
 
 import argparse
@@ -103,6 +103,7 @@ def main():
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--keyspace", type=int, default=100_000, help="redis-benchmark -r")
     ap.add_argument("--rounds", type=int, default=2, help="alternating pairs per row")
+    ap.add_argument("--only", choices=("tls", "acl"), help="run one half of the bench")
     ap.add_argument("--no-build", action="store_true")
     args = ap.parse_args()
     if not args.no_build:
@@ -133,13 +134,14 @@ def main():
                         return r[0] if r else None
                     tls = ["--tls", "--cacert", ca]
                     got = {"redis": [], "shoal": []}
-                    for _ in range(args.rounds):
+                    for _ in range(args.rounds if args.only != "acl" else 0):
                         for who in got:
                             rps = run(ports[who][1], tls)
                             if rps is not None:
                                 got[who].append(rps)
-                    tls_rows.append((test.upper(), pipeline, got))
-                    for who in ("redis", "shoal"):
+                    if args.only != "acl":
+                        tls_rows.append((test.upper(), pipeline, got))
+                    for who in ("redis", "shoal") if args.only != "tls" else ():
                         acl = {"default": [], "50 rules": []}
                         cpu = {"default": [], "50 rules": []}
                         for _ in range(args.rounds):
@@ -161,7 +163,10 @@ def main():
                 servers.stop(proc)
             servers.remove_segment(name)
 
-    print_tls_table(tls_rows)
+    if tls_rows:
+        print_tls_table(tls_rows)
+    if not acl_rows:
+        return
     print("\nACL checks over plain TCP: requests/s and the server's CPU µs per request of the "
           "default user and the 50-rule user (cost: CPU per request, 50 rules against default)")
     head = (f"{'server':<6} {'test':<5} {'P':>3} {'rps default':>12} {'rps 50 rules':>12} "
@@ -175,6 +180,10 @@ def main():
                          for u, w in (("default", 10), ("50 rules", 11)))
         print(f"{who:<6} {test:<5} {pipeline:>3}{cells} {cost:>7}")
     print("means over the rounds; a negative cost means the 50-rule user took less CPU (noise)")
+    print("\nCPU µs per request of each round (default / 50 rules)")
+    for who, test, pipeline, acl, cpu, cost in acl_rows:
+        rounds = " ".join(f"{d:.2f}/{r:.2f}" for d, r in zip(cpu["default"], cpu["50 rules"]))
+        print(f"{who:<6} {test:<5} {pipeline:>3}  {rounds}")
 
 
 if __name__ == "__main__":
