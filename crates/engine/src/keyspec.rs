@@ -362,8 +362,18 @@ mod tests {
     #[test]
     fn try_keys_walks_the_keys_keys_and_flags_by_gives() {
         let words: [&[u8]; 12] = [
-            b"k1", b"2", b"get", b"GET", b"overflow", b"store", b"keys", b"by", b"0", b"-1",
-            b"streams", b"x",
+            b"k1",
+            b"2",
+            b"get",
+            b"GET",
+            b"overflow",
+            b"store",
+            b"keys",
+            b"by",
+            b"0",
+            b"-1",
+            b"streams",
+            b"x",
         ];
         let mut cmds: Vec<&'static Command> = Vec::new();
         for c in crate::command::all() {
@@ -379,10 +389,13 @@ mod tests {
                     continue;
                 }
                 for seed in 0..40usize {
-                    let mut args: Vec<Arg<'_>> = vec![std::borrow::Cow::Borrowed(cmd.name.as_bytes())];
+                    let mut args: Vec<Arg<'_>> =
+                        vec![std::borrow::Cow::Borrowed(cmd.name.as_bytes())];
                     if let Some((_, sub)) = cmd.name.split_once('|') {
                         args = vec![
-                            std::borrow::Cow::Borrowed(cmd.name.split('|').next().unwrap().as_bytes()),
+                            std::borrow::Cow::Borrowed(
+                                cmd.name.split('|').next().unwrap().as_bytes(),
+                            ),
                             std::borrow::Cow::Borrowed(sub.as_bytes()),
                         ];
                     }

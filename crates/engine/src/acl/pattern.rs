@@ -247,10 +247,10 @@ mod tests {
             &b"tenant7:*"[..],
             b"key:*",
             b"key:",
-            b"key:\*",
+            b"key:\\*",
             b"k[a-z]y:*",
             b"k[^e]y",
-            b"\k*",
+            b"\\k*",
         ] {
             patterns.push(p.to_vec());
         }
