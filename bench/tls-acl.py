@@ -10,15 +10,17 @@
 2. ACL: on each server, the same tests over plain TCP as the default user
    (no rules, no AUTH) and as a user with 50 rules (`bench`: 25 key
    patterns with the one SET and GET match last, 10 channel patterns,
-   command rules and categories), alternating. The cost is the growth of
-   the server's CPU time per request (user + system, from /proc, for shoal
-   its supervisor and worker) for the 50-rule user against the default
-   user: unlike requests/s, it does not move with what else the machine
-   runs. Requests/s are shown beside it.
+   command rules and categories), alternating (which goes first changes
+   every round). The cost is the growth of the server's CPU time per
+   request (user + system, from /proc, for shoal its supervisor and
+   worker) for the 50-rule user against the default user, the median over
+   the rounds of each round's ratio: unlike requests/s, it moves little
+   with what else the machine runs, and the median leaves out the rounds
+   another job upset. Requests/s are shown beside it.
 
 Needs redis-server, redis-benchmark (built with TLS), openssl and taskset;
 only the standard library.
-Usage: python3 bench/tls-acl.py [--requests N] [--rounds R] [--no-build]
+Usage: python3 bench/tls-acl.py [--requests N] [--rounds R (5)] [--only tls|acl] [--no-build]
 """
 
 import argparse
@@ -79,6 +81,19 @@ def mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
+def median(xs):
+    xs = sorted(xs)
+    return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+
+
+def per_round_costs(cpu):
+    """Each round's CPU per request of the 50-rule user over the default
+    user's: the two ran one after the other, so the machine's load (it is
+    shared) moves both alike; the median of these ratios leaves out the
+    rounds another job upset."""
+    return [r / d for d, r in zip(cpu["default"], cpu["50 rules"]) if d > 0]
+
+
 def print_tls_table(rows):
     """rows: (test, pipeline, {"redis": [rps, ...], "shoal": [...]})."""
     print("\nTLS (redis-benchmark --tls), requests/s")
@@ -102,7 +117,8 @@ def main():
                     help="requests per run at pipeline 16")
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--keyspace", type=int, default=100_000, help="redis-benchmark -r")
-    ap.add_argument("--rounds", type=int, default=2, help="alternating pairs per row")
+    ap.add_argument("--rounds", type=int, default=5, help="alternating pairs per row")
+    ap.add_argument("--only", choices=("tls", "acl"), help="run one half of the bench")
     ap.add_argument("--no-build", action="store_true")
     args = ap.parse_args()
     if not args.no_build:
@@ -133,25 +149,29 @@ def main():
                         return r[0] if r else None
                     tls = ["--tls", "--cacert", ca]
                     got = {"redis": [], "shoal": []}
-                    for _ in range(args.rounds):
+                    for _ in range(args.rounds if args.only != "acl" else 0):
                         for who in got:
                             rps = run(ports[who][1], tls)
                             if rps is not None:
                                 got[who].append(rps)
-                    tls_rows.append((test.upper(), pipeline, got))
-                    for who in ("redis", "shoal"):
+                    if args.only != "acl":
+                        tls_rows.append((test.upper(), pipeline, got))
+                    for who in ("redis", "shoal") if args.only != "tls" else ():
                         acl = {"default": [], "50 rules": []}
                         cpu = {"default": [], "50 rules": []}
-                        for _ in range(args.rounds):
-                            for user, extra in (("default", []),
-                                                ("50 rules", ["--user", "bench", "-a", "benchpass"])):
+                        users = [("default", []), ("50 rules", ["--user", "bench", "-a", "benchpass"])]
+                        for r in range(args.rounds):
+                            # Every other round runs the 50-rule user first,
+                            # so a drift of the machine's speed during a
+                            # round does not always favour the same user.
+                            for user, extra in users if r % 2 == 0 else users[::-1]:
                                 before = servers.cpu_seconds(pids[who])
                                 rps = run(ports[who][0], extra)
                                 if rps is not None:
                                     acl[user].append(rps)
                                     used = servers.cpu_seconds(pids[who]) - before
                                     cpu[user].append(used / n * 1e6)
-                        cost = (f"{(mean(cpu['50 rules']) / mean(cpu['default']) - 1) * 100:+.1f}%"
+                        cost = (f"{(median(per_round_costs(cpu)) - 1) * 100:+.1f}%"
                                 if cpu["default"] and cpu["50 rules"] else "-")
                         acl_rows.append((f"{who}", test.upper(), pipeline, acl, cpu, cost))
                     print(".", end="", flush=True, file=sys.stderr)
@@ -161,7 +181,10 @@ def main():
                 servers.stop(proc)
             servers.remove_segment(name)
 
-    print_tls_table(tls_rows)
+    if tls_rows:
+        print_tls_table(tls_rows)
+    if not acl_rows:
+        return
     print("\nACL checks over plain TCP: requests/s and the server's CPU µs per request of the "
           "default user and the 50-rule user (cost: CPU per request, 50 rules against default)")
     head = (f"{'server':<6} {'test':<5} {'P':>3} {'rps default':>12} {'rps 50 rules':>12} "
@@ -174,7 +197,14 @@ def main():
         cells += "".join(f" {mean(cpu[u]):{w}.2f}" if cpu[u] else f" {'-':>{w}}"
                          for u, w in (("default", 10), ("50 rules", 11)))
         print(f"{who:<6} {test:<5} {pipeline:>3}{cells} {cost:>7}")
-    print("means over the rounds; a negative cost means the 50-rule user took less CPU (noise)")
+    print("requests/s and µs: means over the rounds; cost: the median over the rounds of the "
+          "50-rule user's µs over the default user's in the same round (a negative cost means "
+          "the 50-rule user took less CPU: noise)")
+    print("\nCPU µs per request of each round (default / 50 rules)")
+    for who, test, pipeline, acl, cpu, cost in acl_rows:
+        rounds = " ".join(f"{d:.2f}/{r:.2f}" for d, r in zip(cpu["default"], cpu["50 rules"]))
+        rounds += "  costs " + " ".join(f"{(c - 1) * 100:+.1f}%" for c in per_round_costs(cpu))
+        print(f"{who:<6} {test:<5} {pipeline:>3}  {rounds}")
 
 
 if __name__ == "__main__":

@@ -1018,7 +1018,7 @@ impl Engine {
             return Gate::Pass;
         }
         let users = &self.acl.users;
-        let default_requires_auth = users.default_user().requires_auth();
+        let default_requires_auth = self.acl.default_requires_auth;
         let authenticated = *session.authenticated.get_or_insert(!default_requires_auth);
         let user = users.get(&session.user);
         if !is_default && acl::user_stale(user, session) {

@@ -115,7 +115,10 @@ pub(crate) fn keys_and_flags_by(cmd: &Command, specs: &[KeySpec], args: &[Arg<'_
     let variable = specs.iter().any(|s| s.flags & flag::VARIABLE_FLAGS != 0);
     if variable {
         if let Some(flags) = variable_flags(cmd, args) {
-            return cmd.keys_of(args).into_iter().map(|i| (i, flags)).collect();
+            return positions(cmd, args)
+                .into_iter()
+                .map(|i| (i, flags))
+                .collect();
         }
     }
     let reliable = !variable && specs.iter().any(|s| s.flags & flag::NOT_KEY == 0);
@@ -148,7 +151,7 @@ pub(crate) fn keys_and_flags_by(cmd: &Command, specs: &[KeySpec], args: &[Arg<'_
         })
         .or(specs.first())
         .map_or(0, |s| s.flags & !flag::INCOMPLETE);
-    cmd.keys_of(args)
+    positions(cmd, args)
         .into_iter()
         .map(|i| {
             let flags = followed
@@ -158,6 +161,15 @@ pub(crate) fn keys_and_flags_by(cmd: &Command, specs: &[KeySpec], args: &[Arg<'_
             (i, flags)
         })
         .collect()
+}
+
+/// [`Command::keys_of`] without a heap allocation for the few keys most
+/// requests have (SET's variable flags take this path on every request).
+fn positions(cmd: &Command, args: &[Arg<'_>]) -> smallvec::SmallVec<[usize; 4]> {
+    match cmd.movable_keys {
+        None => cmd.key_positions(args.len()).collect(),
+        Some(_) => cmd.keys_of(args).into_iter().collect(),
+    }
 }
 
 /// The flags of the key of a command whose spec says `variable_flags`:
@@ -215,6 +227,13 @@ fn follow_all(specs: &[KeySpec], args: &[Arg<'_>]) -> Option<Keys> {
 /// absent, None when it cannot be followed (unknown, out of range, or no
 /// keys at all, which Redis too leaves to the command's own reading).
 fn follow(spec: &KeySpec, args: &[Arg<'_>]) -> Option<Keys> {
+    let (from, to, step) = follow_range(spec, args)?;
+    Some((from..to).step_by(step).map(|i| (i, spec.flags)).collect())
+}
+
+/// [`follow`]'s keys as a range of positions (`from..to`, every `step`)
+/// rather than a list: an absent keyword gives an empty range.
+fn follow_range(spec: &KeySpec, args: &[Arg<'_>]) -> Option<(usize, usize, usize)> {
     let argc = args.len() as i64;
     let first = match spec.begin {
         Begin::Index(pos) => pos as i64,
@@ -229,7 +248,7 @@ fn follow(spec: &KeySpec, args: &[Arg<'_>]) -> Option<Keys> {
             };
             match found {
                 Some(i) => i + 1,
-                None => return Some(Keys::new()),
+                None => return Some((0, 0, 1)),
             }
         }
         Begin::Unknown => return None,
@@ -267,10 +286,142 @@ fn follow(spec: &KeySpec, args: &[Arg<'_>]) -> Option<Keys> {
     if last >= argc || last < first || first >= argc || first < 1 || step < 1 {
         return None;
     }
-    Some(
-        (first..=last)
-            .step_by(step as usize)
-            .map(|i| (i as usize, spec.flags))
-            .collect(),
-    )
+    Some((first as usize, last as usize + 1, step as usize))
+}
+
+/// How [`keys_and_flags_by`] finds a command's keys, decided once per
+/// command from its specs: the ACL check of every request then walks the
+/// keys of the common shapes in place, with no list built.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum KeyPlan {
+    /// One spec naming every key with fixed flags.
+    Single(&'static KeySpec),
+    /// A spec whose flags depend on the arguments (SET, BITFIELD).
+    Variable,
+    /// Anything else: [`keys_and_flags_by`].
+    General,
+}
+
+/// The plan for a command with these specs.
+pub(crate) fn plan(specs: &'static [KeySpec]) -> KeyPlan {
+    if specs.iter().any(|s| s.flags & flag::VARIABLE_FLAGS != 0) {
+        return KeyPlan::Variable;
+    }
+    match specs {
+        [spec] if spec.flags & (flag::NOT_KEY | flag::INCOMPLETE) == 0 => KeyPlan::Single(spec),
+        _ => KeyPlan::General,
+    }
+}
+
+/// Calls `ok` with each key of a request and its flags, in the order of
+/// [`keys_and_flags_by`] (whose answer it equals, `plan` being
+/// [`plan`]`(specs)`), until `ok` says no: Err with that key's position.
+#[inline]
+pub(crate) fn try_keys(
+    plan: KeyPlan,
+    cmd: &Command,
+    specs: &[KeySpec],
+    args: &[Arg<'_>],
+    mut ok: impl FnMut(usize, u16) -> bool,
+) -> Result<(), usize> {
+    match plan {
+        KeyPlan::Single(spec) => {
+            if let Some((from, to, step)) = follow_range(spec, args) {
+                return match (from..to).step_by(step).find(|&i| !ok(i, spec.flags)) {
+                    Some(i) => Err(i),
+                    None => Ok(()),
+                };
+            }
+        }
+        KeyPlan::Variable if cmd.movable_keys.is_none() => {
+            if let Some(flags) = variable_flags(cmd, args) {
+                return match cmd.key_positions(args.len()).find(|&i| !ok(i, flags)) {
+                    Some(i) => Err(i),
+                    None => Ok(()),
+                };
+            }
+        }
+        _ => {}
+    }
+    match keys_and_flags_by(cmd, specs, args)
+        .into_iter()
+        .find(|&(i, flags)| !ok(i, flags))
+    {
+        Some((i, _)) => Err(i),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `try_keys`'s in-place walks give every key `keys_and_flags_by`
+    /// gives, with its flags and in its order, for every command and
+    /// subcommand on many argument lists; and stop at the first refused.
+    #[test]
+    fn try_keys_walks_the_keys_keys_and_flags_by_gives() {
+        let words: [&[u8]; 12] = [
+            b"k1",
+            b"2",
+            b"get",
+            b"GET",
+            b"overflow",
+            b"store",
+            b"keys",
+            b"by",
+            b"0",
+            b"-1",
+            b"streams",
+            b"x",
+        ];
+        let mut cmds: Vec<&'static Command> = Vec::new();
+        for c in crate::command::all() {
+            cmds.push(c);
+            cmds.extend(c.subcommands.iter());
+        }
+        let mut checked = 0;
+        for cmd in cmds {
+            let specs = specs(cmd);
+            let plan = plan(specs);
+            for argc in 1..=7usize {
+                if !cmd.arity_ok(argc) {
+                    continue;
+                }
+                for seed in 0..40usize {
+                    let mut args: Vec<Arg<'_>> =
+                        vec![std::borrow::Cow::Borrowed(cmd.name.as_bytes())];
+                    if let Some((_, sub)) = cmd.name.split_once('|') {
+                        args = vec![
+                            std::borrow::Cow::Borrowed(
+                                cmd.name.split('|').next().unwrap().as_bytes(),
+                            ),
+                            std::borrow::Cow::Borrowed(sub.as_bytes()),
+                        ];
+                    }
+                    while args.len() < argc {
+                        let w = words[(seed * 7 + args.len() * 5 + seed / 12) % words.len()];
+                        args.push(std::borrow::Cow::Borrowed(w));
+                    }
+                    if args.len() != argc {
+                        continue;
+                    }
+                    let want = keys_and_flags_by(cmd, specs, &args);
+                    let mut got = Vec::new();
+                    let all = try_keys(plan, cmd, specs, &args, |i, f| {
+                        got.push((i, f));
+                        true
+                    });
+                    assert_eq!(all, Ok(()));
+                    assert_eq!(got, want.to_vec(), "{} {args:?}", cmd.name);
+                    if let Some(&(last, _)) = want.last() {
+                        let stopped = try_keys(plan, cmd, specs, &args, |i, _| i != last);
+                        assert_eq!(stopped, Err(last), "{} {args:?}", cmd.name);
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 1000, "{checked} argument lists");
+    }
 }

@@ -182,6 +182,9 @@ pub(crate) struct Acl {
     /// Whether the default user may run anything without a password (the
     /// fast path: most servers never define a user).
     pub default_open: bool,
+    /// Whether the default user has a password or is off (kept here so
+    /// the check of every request does not look the user up by name).
+    pub default_requires_auth: bool,
     /// ACL LOG, newest first.
     pub log: std::collections::VecDeque<LogEntry>,
 }
@@ -192,6 +195,7 @@ impl Default for Acl {
             users: Users::with_default(),
             seen: u64::MAX,
             default_open: true,
+            default_requires_auth: false,
             log: Default::default(),
         }
     }
@@ -207,6 +211,7 @@ impl Acl {
         if let Ok(text) = store.users_text() {
             self.users = Users::from_segment_text(&text);
             self.default_open = self.users.default_user().is_open();
+            self.default_requires_auth = self.users.default_user().requires_auth();
             self.seen = generation;
         }
     }

@@ -124,6 +124,8 @@ pub(crate) struct Registry {
     pub cats: Vec<u32>,
     /// By id: the key specs.
     pub specs: Vec<&'static [keyspec::KeySpec]>,
+    /// By id: how the check walks the keys of a request.
+    plans: Vec<keyspec::KeyPlan>,
     /// Full name (`client|kill`) to id.
     by_name: HashMap<&'static str, usize>,
     /// A table entry's address to its id: the check of every request finds
@@ -165,6 +167,7 @@ pub(crate) fn registry() -> &'static Registry {
             by_name: HashMap::new(),
             by_address: Default::default(),
             specs: Vec::new(),
+            plans: Vec::new(),
         };
         for c in command::all() {
             let id = r.cmds.len();
@@ -189,6 +192,7 @@ pub(crate) fn registry() -> &'static Registry {
             .map(|c| (*c as *const Command as usize, r.by_name[c.name]))
             .collect();
         r.specs = r.cmds.iter().map(|c| keyspec::specs(c)).collect();
+        r.plans = r.specs.iter().map(|s| keyspec::plan(s)).collect();
         r
     })
 }
@@ -562,8 +566,14 @@ impl Selector {
 
     /// Redis's ACLSelectorCheckCmd: Ok, or why not with the position of the
     /// offending argument.
-    fn check(&self, id: usize, cmd: &Command, args: &[Arg<'_>]) -> Result<(), (DeniedKind, usize)> {
-        let r = registry();
+    #[inline]
+    fn check(
+        &self,
+        r: &Registry,
+        id: usize,
+        cmd: &Command,
+        args: &[Arg<'_>],
+    ) -> Result<(), (DeniedKind, usize)> {
         if !self.all_commands && cmd.flags & flags::NO_AUTH == 0 && !self.bit(id) {
             let arg_at = if r.parent[id].is_some() { 2 } else { 1 };
             let ok = self.first_args.get(&id).is_some_and(|list| {
@@ -575,13 +585,13 @@ impl Selector {
             }
         }
         if !self.all_keys && (cmd.first_key != 0 || cmd.movable_keys.is_some()) {
-            for (i, spec_flags) in keyspec::keys_and_flags_by(cmd, r.specs[id], args) {
-                if !self.key_ok(&args[i], key_permission(spec_flags)) {
-                    return Err((DeniedKind::Key, i));
-                }
+            let ok = |i: usize, spec_flags| self.key_ok(&args[i], key_permission(spec_flags));
+            if let Err(i) = keyspec::try_keys(r.plans[id], cmd, r.specs[id], args, ok) {
+                return Err((DeniedKind::Key, i));
             }
         }
-        if !self.all_channels {
+        // Only the pub/sub commands name channels.
+        if !self.all_channels && cmd.channels != Channels::None {
             let (from, pattern) = match cmd.channels {
                 Channels::None => (args.len(), false),
                 Channels::Publish => (1, false),
@@ -879,7 +889,8 @@ impl User {
     /// Whether the user may run `args` (Redis's ACLCheckAllUserCommandPerm):
     /// one selector must allow all of it; else the most relevant refusal.
     pub fn check(&self, cmd: &Command, args: &[Arg<'_>]) -> Result<(), Denied> {
-        let Some(id) = registry().id_of(cmd) else {
+        let r = registry();
+        let Some(id) = r.id_of(cmd) else {
             return Ok(());
         };
         let mut worst = Denied {
@@ -887,7 +898,7 @@ impl User {
             arg: 0,
         };
         for s in &self.selectors {
-            match s.check(id, cmd, args) {
+            match s.check(r, id, cmd, args) {
                 Ok(()) => return Ok(()),
                 Err((kind, arg)) => {
                     let rank = |k: DeniedKind| k as u8;
@@ -903,12 +914,13 @@ impl User {
     /// Whether one selector both allows `args` and reads every key (SORT's
     /// BY and GET patterns read keys no key spec names).
     pub(crate) fn reads_every_key(&self, cmd: &Command, args: &[Arg<'_>]) -> bool {
-        let Some(id) = registry().id_of(cmd) else {
+        let r = registry();
+        let Some(id) = r.id_of(cmd) else {
             return true;
         };
         self.selectors
             .iter()
-            .any(|s| s.check(id, cmd, args).is_ok() && s.unrestricted_keys(KEY_READ))
+            .any(|s| s.check(r, id, cmd, args).is_ok() && s.unrestricted_keys(KEY_READ))
     }
 
     /// Whether any selector grants every channel.

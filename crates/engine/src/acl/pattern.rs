@@ -53,8 +53,10 @@ impl Pattern {
             // The first byte turns most patterns away without a memcmp.
             Shape::Literal => s.first() == self.text.first() && self.text == s,
             Shape::Prefix if !s.is_empty() => {
+                // Byte by byte: a rule's prefix is short, shorter than a
+                // call to memcmp takes.
                 let prefix = &self.text[..self.text.len() - 1];
-                prefix.first().is_none_or(|b| s[0] == *b) && s.starts_with(prefix)
+                s.len() >= prefix.len() && prefix.iter().zip(s).all(|(a, b)| a == b)
             }
             _ => store::glob::glob_match(&self.text, s, false),
         }
@@ -216,6 +218,56 @@ mod tests {
             set.allow(b"key:1", 3),
             "key:* has both permissions after two grants"
         );
+    }
+
+    /// Every string of up to `len` bytes of `alphabet`.
+    fn all_strings(alphabet: &[u8], len: usize) -> Vec<Vec<u8>> {
+        let mut out = vec![Vec::new()];
+        let mut last = vec![Vec::new()];
+        for _ in 0..len {
+            last = last
+                .iter()
+                .flat_map(|s| {
+                    alphabet.iter().map(move |&b| {
+                        let mut t: Vec<u8> = s.clone();
+                        t.push(b);
+                        t
+                    })
+                })
+                .collect();
+            out.extend(last.iter().cloned());
+        }
+        out
+    }
+
+    #[test]
+    fn every_short_pattern_matches_every_short_key_as_the_glob_matcher_does() {
+        let mut patterns = all_strings(b"ak:*?", 4);
+        for p in [
+            &b"tenant7:*"[..],
+            b"key:*",
+            b"key:",
+            b"key:\\*",
+            b"k[a-z]y:*",
+            b"k[^e]y",
+            b"\\k*",
+        ] {
+            patterns.push(p.to_vec());
+        }
+        let mut keys = all_strings(b"ak:*", 4);
+        keys.extend([b"key:000000012345".to_vec(), b"tenant7:x".to_vec()]);
+        for p in &patterns {
+            let compiled = Pattern::new(p);
+            for k in &keys {
+                assert_eq!(
+                    compiled.matches(k),
+                    store::glob::glob_match(p, k, false),
+                    "{:?} against {:?}",
+                    String::from_utf8_lossy(p),
+                    String::from_utf8_lossy(k)
+                );
+            }
+        }
     }
 
     proptest::proptest! {
