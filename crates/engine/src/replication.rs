@@ -936,10 +936,11 @@ pub mod link {
     pub const MAX_BODY: usize = MAX_RECORD + (1 << 20);
 
     /// Checks a message header: its kind (`S`, `E`, `L`, `H`, `F` the
-    /// function libraries) and its body's length.
+    /// function libraries, `D` the disk level's request) and its body's
+    /// length.
     pub fn parse_header(head: &[u8; HEADER]) -> Result<(u8, usize), String> {
         let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
-        if len > MAX_BODY || !matches!(head[0], b'S' | b'E' | b'L' | b'H' | b'F') {
+        if len > MAX_BODY || !matches!(head[0], b'S' | b'E' | b'L' | b'H' | b'F' | b'D') {
             return Err(format!(
                 "the primary sent a malformed message (kind {}, {len} bytes)",
                 head[0]
