@@ -745,6 +745,10 @@ fn send(
             }
         }
         if !chunk.is_empty() {
+            // Looked at again after reading: a frame written under the
+            // disk level (its worker saw the new setting first) follows
+            // the `D` that asks for it to be fsynced, never precedes it.
+            sender.disk_level(&mut stream, &shared.store)?;
             sender.frames(&mut stream, &mut chunk)?;
             continue;
         }
@@ -1664,6 +1668,9 @@ fn follow(
     // is fsynced and what it holds acknowledged with `D`.
     let mut disk = false;
     let mut disk_acked = 0;
+    // The relay's epoch when the level began on this link: a relay started
+    // over since (one that failed) misses frames, so it acknowledges nothing.
+    let mut disk_epoch = 0;
     let mut body = Vec::new();
     // Frames of a group not closed yet: applied only with its last frame.
     let mut group: Vec<(u64, Vec<u8>)> = Vec::new();
@@ -1712,7 +1719,7 @@ fn follow(
                 // fsync waits for it, so one fsync covers every frame
                 // received so far (never one per frame).
                 if disk && reader.buffer().is_empty() {
-                    disk_ack(shared, reader.get_mut(), &mut disk_acked)?;
+                    disk_ack(shared, reader.get_mut(), disk_epoch, &mut disk_acked)?;
                 }
             }
             b'D' => {
@@ -1726,8 +1733,9 @@ fn follow(
                     // Its relay is its disk copy of the primary's frames.
                     shared.relay_wanted.store(true, Ordering::Release);
                     relay_from(shared, expect);
+                    disk_epoch = shared.relay_epoch.load(Ordering::Acquire);
                     disk_acked = 0;
-                    disk_ack(shared, reader.get_mut(), &mut disk_acked)?;
+                    disk_ack(shared, reader.get_mut(), disk_epoch, &mut disk_acked)?;
                 }
             }
             b'F' => {
@@ -1739,7 +1747,7 @@ fn follow(
                 lock(shared).head_while_following = store.log_status().head;
                 ack(reader.get_mut(), repl::applied_lsn(&store))?;
                 if disk {
-                    disk_ack(shared, reader.get_mut(), &mut disk_acked)?;
+                    disk_ack(shared, reader.get_mut(), disk_epoch, &mut disk_acked)?;
                 }
             }
             _ => {
@@ -1754,11 +1762,13 @@ fn follow(
 
 /// The disk level: fsyncs the relay (one fsync for everything written to
 /// it since the last) and acknowledges its end with a `D` message when it
-/// moved past `acked`. A replica whose relay failed acknowledges nothing
-/// more (its primary's disk level then waits for other replicas).
+/// moved past `acked`. A replica whose relay failed (or started over
+/// since `epoch`, so that it misses frames) acknowledges nothing more on
+/// this link (its primary's disk level then waits for other replicas).
 fn disk_ack(
     shared: &Shared,
     writer: &mut super::link::LinkStream,
+    epoch: u64,
     acked: &mut u64,
 ) -> Result<(), String> {
     let durable = {
@@ -1766,6 +1776,9 @@ fn disk_ack(
         let Some(r) = relay.as_mut() else {
             return Ok(());
         };
+        if shared.relay_epoch.load(Ordering::Acquire) != epoch {
+            return Ok(());
+        }
         if r.end() == *acked {
             return Ok(());
         }
