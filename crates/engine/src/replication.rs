@@ -95,21 +95,22 @@ pub(crate) fn too_few_for_sync(e: &mut Engine) -> bool {
     if want == 0 || is_replica(&e.store) {
         return false;
     }
-    if let Some((at, n)) = e.online_replicas {
-        if at.elapsed() < GOOD_REPLICAS_TTL {
+    // At the disk level only replicas that fsync what they receive (a
+    // `--dir`, shown by their first disk acknowledgement) can release a
+    // reply. A count made at the other level is not reused: a write let
+    // through by it would wait for replicas that never acknowledge.
+    let disk = e.config.replica_sync_disk;
+    if let Some((at, n, level)) = e.online_replicas {
+        if at.elapsed() < GOOD_REPLICAS_TTL && level == disk {
             return n < want;
         }
     }
     let status = read_status(e.store.path());
-    // At the disk level only replicas that fsync what they receive (a
-    // `--dir`, shown by their first disk acknowledgement) can release a
-    // reply.
-    let disk = e.config.replica_sync_disk;
     let n = online_replicas(&status)
         .iter()
         .filter(|r| r["state"] == "online" && (!disk || r["disk_ack"].is_u64()))
         .count() as u64;
-    e.online_replicas = Some((Instant::now(), n));
+    e.online_replicas = Some((Instant::now(), n, disk));
     n < want
 }
 
