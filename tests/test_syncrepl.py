@@ -3,6 +3,7 @@
 
 import http.client
 import os
+import re
 import signal
 import socket
 import threading
@@ -11,7 +12,7 @@ import time
 import pytest
 import redis
 
-from shoaltest import DurableServer, info_section, raw_on_worker, Raw, stopped, wait_for
+from shoaltest import DurableServer, Server, info_section, raw_on_worker, Raw, stopped, wait_for
 
 pytestmark = pytest.mark.shoal_only
 
@@ -217,6 +218,102 @@ def test_sigkilled_primary_loses_no_acknowledged_write(tmp_path):
         for start in range(0, len(keys), 1000):
             chunk = keys[start:start + 1000]
             assert [int(v) for v in r.mget(chunk)] == [acked[k] for k in chunk]
+    finally:
+        rep.stop()
+        primary.stop()
+
+
+def relay_bytes(replica):
+    """Everything in the replica's relay files (`<dir>/relay/`)."""
+    files = sorted((replica.dir / "relay").iterdir())
+    return b"".join(f.read_bytes() for f in files if f.is_file())
+
+
+def test_disk_level_acknowledged_writes_are_in_the_replicas_relay_files(tmp_path):
+    """`replica-sync-level disk` with one replica with `--dir`: a write's
+    reply leaves once the replica acknowledged its fsynced relay up to the
+    write. Proved here: after each acknowledged write the primary's published
+    disk LSN (`shoal_sync_durable_lsn`) is at or past the primary's log head
+    (the write's end), and after a SIGKILL of every replica process right
+    after the last reply, every acknowledged value is in the replica's relay
+    files; restarted on its directory, the replica resumes partially. (A
+    SIGKILL keeps the page cache, so this cannot tell an fsync from a plain
+    write: that the relay is fsynced before `D` is the code's word.)"""
+    primary, rep = pair(tmp_path, sync_count=1)
+    try:
+        rep.start()
+        online(primary)
+        p = primary.client()
+        assert p.config_get("replica-sync-level") == {"replica-sync-level": "memory"}
+        assert link(primary)["shoal_sync_level"] == "memory"
+        assert p.config_set("replica-sync-level", "disk") is True
+        assert p.config_get("replica-sync-level") == {"replica-sync-level": "disk"}
+        # Counted at the disk level once its first disk acknowledgement came.
+        wait_for(lambda: _set_ok(p), what="a write at the disk level")
+        fields = link(primary)
+        assert fields["shoal_sync_level"] == "disk"
+        values = {}
+        for i in range(200):
+            values[f"disk{i}"] = f"durable-{os.getpid()}-{i}-value"
+            assert p.set(f"disk{i}", values[f"disk{i}"]) is True
+            if i % 20 == 0:
+                with Raw(primary.port) as c:
+                    head = int(info_section(c, "persistence")["shoal_log_head_lsn"])
+                assert int(link(primary)["shoal_sync_durable_lsn"]) >= head
+        pipe = p.pipeline(transaction=False)
+        for i in range(100):
+            values[f"piped{i}"] = f"piped-{os.getpid()}-{i}-value"
+            pipe.set(f"piped{i}", values[f"piped{i}"])
+        pipe.execute()
+        with Raw(primary.port) as c:
+            head = int(info_section(c, "persistence")["shoal_log_head_lsn"])
+        assert int(link(primary)["shoal_sync_durable_lsn"]) >= head
+        rep.kill_all()
+        relay = relay_bytes(rep)
+        missing = [k for k, v in values.items() if v.encode() not in relay]
+        assert missing == []
+        rep.start()
+        online(primary)
+        wait_for(lambda: re.search(r"partial resync from LSN (\d+)", rep.text()),
+                 what="a partial resync", timeout=30)
+        assert int(re.search(r"partial resync from LSN (\d+)", rep.text()).group(1)) >= head
+        r = rep.client()
+        assert r.mget(list(values)) == list(values.values())
+        wait_for(lambda: _set_ok(p), what="a write at the disk level after the restart")
+    finally:
+        rep.stop()
+        primary.stop()
+
+
+def test_disk_level_refuses_writes_without_a_replica_that_has_a_dir(tmp_path):
+    """A replica without `--dir` never acknowledges on disk, so it does not
+    count toward the disk level: writes get NOREPLICAS (reads go on); back
+    at the memory level it counts again. A bad level is refused."""
+    primary = DurableServer(tmp_path / "primary").start()
+    rep = Server(workers=1, extra_args=["--replicaof", f"127.0.0.1:{primary.port}"])
+    try:
+        rep.start()
+        online(primary)
+        p = primary.client()
+        with pytest.raises(redis.exceptions.ResponseError, match="^CONFIG SET failed"):
+            p.config_set("replica-sync-level", "fsynced")
+        assert p.config_get("replica-sync-level") == {"replica-sync-level": "memory"}
+        assert p.config_set("replica-sync-count", 1) is True
+        assert p.set("k", "v") is True
+        assert p.config_set("replica-sync-level", "disk") is True
+        def refused():
+            try:
+                return p.set("probe", 1) and False
+            except redis.exceptions.ResponseError as e:
+                return str(e).startswith("NOREPLICAS")
+
+        wait_for(refused, what="the disk level to take effect")
+        with pytest.raises(redis.exceptions.ResponseError, match="^NOREPLICAS Not enough good replicas to write.$"):
+            p.set("k", "w")
+        assert p.get("k") == "v"
+        assert p.config_set("replica-sync-level", "memory") is True
+        wait_for(lambda: _set_ok(p), what="writes at the memory level")
+        assert rep.client().get("k") == "w"
     finally:
         rep.stop()
         primary.stop()

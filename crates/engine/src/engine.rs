@@ -247,8 +247,9 @@ pub struct Engine {
     pub(crate) error_counted: bool,
     /// Replicas good for `min-replicas-to-write`, and when that was read.
     pub(crate) good_replicas: Option<(Instant, u64)>,
-    /// Online replicas (the synchronous mode's check), and when that was read.
-    pub(crate) online_replicas: Option<(Instant, u64)>,
+    /// Online replicas (the synchronous mode's check), when that was read
+    /// and whether it counted for the disk level.
+    pub(crate) online_replicas: Option<(Instant, u64, bool)>,
     /// Whether this replica's link is up, and when that was read.
     pub(crate) link_up: Option<(Instant, bool)>,
     /// Checks a CONFIG SET of TLS settings before it applies (see

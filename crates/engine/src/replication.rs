@@ -95,17 +95,22 @@ pub(crate) fn too_few_for_sync(e: &mut Engine) -> bool {
     if want == 0 || is_replica(&e.store) {
         return false;
     }
-    if let Some((at, n)) = e.online_replicas {
-        if at.elapsed() < GOOD_REPLICAS_TTL {
+    // At the disk level only replicas that fsync what they receive (a
+    // `--dir`, shown by their first disk acknowledgement) can release a
+    // reply. A count made at the other level is not reused: a write let
+    // through by it would wait for replicas that never acknowledge.
+    let disk = e.config.replica_sync_disk;
+    if let Some((at, n, level)) = e.online_replicas {
+        if at.elapsed() < GOOD_REPLICAS_TTL && level == disk {
             return n < want;
         }
     }
     let status = read_status(e.store.path());
     let n = online_replicas(&status)
         .iter()
-        .filter(|r| r["state"] == "online")
+        .filter(|r| r["state"] == "online" && (!disk || r["disk_ack"].is_u64()))
         .count() as u64;
-    e.online_replicas = Some((Instant::now(), n));
+    e.online_replicas = Some((Instant::now(), n, disk));
     n < want
 }
 
@@ -114,17 +119,40 @@ pub(crate) fn too_few_for_sync(e: &mut Engine) -> bool {
 const SYNC_COUNT_SHIFT: u32 = 56;
 const SYNC_LSN_MASK: u64 = (1 << SYNC_COUNT_SHIFT) - 1;
 
-/// What the synchronous mode asks of the reply to a write on this server:
-/// `replica-sync-count` replicas and `replica-sync-timeout` (ms). None
-/// when it is off, and on a replica (its writes are its own).
-pub fn sync_mode(e: &Engine) -> Option<(u64, u64)> {
-    let count = e.config.replica_sync_count;
-    (count > 0 && !is_replica(&e.store)).then_some((count, e.config.replica_sync_timeout))
+/// What the synchronous mode asks of the reply to a write on this server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyncMode {
+    /// `replica-sync-count`: replicas that must have the write.
+    pub count: u64,
+    /// `replica-sync-timeout` in ms (0: as long as it takes).
+    pub timeout_ms: u64,
+    /// `replica-sync-level disk`: fsynced on their disk, not only applied.
+    pub disk: bool,
 }
 
-/// `word::REPL_SYNC_ACKED` as it is (to wait for it to move).
-pub fn sync_acked_word(store: &Store) -> u64 {
-    store.config_word(word::REPL_SYNC_ACKED).unwrap_or(0)
+/// The synchronous mode now: None when it is off, and on a replica (its
+/// writes are its own).
+pub fn sync_mode(e: &Engine) -> Option<SyncMode> {
+    let count = e.config.replica_sync_count;
+    (count > 0 && !is_replica(&e.store)).then_some(SyncMode {
+        count,
+        timeout_ms: e.config.replica_sync_timeout,
+        disk: e.config.replica_sync_disk,
+    })
+}
+
+/// The word the level's progress is published in: `REPL_SYNC_ACKED`
+/// (applied) or `REPL_SYNC_DURABLE` (fsynced on the replicas' disks).
+fn sync_word(disk: bool) -> u64 {
+    match disk {
+        true => word::REPL_SYNC_DURABLE,
+        false => word::REPL_SYNC_ACKED,
+    }
+}
+
+/// The published progress of a level as it is (to wait for it to move).
+pub fn sync_acked_word(store: &Store, disk: bool) -> u64 {
+    store.config_word(sync_word(disk)).unwrap_or(0)
 }
 
 /// Whether the published progress covers a write ending at `end` for
@@ -135,8 +163,8 @@ pub fn sync_covers(acked_word: u64, count: u64, end: u64) -> bool {
 
 /// Sleeps (on a worker's thread, never its event loop) until the
 /// published progress moves from `seen` or `timeout` passes.
-pub fn wait_sync_acked(store: &Store, seen: u64, timeout: Duration) {
-    let _ = store.wait_config_word(word::REPL_SYNC_ACKED, seen, timeout);
+pub fn wait_sync_acked(store: &Store, disk: bool, seen: u64, timeout: Duration) {
+    let _ = store.wait_config_word(sync_word(disk), seen, timeout);
 }
 
 /// A worker whose reply waits for replicas: wakes the senders, which
@@ -158,9 +186,9 @@ pub fn wait_sync_wanted(store: &Store, seen: u64, timeout: Duration) {
 }
 
 /// The supervisor's side: publishes the LSN that `replica-sync-count` of
-/// the replicas whose acknowledgements are `acks` have applied (0 when
-/// there are fewer), and wakes the workers waiting for it.
-pub fn publish_sync_acked(store: &Store, acks: &mut [u64]) {
+/// the replicas whose acknowledgements are `acks` have applied (`disk`:
+/// fsynced; 0 when there are fewer), and wakes the workers waiting for it.
+pub fn publish_sync_acked(store: &Store, disk: bool, acks: &mut [u64]) {
     let count = sync_count(store);
     if count == 0 {
         return;
@@ -170,14 +198,30 @@ pub fn publish_sync_acked(store: &Store, acks: &mut [u64]) {
     // Once N replicas had it, the write was on N replicas: the published
     // LSN never goes back for the same count (a replica that leaves must
     // not strand a reply whose release the watcher had not seen yet).
-    let old = sync_acked_word(store);
+    let old = sync_acked_word(store, disk);
     if old >> SYNC_COUNT_SHIFT == count {
         lsn = lsn.max(old & SYNC_LSN_MASK);
     }
     let word = (count << SYNC_COUNT_SHIFT) | (lsn & SYNC_LSN_MASK);
     if old != word {
-        let _ = store.publish_config_word(word::REPL_SYNC_ACKED, word);
+        let _ = store.publish_config_word(sync_word(disk), word);
     }
+}
+
+/// Whether `replica-sync-level` is `disk` (the senders ask their replicas
+/// for disk acknowledgements then), read again only when CONFIG SET's
+/// generation moved.
+pub fn sync_level_disk(store: &Store) -> bool {
+    static CACHE: std::sync::Mutex<(u64, bool)> = std::sync::Mutex::new((u64::MAX, false));
+    let generation = store.config_word(word::GENERATION).unwrap_or(0);
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    if cache.0 != generation {
+        let text = store.config_text().unwrap_or_default();
+        let disk = crate::config::setting_in(&text, "replica-sync-level")
+            .is_some_and(|v| v.eq_ignore_ascii_case("disk"));
+        *cache = (generation, disk);
+    }
+    cache.1
 }
 
 /// `replica-sync-count` from the shared settings, read again only when
@@ -826,13 +870,25 @@ pub(crate) fn info_section(e: &mut Engine, s: &mut String) {
         "shoal_sync_replicas:{}\r\nshoal_sync_timeout:{}\r\n",
         e.config.replica_sync_count, e.config.replica_sync_timeout
     );
+    let level = match e.config.replica_sync_disk {
+        true => "disk",
+        false => "memory",
+    };
+    let _ = write!(s, "shoal_sync_level:{level}\r\n");
     if e.config.replica_sync_count > 0 {
-        let acked = sync_acked_word(&e.store);
-        let lsn = match acked >> SYNC_COUNT_SHIFT == e.config.replica_sync_count {
-            true => acked & SYNC_LSN_MASK,
-            false => 0,
+        let published = |disk| {
+            let acked = sync_acked_word(&e.store, disk);
+            match acked >> SYNC_COUNT_SHIFT == e.config.replica_sync_count {
+                true => acked & SYNC_LSN_MASK,
+                false => 0,
+            }
         };
-        let _ = write!(s, "shoal_sync_acked_lsn:{lsn}\r\n");
+        let _ = write!(
+            s,
+            "shoal_sync_acked_lsn:{}\r\nshoal_sync_durable_lsn:{}\r\n",
+            published(false),
+            published(true)
+        );
     }
     for (i, r) in replicas.iter().enumerate() {
         let lag = r["last_ack_ms"]
@@ -881,10 +937,11 @@ pub mod link {
     pub const MAX_BODY: usize = MAX_RECORD + (1 << 20);
 
     /// Checks a message header: its kind (`S`, `E`, `L`, `H`, `F` the
-    /// function libraries) and its body's length.
+    /// function libraries, `D` the disk level's request) and its body's
+    /// length.
     pub fn parse_header(head: &[u8; HEADER]) -> Result<(u8, usize), String> {
         let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
-        if len > MAX_BODY || !matches!(head[0], b'S' | b'E' | b'L' | b'H' | b'F') {
+        if len > MAX_BODY || !matches!(head[0], b'S' | b'E' | b'L' | b'H' | b'F' | b'D') {
             return Err(format!(
                 "the primary sent a malformed message (kind {}, {len} bytes)",
                 head[0]

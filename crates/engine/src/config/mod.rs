@@ -87,6 +87,9 @@ pub struct Config {
     /// `replica-sync-timeout`: milliseconds a reply waits for them before
     /// it leaves anyway (0 = as long as it takes).
     pub replica_sync_timeout: u64,
+    /// `replica-sync-level disk`: the replicas must have the write fsynced
+    /// on their disk, not only applied (docs/replication.md).
+    pub replica_sync_disk: bool,
     /// `replica-serve-stale-data`: a replica whose link is down serves
     /// every command (yes) or only those with the STALE flag (no).
     pub replica_serve_stale_data: bool,
@@ -138,6 +141,7 @@ impl Default for Config {
             min_replicas_max_lag: 10,
             replica_sync_count: 0,
             replica_sync_timeout: 0,
+            replica_sync_disk: false,
             replica_serve_stale_data: true,
             lazyfree_lazy_user_del: false,
             lazyfree_lazy_user_flush: false,
@@ -218,6 +222,10 @@ pub(crate) mod word {
     /// publishes it (a futex wake) so that the senders forward it at once
     /// instead of at their next poll.
     pub const REPL_SYNC_WANTED: u64 = 53;
+    /// The synchronous mode's "disk" level, published by the supervisor:
+    /// the LSN that `replica-sync-count` replicas have fsynced on their
+    /// disk, with that count in the top byte, as `REPL_SYNC_ACKED`.
+    pub const REPL_SYNC_DURABLE: u64 = 54;
     /// FAILOVER's request: FORCE in the low bit, the deadline (ms since the
     /// epoch, 0 = none) above it, a sequence number in the top bits
     /// (`replication.rs`).
@@ -368,6 +376,9 @@ impl Config {
                 if let Some(v) = int("replica-sync-timeout") {
                     self.replica_sync_timeout = v.max(0) as u64;
                 }
+                self.replica_sync_disk = overrides
+                    .get("replica-sync-level")
+                    .is_some_and(|v| v.eq_ignore_ascii_case("disk"));
                 let yes = |name: &str| match overrides.get(name) {
                     Some(v) => v.eq_ignore_ascii_case("yes"),
                     None => params::find(name.as_bytes()).is_some_and(|p| p.default == "yes"),

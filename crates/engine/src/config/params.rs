@@ -274,6 +274,7 @@ pub(crate) const PARAMS: &[Param] = &[
     p("memcached-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "11211", START_ONLY),
     p("nats-max-payload", None, Kind::Int { min: 1, max: 64 << 20, memory: true, percent: false }, "1048576", START_ONLY),
     p("replica-sync-count", None, Kind::Int { min: 0, max: 255, memory: false, percent: false }, "0", 0),
+    p("replica-sync-level", None, Kind::Enum(&["memory", "disk"]), "memory", 0),
     p("replica-sync-timeout", None, Kind::Int { min: 0, max: 2147483647, memory: false, percent: false }, "0", 0),
     p("nats-port", None, Kind::Int { min: 0, max: 65535, memory: false, percent: false }, "4222", START_ONLY),
     p("memcached-tls", None, Kind::Bool, "no", IMMUTABLE | START_ONLY),

@@ -6,9 +6,10 @@
 //! chained offsets are).
 //!
 //! The files have the log files' format (docs/persistence.md), so
-//! `LogTail` reads them as it reads a primary's log. They are not fsynced:
-//! the relay only feeds live links, and a replica that restarts starts a
-//! new relay where it resumes.
+//! `LogTail` reads them as it reads a primary's log. They are fsynced only
+//! at the synchronous mode's disk level (`Relay::sync`, asked by the
+//! primary): otherwise the relay only feeds live links, and a replica that
+//! restarts starts a new relay where it resumes.
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
@@ -30,6 +31,9 @@ pub struct Relay {
     file_first: u64,
     file_bytes: u64,
     end: u64,
+    /// A file was created since the last `sync`: the directory is fsynced
+    /// too, so that its name survives a crash.
+    new_file: bool,
 }
 
 impl Relay {
@@ -46,6 +50,7 @@ impl Relay {
             file_first: lsn,
             file_bytes: 0,
             end: lsn,
+            new_file: true,
         })
     }
 
@@ -68,9 +73,23 @@ impl Relay {
         self.end
     }
 
+    /// Makes every frame written so far durable (one fsync covers them
+    /// all); returns the end they reach.
+    pub fn sync(&mut self) -> io::Result<u64> {
+        self.file.sync_data()?;
+        if self.new_file {
+            File::open(&self.dir)?.sync_all()?;
+            self.new_file = false;
+        }
+        Ok(self.end)
+    }
+
     /// Appends whole, checked frames that start at `end()`.
     pub fn append(&mut self, frames: &[u8]) -> io::Result<()> {
         if self.file_bytes >= FILE_LIMIT {
+            // A file closed with frames `sync` has not covered yet.
+            self.file.sync_data()?;
+            self.new_file = true;
             self.file = new_file(&self.dir, self.end)?;
             self.file_first = self.end;
             self.file_bytes = 0;
@@ -124,6 +143,7 @@ mod tests {
         let mut tail = LogTail::open(&dir, 4096).unwrap().unwrap();
         tail.read(relay.end(), &mut again, 1 << 20).unwrap();
         assert_eq!(again, frames);
+        assert_eq!(relay.sync().unwrap(), relay.end());
         let relay = Relay::start(&dir, 8192).unwrap();
         assert_eq!(list_logs(&dir).unwrap().len(), 1);
         assert!(LogTail::open(&dir, second).unwrap().is_none());

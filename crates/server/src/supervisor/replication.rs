@@ -58,6 +58,10 @@ struct ReplicaEntry {
     /// The lowest LSN it still has to read from the log files: its
     /// acknowledgement, or the start of the snapshot it is being sent.
     needs: u64,
+    /// The LSN it has fsynced on its disk (`replica-sync-level disk`);
+    /// None until its first disk acknowledgement (a replica without
+    /// `--dir` never sends one).
+    disk_ack: Option<u64>,
 }
 
 /// What both roles share with the status writer.
@@ -326,6 +330,7 @@ fn write_status(shared: &Shared) {
             "last_error": inner.last_error,
             "replicas": replicas.iter().map(|(id, r)| json!({
                 "id": id, "ip": r.ip, "port": r.port, "state": r.state, "ack": r.ack, "last_ack_ms": r.last_ack_ms,
+                "disk_ack": r.disk_ack,
             })).collect::<Vec<_>>(),
         })
     };
@@ -432,6 +437,7 @@ pub fn serve_replica(fd: OwnedFd, link: &Value) {
                         ack: 0,
                         last_ack_ms: now_ms(),
                         needs: offset,
+                        disk_ack: None,
                     },
                 );
                 id
@@ -466,6 +472,8 @@ struct FrameSender {
     last_sent: Instant,
     /// The function libraries' generation last sent (None: not yet).
     functions_sent: Option<u64>,
+    /// Whether the replica was asked for disk acknowledgements.
+    disk_asked: bool,
 }
 
 impl FrameSender {
@@ -474,7 +482,21 @@ impl FrameSender {
             out: Vec::new(),
             last_sent: Instant::now(),
             functions_sent: None,
+            disk_asked: false,
         }
+    }
+
+    /// Under `replica-sync-level disk`, asks the replica to fsync what it
+    /// receives and acknowledge that too (a `D` message, body 1; body 0
+    /// when the level goes back to memory). Never sent at the memory
+    /// level, so that level's link is as it was.
+    fn disk_level(&mut self, stream: &mut TcpStream, store: &Store) -> std::io::Result<()> {
+        let disk = repl::sync_level_disk(store);
+        if disk == self.disk_asked {
+            return Ok(());
+        }
+        self.disk_asked = disk;
+        self.send(stream, b'D', &[disk as u8])
     }
 
     /// Sends the function libraries as an `F` message when the link has not
@@ -534,13 +556,18 @@ fn read_acks(
         .name("repl-acks".into())
         .spawn(move || {
             let mut b = [0u8; 9];
-            while reader.read_exact(&mut b).is_ok() && b[0] == b'A' {
+            while reader.read_exact(&mut b).is_ok() && matches!(b[0], b'A' | b'D') {
                 let lsn = u64::from_le_bytes(b[1..].try_into().unwrap_or_default());
-                set_replica(&shared, id, |r| {
-                    r.ack = lsn;
-                    r.needs = lsn;
-                    r.last_ack_ms = now_ms();
-                });
+                if b[0] == b'D' {
+                    // What it has fsynced (asked by a `D` message).
+                    set_replica(&shared, id, |r| r.disk_ack = Some(lsn));
+                } else {
+                    set_replica(&shared, id, |r| {
+                        r.ack = lsn;
+                        r.needs = lsn;
+                        r.last_ack_ms = now_ms();
+                    });
+                }
                 publish_sync_acked(&shared);
             }
             flag.store(true, Ordering::Release);
@@ -553,13 +580,11 @@ fn read_acks(
 fn publish_sync_acked(shared: &Shared) {
     // Under the lock: two acknowledgement threads never publish out of order.
     let inner = lock(shared);
-    let mut acks: Vec<u64> = inner
-        .replicas
-        .values()
-        .filter(|r| r.state == "online")
-        .map(|r| r.ack)
-        .collect();
-    repl::publish_sync_acked(&shared.store, &mut acks);
+    let online = || inner.replicas.values().filter(|r| r.state == "online");
+    let mut acks: Vec<u64> = online().map(|r| r.ack).collect();
+    repl::publish_sync_acked(&shared.store, false, &mut acks);
+    let mut durable: Vec<u64> = online().filter_map(|r| r.disk_ack).collect();
+    repl::publish_sync_acked(&shared.store, true, &mut durable);
 }
 
 /// Serves one replica: the answer line, a snapshot if needed, then the log.
@@ -685,6 +710,7 @@ fn send(
     let mut sender = FrameSender::new();
     while !closed.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
         sender.functions(&mut stream, &shared.store)?;
+        sender.disk_level(&mut stream, &shared.store)?;
         // This server now follows another: its replicas must look again
         // (FAILOVER's hand-over still needs the link to its target).
         if repl::is_replica(&shared.store)
@@ -719,6 +745,10 @@ fn send(
             }
         }
         if !chunk.is_empty() {
+            // Looked at again after reading: a frame written under the
+            // disk level (its worker saw the new setting first) follows
+            // the `D` that asks for it to be fsynced, never precedes it.
+            sender.disk_level(&mut stream, &shared.store)?;
             sender.frames(&mut stream, &mut chunk)?;
             continue;
         }
@@ -884,6 +914,7 @@ fn send_backlog(
     let mut sender = FrameSender::new();
     while !closed.load(Ordering::Acquire) && !shared.stop.load(Ordering::Acquire) {
         sender.functions(&mut stream, &shared.store)?;
+        sender.disk_level(&mut stream, &shared.store)?;
         if repl::is_replica(&store) {
             break;
         }
@@ -1633,6 +1664,13 @@ fn follow(
             .map_err(|e| format!("writing to the primary: {e}"))
     };
     ack(reader.get_mut(), expect)?;
+    // `replica-sync-level disk` on the primary (a `D` message): the relay
+    // is fsynced and what it holds acknowledged with `D`.
+    let mut disk = false;
+    let mut disk_acked = 0;
+    // The relay's epoch when the level began on this link: a relay started
+    // over since (one that failed) misses frames, so it acknowledges nothing.
+    let mut disk_epoch = 0;
     let mut body = Vec::new();
     // Frames of a group not closed yet: applied only with its last frame.
     let mut group: Vec<(u64, Vec<u8>)> = Vec::new();
@@ -1677,6 +1715,28 @@ fn follow(
                 }
                 lock(shared).head_while_following = store.log_status().head;
                 ack(reader.get_mut(), repl::applied_lsn(&store))?;
+                // Group commit: while more of the link is already here, the
+                // fsync waits for it, so one fsync covers every frame
+                // received so far (never one per frame).
+                if disk && reader.buffer().is_empty() {
+                    disk_ack(shared, reader.get_mut(), disk_epoch, &mut disk_acked)?;
+                }
+            }
+            b'D' => {
+                disk = body.first() == Some(&1) && shared.dir.is_some();
+                if body.first() == Some(&1) && shared.dir.is_none() {
+                    println!(
+                        "shoal: the primary asks for disk acknowledgements (replica-sync-level disk): this replica has no --dir, so it never counts toward that level"
+                    );
+                }
+                if disk {
+                    // Its relay is its disk copy of the primary's frames.
+                    shared.relay_wanted.store(true, Ordering::Release);
+                    relay_from(shared, expect);
+                    disk_epoch = shared.relay_epoch.load(Ordering::Acquire);
+                    disk_acked = 0;
+                    disk_ack(shared, reader.get_mut(), disk_epoch, &mut disk_acked)?;
+                }
             }
             b'F' => {
                 engine::replace_libraries_from_primary(&mut h, &store, &body)
@@ -1685,7 +1745,10 @@ fn follow(
             b'H' => {
                 relay_from(shared, expect);
                 lock(shared).head_while_following = store.log_status().head;
-                ack(reader.get_mut(), repl::applied_lsn(&store))?
+                ack(reader.get_mut(), repl::applied_lsn(&store))?;
+                if disk {
+                    disk_ack(shared, reader.get_mut(), disk_epoch, &mut disk_acked)?;
+                }
             }
             _ => {
                 return Err(format!(
@@ -1695,6 +1758,47 @@ fn follow(
             }
         }
     }
+}
+
+/// The disk level: fsyncs the relay (one fsync for everything written to
+/// it since the last) and acknowledges its end with a `D` message when it
+/// moved past `acked`. A replica whose relay failed (or started over
+/// since `epoch`, so that it misses frames) acknowledges nothing more on
+/// this link (its primary's disk level then waits for other replicas).
+fn disk_ack(
+    shared: &Shared,
+    writer: &mut super::link::LinkStream,
+    epoch: u64,
+    acked: &mut u64,
+) -> Result<(), String> {
+    let durable = {
+        let mut relay = shared.relay.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(r) = relay.as_mut() else {
+            return Ok(());
+        };
+        if shared.relay_epoch.load(Ordering::Acquire) != epoch {
+            return Ok(());
+        }
+        if r.end() == *acked {
+            return Ok(());
+        }
+        match r.sync() {
+            Ok(end) => end,
+            Err(e) => {
+                println!("shoal: fsyncing the relay failed: {e}");
+                return Ok(());
+            }
+        }
+    };
+    if durable != *acked {
+        *acked = durable;
+        let mut b = [b'D'; 9];
+        b[1..].copy_from_slice(&durable.to_le_bytes());
+        writer
+            .write_all(&b)
+            .map_err(|e| format!("writing to the primary: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Makes the relay continue at `lsn`: kept when it ends there, else

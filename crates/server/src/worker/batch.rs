@@ -64,9 +64,9 @@ impl<T> Ran<T> {
 pub(crate) struct Runner {
     /// The end of the last log frame this client's requests wrote (0: none).
     logged_to: u64,
-    /// The synchronous mode when that write ran: replicas to wait for and
-    /// the timeout in ms (`replica-sync-count`, `replica-sync-timeout`).
-    sync: Option<(u64, u64)>,
+    /// The synchronous mode when that write ran: replicas to wait for, the
+    /// timeout and the level (`replica-sync-count`, `-timeout`, `-level`).
+    sync: Option<engine::replication::SyncMode>,
     /// Client-side caching messages to other workers that the last batch
     /// that sent any left unacknowledged, as (slot, seq).
     tracking_unacked: Vec<(u32, u64)>,
@@ -136,11 +136,8 @@ impl Runner {
                 .await;
         }
         worker.durable.wait(self.logged_to).await;
-        if let Some((count, timeout_ms)) = self.sync {
-            worker
-                .replica_acks
-                .wait(self.logged_to, count, timeout_ms)
-                .await;
+        if let Some(mode) = self.sync {
+            worker.replica_acks.wait(self.logged_to, mode).await;
         }
     }
 

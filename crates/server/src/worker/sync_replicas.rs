@@ -1,14 +1,15 @@
 //! The synchronous mode (`replica-sync-count N`, docs/replication.md): a
 //! client's replies wait, after any `appendfsync always` fsync, until N
-//! replicas have applied everything its requests wrote. The supervisor
-//! publishes that position in a shared setting word as acknowledgements
-//! arrive; a thread of the worker sleeps on it and wakes the waiting
-//! clients, so the event loop keeps serving everyone else.
+//! replicas have applied (`replica-sync-level disk`: fsynced) everything
+//! its requests wrote. The supervisor publishes each level's position in a
+//! shared setting word as acknowledgements arrive; a thread of the worker
+//! per level sleeps on it and wakes the waiting clients, so the event loop
+//! keeps serving everyone else.
 
 use std::cell::OnceCell;
 use std::time::Duration;
 
-use engine::replication as repl;
+use engine::replication::{self as repl, SyncMode};
 use store::Store;
 use tokio::sync::watch;
 
@@ -19,27 +20,28 @@ const WATCH_TICK: Duration = Duration::from_millis(100);
 /// The replicas' published progress as this worker sees it.
 pub(crate) struct ReplicaAcks {
     store: Store,
-    /// Fed by a thread started the first time a reply waits.
-    acked: OnceCell<Option<watch::Receiver<u64>>>,
+    /// Per level (memory, disk): fed by a thread started the first time a
+    /// reply waits for that level.
+    acked: [OnceCell<Option<watch::Receiver<u64>>>; 2],
 }
 
 impl ReplicaAcks {
     pub fn new(store: &Store) -> ReplicaAcks {
         ReplicaAcks {
             store: store.clone(),
-            acked: OnceCell::new(),
+            acked: [OnceCell::new(), OnceCell::new()],
         }
     }
 
-    fn receiver(&self) -> Option<watch::Receiver<u64>> {
-        self.acked
+    fn receiver(&self, disk: bool) -> Option<watch::Receiver<u64>> {
+        self.acked[disk as usize]
             .get_or_init(|| {
                 let store = self.store.clone();
-                let (tx, rx) = watch::channel(repl::sync_acked_word(&store));
+                let (tx, rx) = watch::channel(repl::sync_acked_word(&store, disk));
                 std::thread::Builder::new()
                     .name("sync-acks-watch".into())
                     .spawn(move || loop {
-                        let seen = repl::sync_acked_word(&store);
+                        let seen = repl::sync_acked_word(&store, disk);
                         tx.send_if_modified(|v| {
                             let moved = *v != seen;
                             *v = seen;
@@ -48,7 +50,7 @@ impl ReplicaAcks {
                         if tx.is_closed() {
                             return;
                         }
-                        repl::wait_sync_acked(&store, seen, WATCH_TICK);
+                        repl::wait_sync_acked(&store, disk, seen, WATCH_TICK);
                     })
                     .ok()
                     .map(|_| rx)
@@ -56,13 +58,19 @@ impl ReplicaAcks {
             .clone()
     }
 
-    /// Waits until `count` replicas have applied the log up to `end`, or
-    /// `timeout_ms` passed (0: as long as it takes); then the reply leaves.
-    pub async fn wait(&self, end: u64, count: u64, timeout_ms: u64) {
-        if end == 0 || repl::sync_covers(repl::sync_acked_word(&self.store), count, end) {
+    /// Waits until `mode.count` replicas have applied (or fsynced) the log
+    /// up to `end`, or `mode.timeout_ms` passed (0: as long as it takes);
+    /// then the reply leaves.
+    pub async fn wait(&self, end: u64, mode: SyncMode) {
+        let SyncMode {
+            count,
+            timeout_ms,
+            disk,
+        } = mode;
+        if end == 0 || repl::sync_covers(repl::sync_acked_word(&self.store, disk), count, end) {
             return;
         }
-        let Some(mut rx) = self.receiver() else {
+        let Some(mut rx) = self.receiver(disk) else {
             return;
         };
         // The senders forward the write now rather than at their next poll.
