@@ -6,7 +6,10 @@ redis-benchmark on CPU 1). Each script is loaded with SCRIPT LOAD on each
 server, then `redis-benchmark -c 50 -r 100000 -P <p> --csv EVALSHA <sha> ...`
 runs at pipeline 1 and 16, alternating redis, shoal (--rounds pairs) so that
 noise from other work on the machine falls on both. One table: requests/s of
-each (mean over the rounds), the ratio shoal/redis, and p50/p99 in ms.
+each (mean over the rounds), the ratio shoal/redis, p50/p99 in ms, and each
+server's CPU time per request (user + system from /proc, shoal's supervisor
+and worker included) with its ratio redis/shoal: the cost per core, which
+other work sharing the server's core moves far less than requests/s.
 
 The scripts:
   incr   return redis.call('incr', KEYS[1])
@@ -73,6 +76,7 @@ def main():
     try:
         procs.append(servers.start_redis(ports["redis"]))
         procs.append(servers.start_shoal(ports["shoal"], name, "512m"))
+        pids = {"redis": procs[0].pid, "shoal": procs[1].pid}
         print(f"redis-server {servers.redis_version()} on :{ports['redis']}, "
               f"shoal --workers 1 on :{ports['shoal']}, on CPU {servers.SERVER_CPU}; "
               f"redis-benchmark on CPU {servers.CLIENT_CPU}, -c {args.clients} "
@@ -85,10 +89,12 @@ def main():
                     for who, port in ports.items():
                         if shas[who] is None:
                             continue
+                        cpu_before = servers.cpu_seconds(pids[who])
                         r = evalsha(port, shas[who], keys_and_args, pipeline, n,
                                     args.clients, args.keyspace)
                         if r is not None:
-                            got[who].append(r)
+                            used = servers.cpu_seconds(pids[who]) - cpu_before
+                            got[who].append((*r, used / n * 1e6))
                 rows.append((script, pipeline, got))
                 print(".", end="", flush=True, file=sys.stderr)
         print(file=sys.stderr)
@@ -100,7 +106,8 @@ def main():
         shutil.rmtree(f"/dev/shm/{name}.scripts", ignore_errors=True)
 
     head = (f"{'script':<7} {'P':>3} {'redis rps':>11} {'shoal rps':>11} {'shoal/redis':>11}  "
-            f"{'redis p50':>9} {'shoal p50':>9} {'redis p99':>9} {'shoal p99':>9}")
+            f"{'redis p50':>9} {'shoal p50':>9} {'redis p99':>9} {'shoal p99':>9}  "
+            f"{'redis us':>8} {'shoal us':>8} {'per core':>8}")
     print(head)
     print("-" * len(head))
     for script, pipeline, got in rows:
@@ -108,11 +115,15 @@ def main():
             return fmt.format(mean([g[i] for g in got[who]])) if got[who] else "failed"
         ratio = (f"{mean([g[0] for g in got['shoal']]) / mean([g[0] for g in got['redis']]):.2f}"
                  if got["redis"] and got["shoal"] else "-")
+        per_core = (f"{mean([g[3] for g in got['redis']]) / mean([g[3] for g in got['shoal']]):.2f}"
+                    if got["redis"] and got["shoal"] else "-")
         print(f"{script:<7} {pipeline:>3} {col('redis', 0, '{:.0f}'):>11} "
               f"{col('shoal', 0, '{:.0f}'):>11} {ratio:>11}  "
               f"{col('redis', 1, '{:.3f}'):>9} {col('shoal', 1, '{:.3f}'):>9} "
-              f"{col('redis', 2, '{:.3f}'):>9} {col('shoal', 2, '{:.3f}'):>9}")
-    print("latencies in ms; rps and latencies are means over the rounds; "
+              f"{col('redis', 2, '{:.3f}'):>9} {col('shoal', 2, '{:.3f}'):>9}  "
+              f"{col('redis', 3, '{:.2f}'):>8} {col('shoal', 3, '{:.2f}'):>8} {per_core:>8}")
+    print("latencies in ms; rps and latencies are means over the rounds; us = server CPU "
+          "microseconds per request; per core = redis us / shoal us; "
           "'failed' = no result (SCRIPT LOAD or redis-benchmark failed)")
 
 
