@@ -7,7 +7,7 @@
 mod common;
 
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -856,6 +856,74 @@ fn a_crash_at_any_point_of_a_section_that_frees_its_own_blocks_leaves_it_undone_
         frees_all: true,
     }
     .run();
+}
+
+#[test]
+fn a_snapshot_never_reads_a_write_of_a_running_section() {
+    // A section's write is committed (its bucket unlocked) before the
+    // section ends, and undone if its holder dies: a snapshot under way
+    // when the section starts must wait for it rather than read the write.
+    let seg = TempSegment::new("excl-snapshot");
+    let store = seg.open(4 * MB);
+    let mut h = store.handle().unwrap();
+    for i in 0..200 {
+        put(&mut h, 0, format!("key:{i}").as_bytes(), b"before");
+    }
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let emitted = Arc::new(AtomicUsize::new(0));
+    let snapshot = {
+        let (store, emitted) = (store.clone(), emitted.clone());
+        thread::spawn(move || {
+            let mut h = store.handle().unwrap();
+            let mut records = Vec::new();
+            h.snapshot_records(&mut |_, payload| {
+                if records.is_empty() {
+                    // Past its first bucket: the section starts now.
+                    started_tx.send(()).unwrap();
+                    go_rx.recv().unwrap();
+                }
+                records.push(payload.to_vec());
+                emitted.store(records.len(), Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap()
+            .unwrap();
+            records
+        })
+    };
+    started_rx.recv().unwrap();
+    let (inside_tx, inside_rx) = std::sync::mpsc::channel();
+    let (leave_tx, leave_rx) = std::sync::mpsc::channel::<()>();
+    let holder = {
+        let store = store.clone();
+        thread::spawn(move || {
+            let mut h = store.handle().unwrap();
+            h.exclusive(|h| {
+                for i in 0..200 {
+                    put(h, 0, format!("key:{i}").as_bytes(), b"inside");
+                }
+                inside_tx.send(()).unwrap();
+                leave_rx.recv().unwrap();
+                Ok(())
+            })
+            .unwrap();
+        })
+    };
+    inside_rx.recv().unwrap();
+    go_tx.send(()).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    // Still at the first bucket's record: it waits at the next bucket.
+    assert_eq!(
+        emitted.load(Ordering::SeqCst),
+        1,
+        "the snapshot read on while the section ran"
+    );
+    leave_tx.send(()).unwrap();
+    holder.join().unwrap();
+    assert_eq!(snapshot.join().unwrap().len(), 200);
+    drop(h);
+    store.check().unwrap();
 }
 
 #[test]

@@ -313,7 +313,19 @@ impl Handle {
             return Ok(());
         }
         let now = self.now_ms();
-        self.ctx.lock(bucket)?;
+        loop {
+            self.ctx.lock(bucket)?;
+            // Another context's exclusive section commits its writes one by
+            // one but stands only once it ends: its holder killed, recovery
+            // undoes them and drops their log group, so a snapshot that had
+            // read one would rebuild a write the store no longer holds. The
+            // section may need this bucket: let go, wait it out, read again.
+            if !self.other_section_running()? {
+                break;
+            }
+            self.finish(&[bucket], Ok(()))?;
+            self.db_view()?;
+        }
         let res = (|| {
             let mut raws = Vec::new();
             index::for_each_slot(self.ctx.region(), bucket, |_, s| {
