@@ -1221,7 +1221,7 @@ mod tests {
     fn description_parses_back_to_the_same_user() {
         let u = user("on >p1 ~a* %R~b* %W~c* &ch +@all -@string +get (+set ~x*) (-@all +ping)");
         let text = Users {
-            map: [(b"u".to_vec(), u.clone())].into_iter().collect(),
+            map: [(b"u".to_vec(), Arc::new(u.clone()))].into_iter().collect(),
         }
         .to_segment_text();
         let back = Users::from_segment_text(&text);
