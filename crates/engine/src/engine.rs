@@ -1018,10 +1018,12 @@ impl Engine {
             session.authenticated.get_or_insert(true);
             return Gate::Pass;
         }
-        let users = &self.acl.users;
         let default_requires_auth = self.acl.default_requires_auth;
         let authenticated = *session.authenticated.get_or_insert(!default_requires_auth);
-        let user = users.get(&session.user);
+        let effective = acl::effective(cmd, args);
+        let id = self.acl.command_id(effective);
+        self.acl.resolve_user(session);
+        let user = self.acl.user_of(session);
         if !is_default && acl::user_stale(user, session) {
             return Gate::Close;
         }
@@ -1031,8 +1033,7 @@ impl Engine {
         let Some(user) = user else {
             return Gate::Close;
         };
-        let effective = acl::effective(cmd, args);
-        match user.check(effective, args) {
+        match user.check_as(id, effective, args) {
             Ok(()) => Gate::Pass,
             Err(d) => {
                 let context = if session.in_multi() {
@@ -1058,12 +1059,7 @@ impl Engine {
             return None;
         }
         let effective = crate::acl::effective(cmd, args);
-        let d = self
-            .acl
-            .users
-            .get(&session.user)?
-            .check(effective, args)
-            .err()?;
+        let d = self.acl.user_of(session)?.check(effective, args).err()?;
         self.acl_log_denied(
             session,
             effective,
@@ -1085,8 +1081,7 @@ impl Engine {
             return true;
         };
         self.acl
-            .users
-            .get(&session.user)
+            .user_of(session)
             .is_none_or(|u| u.reads_every_key(cmd, args))
     }
 
@@ -1104,7 +1099,7 @@ impl Engine {
             return Ok(());
         };
         let effective = crate::acl::effective(cmd, args);
-        let Some(user) = self.acl.users.get(&session.user) else {
+        let Some(user) = self.acl.user_of(session) else {
             return Ok(());
         };
         match user.check(effective, args) {

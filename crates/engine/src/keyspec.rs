@@ -294,6 +294,15 @@ fn follow_range(spec: &KeySpec, args: &[Arg<'_>]) -> Option<(usize, usize, usize
 /// keys of the common shapes in place, with no list built.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum KeyPlan {
+    /// One spec naming the keys at fixed positions (`first..=last`, every
+    /// `step`) with fixed flags, when the request has `last + 1` arguments
+    /// or more (else [`keys_and_flags_by`]).
+    Fixed {
+        first: usize,
+        last: usize,
+        step: usize,
+        flags: u16,
+    },
     /// One spec naming every key with fixed flags.
     Single(&'static KeySpec),
     /// A spec whose flags depend on the arguments (SET, BITFIELD).
@@ -308,7 +317,20 @@ pub(crate) fn plan(specs: &'static [KeySpec]) -> KeyPlan {
         return KeyPlan::Variable;
     }
     match specs {
-        [spec] if spec.flags & (flag::NOT_KEY | flag::INCOMPLETE) == 0 => KeyPlan::Single(spec),
+        [spec] if spec.flags & (flag::NOT_KEY | flag::INCOMPLETE) == 0 => match *spec {
+            KeySpec {
+                begin: Begin::Index(first),
+                find: Find::Range { lastkey, step, .. },
+                flags,
+                ..
+            } if first >= 1 && lastkey >= 0 && step >= 1 => KeyPlan::Fixed {
+                first: first as usize,
+                last: first as usize + lastkey as usize,
+                step: step as usize,
+                flags,
+            },
+            _ => KeyPlan::Single(spec),
+        },
         _ => KeyPlan::General,
     }
 }
@@ -325,6 +347,17 @@ pub(crate) fn try_keys(
     mut ok: impl FnMut(usize, u16) -> bool,
 ) -> Result<(), usize> {
     match plan {
+        KeyPlan::Fixed {
+            first,
+            last,
+            step,
+            flags,
+        } if last < args.len() => {
+            return match (first..=last).step_by(step).find(|&i| !ok(i, flags)) {
+                Some(i) => Err(i),
+                None => Ok(()),
+            };
+        }
         KeyPlan::Single(spec) => {
             if let Some((from, to, step)) = follow_range(spec, args) {
                 return match (from..to).step_by(step).find(|&i| !ok(i, spec.flags)) {

@@ -74,6 +74,10 @@ pub struct Session {
     /// default user, never logged in): a deleted or reloaded user's
     /// connections close.
     pub user_incarnation: u64,
+    /// That user as resolved under the users of a stamp (see
+    /// `Acl::resolve_user`): the ACL check of a request needs no lookup by
+    /// name.
+    pub(crate) acl_user: Option<(u64, std::sync::Arc<crate::acl::User>)>,
     /// Whether the connection passed authentication; None until its first
     /// command, when the default user's state decides (Redis decides at
     /// accept time).
@@ -118,6 +122,7 @@ impl Session {
             worker: 0,
             user: b"default".to_vec(),
             user_incarnation: 0,
+            acl_user: None,
             authenticated: None,
             tx: Transaction::default(),
             subs: ClientSubs::default(),

@@ -309,7 +309,7 @@ fn acl_setuser(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
         check_rules(&mut u, &rules, all_channels)
             .map_err(|e| CmdError::owned(format!("ERR {e}")))?;
         let kill = original.and_then(|old| revoked_channels(&old, &u));
-        users.map.insert(name.clone(), u);
+        users.map.insert(name.clone(), std::sync::Arc::new(u));
         Ok(kill)
     })?;
     cx.out.simple(b"OK");
@@ -408,7 +408,7 @@ fn acl_getuser(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
 }
 
 fn acl_list(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
-    let lines: Vec<String> = cx.engine.acl.users.map.values().map(User::line).collect();
+    let lines: Vec<String> = cx.engine.acl.users.map.values().map(|u| u.line()).collect();
     cx.out.array_len(lines.len());
     for l in lines {
         cx.out.bulk(l.as_bytes());
@@ -575,6 +575,7 @@ fn acl_load(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
         let mut fresh = loaded;
         let mut replaced = Vec::new();
         for (name, u) in fresh.map.iter_mut() {
+            let u = std::sync::Arc::make_mut(u);
             if name == b"default" {
                 // The default user keeps its connections (Redis copies the
                 // loaded rules into it).

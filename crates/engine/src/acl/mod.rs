@@ -20,6 +20,8 @@ use crate::command::{Arg, Command};
 use crate::config::word;
 use crate::error::CmdError;
 use crate::session::Session;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// ACL LOG: why an entry was logged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,6 +189,18 @@ pub(crate) struct Acl {
     pub default_requires_auth: bool,
     /// ACL LOG, newest first.
     pub log: std::collections::VecDeque<LogEntry>,
+    /// Names these users, unique across engines: a connection's user
+    /// resolved under another stamp is looked up again.
+    stamp: u64,
+    /// The last command checked and its id: a pipeline of one command
+    /// finds its bit without hashing.
+    last_cmd: (usize, Option<usize>),
+}
+
+/// The next [`Acl::stamp`].
+fn next_stamp() -> u64 {
+    static STAMPS: AtomicU64 = AtomicU64::new(1);
+    STAMPS.fetch_add(1, Ordering::Relaxed)
 }
 
 impl Default for Acl {
@@ -197,6 +211,8 @@ impl Default for Acl {
             default_open: true,
             default_requires_auth: false,
             log: Default::default(),
+            stamp: next_stamp(),
+            last_cmd: (0, None),
         }
     }
 }
@@ -213,7 +229,41 @@ impl Acl {
             self.default_open = self.users.default_user().is_open();
             self.default_requires_auth = self.users.default_user().requires_auth();
             self.seen = generation;
+            self.stamp = next_stamp();
         }
+    }
+
+    /// Remembers the session's user in the session, unless it already
+    /// holds it under these users: the check of every request then finds it
+    /// without a lookup by name.
+    pub fn resolve_user(&self, session: &mut Session) {
+        let fresh = matches!(&session.acl_user,
+            Some((stamp, u)) if *stamp == self.stamp && u.name == session.user);
+        if !fresh {
+            session.acl_user = self
+                .users
+                .get_shared(&session.user)
+                .map(|u| (self.stamp, Arc::clone(u)));
+        }
+    }
+
+    /// The session's user: the one it resolved under these users, else by
+    /// name.
+    pub fn user_of<'a>(&'a self, session: &'a Session) -> Option<&'a User> {
+        match &session.acl_user {
+            Some((stamp, u)) if *stamp == self.stamp && u.name == session.user => Some(u),
+            _ => self.users.get(&session.user),
+        }
+    }
+
+    /// The registry id of `cmd` (a table entry), remembered for the next
+    /// request.
+    pub fn command_id(&mut self, cmd: &'static Command) -> Option<usize> {
+        let addr = cmd as *const Command as usize;
+        if self.last_cmd.0 != addr {
+            self.last_cmd = (addr, model::registry().id_of(cmd));
+        }
+        self.last_cmd.1
     }
 
     /// Adds an entry to the log (or bumps a similar recent one), keeping at
@@ -240,7 +290,11 @@ impl Acl {
 
 /// `requirepass`: the default user's only password (empty: `nopass`).
 pub(crate) fn set_default_password(users: &mut Users, password: &[u8]) {
-    if let Some(u) = users.map.get_mut(&b"default"[..]) {
+    if let Some(u) = users
+        .map
+        .get_mut(&b"default"[..])
+        .map(std::sync::Arc::make_mut)
+    {
         let _ = u.apply(b"resetpass", false);
         if password.is_empty() {
             let _ = u.apply(b"nopass", false);

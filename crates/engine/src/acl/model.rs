@@ -2,6 +2,7 @@
 //! describing them back (ACL LIST / GETUSER), checking a request.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
@@ -585,8 +586,33 @@ impl Selector {
             }
         }
         if !self.all_keys && (cmd.first_key != 0 || cmd.movable_keys.is_some()) {
-            let ok = |i: usize, spec_flags| self.key_ok(&args[i], key_permission(spec_flags));
-            if let Err(i) = keyspec::try_keys(r.plans[id], cmd, r.specs[id], args, ok) {
+            let denied = match r.plans[id] {
+                // Most commands: keys at fixed positions, walked here.
+                keyspec::KeyPlan::Fixed {
+                    first,
+                    last,
+                    step,
+                    flags,
+                } if last < args.len() => {
+                    let perm = key_permission(flags);
+                    let mut i = first;
+                    loop {
+                        if !self.keys.allow(&args[i], perm) {
+                            break Some(i);
+                        }
+                        i += step;
+                        if i > last {
+                            break None;
+                        }
+                    }
+                }
+                plan => {
+                    let ok =
+                        |i: usize, spec_flags| self.key_ok(&args[i], key_permission(spec_flags));
+                    keyspec::try_keys(plan, cmd, r.specs[id], args, ok).err()
+                }
+            };
+            if let Some(i) = denied {
                 return Err((DeniedKind::Key, i));
             }
         }
@@ -889,8 +915,19 @@ impl User {
     /// Whether the user may run `args` (Redis's ACLCheckAllUserCommandPerm):
     /// one selector must allow all of it; else the most relevant refusal.
     pub fn check(&self, cmd: &Command, args: &[Arg<'_>]) -> Result<(), Denied> {
+        self.check_as(registry().id_of(cmd), cmd, args)
+    }
+
+    /// [`check`](Self::check) of a command whose registry id the caller
+    /// already knows.
+    pub(crate) fn check_as(
+        &self,
+        id: Option<usize>,
+        cmd: &Command,
+        args: &[Arg<'_>],
+    ) -> Result<(), Denied> {
         let r = registry();
-        let Some(id) = r.id_of(cmd) else {
+        let Some(id) = id else {
             return Ok(());
         };
         let mut worst = Denied {
@@ -997,21 +1034,27 @@ fn merge_selectors(rules: &[&[u8]]) -> Result<Vec<Vec<u8>>, String> {
     Ok(out)
 }
 
-/// Every user, by name (ACL LIST's order: bytewise).
+/// Every user, by name (ACL LIST's order: bytewise). Shared, so that a
+/// connection keeps its user at hand without a lookup by name per request.
 #[derive(Clone, Debug)]
 pub(crate) struct Users {
-    pub map: BTreeMap<Vec<u8>, User>,
+    pub map: BTreeMap<Vec<u8>, Arc<User>>,
 }
 
 impl Users {
     /// Only Redis's default user.
     pub fn with_default() -> Users {
         let mut map = BTreeMap::new();
-        map.insert(b"default".to_vec(), User::default_user());
+        map.insert(b"default".to_vec(), Arc::new(User::default_user()));
         Users { map }
     }
 
     pub fn get(&self, name: &[u8]) -> Option<&User> {
+        self.map.get(name).map(|u| &**u)
+    }
+
+    /// The user named `name`, shared.
+    pub fn get_shared(&self, name: &[u8]) -> Option<&Arc<User>> {
         self.map.get(name)
     }
 
@@ -1048,7 +1091,7 @@ impl Users {
             let mut u = User::new(name, false);
             if check_rules(&mut u, rules, false).is_ok() {
                 u.incarnation = inc;
-                users.map.insert(name.to_vec(), u);
+                users.map.insert(name.to_vec(), Arc::new(u));
             }
         }
         users
@@ -1106,13 +1149,15 @@ impl Users {
                 errors.push_str(&format!("{linenum}: {e}. "));
                 continue;
             }
-            users.map.insert(name.to_vec(), u);
+            users.map.insert(name.to_vec(), Arc::new(u));
         }
         if !errors.is_empty() {
             return Err(errors.trim_end().to_string());
         }
         if !users.map.contains_key(&b"default"[..]) {
-            users.map.insert(b"default".to_vec(), User::default_user());
+            users
+                .map
+                .insert(b"default".to_vec(), Arc::new(User::default_user()));
         }
         Ok(users)
     }
@@ -1176,7 +1221,7 @@ mod tests {
     fn description_parses_back_to_the_same_user() {
         let u = user("on >p1 ~a* %R~b* %W~c* &ch +@all -@string +get (+set ~x*) (-@all +ping)");
         let text = Users {
-            map: [(b"u".to_vec(), u.clone())].into_iter().collect(),
+            map: [(b"u".to_vec(), Arc::new(u.clone()))].into_iter().collect(),
         }
         .to_segment_text();
         let back = Users::from_segment_text(&text);

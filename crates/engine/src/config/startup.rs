@@ -324,11 +324,12 @@ impl StartupConfig {
                     String::from_utf8_lossy(name)
                 )
             })?;
-            users.map.insert(name.clone(), u);
+            users.map.insert(name.clone(), std::sync::Arc::new(u));
         }
         let mut next = 1;
         for u in users.map.values_mut() {
             if u.name != b"default" {
+                let u = std::sync::Arc::make_mut(u);
                 u.incarnation = next;
                 next += 1;
             }
