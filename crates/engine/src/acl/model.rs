@@ -586,32 +586,9 @@ impl Selector {
             }
         }
         if !self.all_keys && (cmd.first_key != 0 || cmd.movable_keys.is_some()) {
-            let denied = match r.plans[id] {
-                // Most commands: keys at fixed positions, walked here.
-                keyspec::KeyPlan::Fixed {
-                    first,
-                    last,
-                    step,
-                    flags,
-                } if last < args.len() => {
-                    let perm = key_permission(flags);
-                    let mut i = first;
-                    loop {
-                        if !self.keys.allow(&args[i], perm) {
-                            break Some(i);
-                        }
-                        i += step;
-                        if i > last {
-                            break None;
-                        }
-                    }
-                }
-                plan => {
-                    let ok =
-                        |i: usize, spec_flags| self.key_ok(&args[i], key_permission(spec_flags));
-                    keyspec::try_keys(plan, cmd, r.specs[id], args, ok).err()
-                }
-            };
+            // The plan walks the common shapes in place (keyspec::try_keys).
+            let ok = |i: usize, spec_flags| self.key_ok(&args[i], key_permission(spec_flags));
+            let denied = keyspec::try_keys(r.plans[id], cmd, r.specs[id], args, ok).err();
             if let Some(i) = denied {
                 return Err((DeniedKind::Key, i));
             }
