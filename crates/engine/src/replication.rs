@@ -209,25 +209,20 @@ pub fn publish_sync_acked(store: &Store, disk: bool, acks: &mut [u64]) {
 }
 
 /// Whether `replica-sync-level` is `disk` (the senders ask their replicas
-/// for disk acknowledgements then), read again only when CONFIG SET's
-/// generation moved.
+/// for disk acknowledgements then).
 pub fn sync_level_disk(store: &Store) -> bool {
-    static CACHE: std::sync::Mutex<(u64, bool)> = std::sync::Mutex::new((u64::MAX, false));
-    let generation = store.config_word(word::GENERATION).unwrap_or(0);
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if cache.0 != generation {
-        let text = store.config_text().unwrap_or_default();
-        let disk = crate::config::setting_in(&text, "replica-sync-level")
-            .is_some_and(|v| v.eq_ignore_ascii_case("disk"));
-        *cache = (generation, disk);
-    }
-    cache.1
+    shared_sync_settings(store).1
 }
 
-/// `replica-sync-count` from the shared settings, read again only when
-/// CONFIG SET's generation moved.
+/// `replica-sync-count`.
 fn sync_count(store: &Store) -> u64 {
-    static CACHE: std::sync::Mutex<(u64, u64)> = std::sync::Mutex::new((u64::MAX, 0));
+    shared_sync_settings(store).0
+}
+
+/// `replica-sync-count` and whether `replica-sync-level` is `disk`, from
+/// the shared settings, read again only when CONFIG SET's generation moved.
+fn shared_sync_settings(store: &Store) -> (u64, bool) {
+    static CACHE: std::sync::Mutex<(u64, u64, bool)> = std::sync::Mutex::new((u64::MAX, 0, false));
     let generation = store.config_word(word::GENERATION).unwrap_or(0);
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     if cache.0 != generation {
@@ -235,9 +230,11 @@ fn sync_count(store: &Store) -> u64 {
         let count = crate::config::setting_in(&text, "replica-sync-count")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        *cache = (generation, count);
+        let disk = crate::config::setting_in(&text, "replica-sync-level")
+            .is_some_and(|v| v.eq_ignore_ascii_case("disk"));
+        *cache = (generation, count, disk);
     }
-    cache.1
+    (cache.1, cache.2)
 }
 
 /// Replicas good for `min-replicas-to-write`, read at most every 100 ms.
