@@ -826,6 +826,54 @@ def test_sigkilled_replica_resumes_partially_with_no_gap_and_no_duplicate(tmp_pa
         primary.stop()
 
 
+def test_writes_acknowledged_by_wait_survive_the_loss_of_the_whole_primary(tmp_path):
+    """RPO 0 with WAIT: 100,000 writes, each followed by `WAIT 1 1000` that
+    answered 1; then every primary process is SIGKILLed and its segment and
+    directory deleted (the machine is gone), and the replica is promoted:
+    every write WAIT acknowledged is on it."""
+    primary, (rep,) = primary_and_replicas(tmp_path, 1)
+    try:
+        rep.start()
+        assert primary.client().execute_command("WAIT", 1, 10000) == 1
+        acked, errors = {}, []
+
+        def writer(n, count):
+            c = primary.client()
+            for i in range(count):
+                pipe = c.pipeline(transaction=False)
+                pipe.set(f"w{n}:{i}", i)
+                pipe.execute_command("WAIT", 1, 1000)
+                _, replicas = pipe.execute()
+                if replicas != 1:
+                    errors.append((n, i, replicas))
+                    return
+                acked[f"w{n}:{i}"] = i
+
+        # Four clients (so both workers write), 25,000 writes each.
+        threads = [threading.Thread(target=writer, args=(n, 25_000)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors[:5]
+        assert len(acked) == 100_000
+        primary.kill_all()
+        primary.remove_segment()
+        shutil.rmtree(primary.dir)
+        r = rep.client()
+        assert r.execute_command("REPLICAOF", "NO", "ONE") == "OK"
+        wait_for(lambda: link(rep)["role"] == "master", what="the promotion")
+        keys = sorted(acked)
+        for start in range(0, len(keys), 1000):
+            chunk = keys[start:start + 1000]
+            assert [int(v) for v in r.mget(chunk)] == [acked[k] for k in chunk]
+        r.set("after", "promotion")
+        assert r.get("after") == "promotion"
+    finally:
+        rep.stop()
+        primary.stop()
+
+
 def test_clear_errors_for_targets_it_cannot_follow(tmp_path):
     plain = Server(workers=1).start()
     redis_server = Server(kind="redis").start()

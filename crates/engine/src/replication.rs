@@ -185,6 +185,31 @@ pub fn wait_sync_wanted(store: &Store, seen: u64, timeout: Duration) {
     let _ = store.wait_config_word(word::REPL_SYNC_WANTED, seen, timeout);
 }
 
+/// Asks the supervisor to rewrite its status file now (a WAIT polling
+/// it, or a change the file must show at once): acknowledgements alone
+/// are written only every [`STATUS_ACKS_EVERY`] otherwise.
+pub fn want_status(store: &Store) {
+    let seen = status_wanted_word(store);
+    let _ = store.publish_config_word(word::REPL_STATUS_WANTED, seen.wrapping_add(1));
+}
+
+/// How stale the replicas' acknowledged offsets in the status file may
+/// be while nobody waits for them (INFO, ROLE, `min-replicas-max-lag`;
+/// Redis's replicas acknowledge once a second).
+pub const STATUS_ACKS_EVERY: Duration = Duration::from_millis(100);
+
+/// The status file's request word, read before the supervisor looks
+/// for changes (`want_status`).
+pub fn status_wanted_word(store: &Store) -> u64 {
+    store.config_word(word::REPL_STATUS_WANTED).unwrap_or(0)
+}
+
+/// Sleeps until the status file is wanted (the word moved from `seen`)
+/// or `timeout` passes.
+pub fn wait_status_wanted(store: &Store, seen: u64, timeout: Duration) {
+    let _ = store.wait_config_word(word::REPL_STATUS_WANTED, seen, timeout);
+}
+
 /// The supervisor's side: publishes the LSN that `replica-sync-count` of
 /// the replicas whose acknowledgements are `acks` have applied (`disk`:
 /// fsynced; 0 when there are fewer), and wakes the workers waiting for it.

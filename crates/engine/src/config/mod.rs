@@ -251,6 +251,11 @@ pub(crate) mod word {
     /// `memcached-tls`, `http-tls`): each worker builds its TLS
     /// configuration again when it sees it move.
     pub const TLS_GENERATION: u64 = 62;
+    /// Bumped (a futex wake) to have the supervisor rewrite its
+    /// replication status file now: by a WAIT that is waiting, and by the
+    /// supervisor's own threads when something other than an
+    /// acknowledgement changed (`replication::want_status`).
+    pub const REPL_STATUS_WANTED: u64 = 63;
     /// `hash-max-listpack-entries` plus one, read by the store: a hash
     /// within the listpack thresholds keeps its insertion order.
     pub const HASH_LISTPACK_ENTRIES: u64 = store::HASH_LISTPACK_ENTRIES_WORD;

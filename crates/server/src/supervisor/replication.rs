@@ -22,7 +22,7 @@
 //! which workers read for ROLE, INFO replication and WAIT.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, IoSlice, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -72,10 +72,14 @@ struct Shared {
     port: u16,
     stop: AtomicBool,
     inner: Mutex<Inner>,
+    /// Something the status file shows changed (the writer is woken).
     dirty: AtomicBool,
-    /// Wakes the status writer when something changed.
-    wake: std::sync::Condvar,
-    wake_lock: Mutex<()>,
+    /// Only replicas' acknowledgements changed: written within
+    /// `STATUS_ACKS_EVERY`, or at once when a WAIT asks.
+    acks_dirty: AtomicBool,
+    /// Until when (ms since the epoch) acknowledgements wake the status
+    /// writer at once: a WAIT asked for the file lately.
+    acks_urgent_until: AtomicU64,
     /// A replica's relay of its primary's frames, for its own replicas.
     relay: Mutex<Option<Relay>>,
     /// The relay's end (0: no relay), read by the senders of a replica.
@@ -209,15 +213,15 @@ pub fn start(
             ..Inner::default()
         }),
         dirty: AtomicBool::new(true),
-        wake: std::sync::Condvar::new(),
-        wake_lock: Mutex::new(()),
+        acks_dirty: AtomicBool::new(false),
+        acks_urgent_until: AtomicU64::new(0),
         relay: Mutex::new(None),
         relay_end: AtomicU64::new(0),
         relay_epoch: AtomicU64::new(0),
         relay_wanted: AtomicBool::new(false),
     });
     let _ = SHARED.set(shared.clone());
-    write_status(&shared);
+    write_status(&shared, &mut FirstLog::default());
     let mut threads = Vec::new();
     let s = shared.clone();
     threads.push(
@@ -264,30 +268,43 @@ fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Inner> {
 
 fn changed(shared: &Shared) {
     shared.dirty.store(true, Ordering::Release);
-    let _guard = shared.wake_lock.lock();
-    shared.wake.notify_one();
+    repl::want_status(&shared.store);
 }
 
-/// Rewrites the status file when something changed (and every second, so
-/// that `lag` moves).
+/// Rewrites the status file when something changed or a WAIT asks (and
+/// every second, so that `lag` moves). Under a stream of writes replicas
+/// acknowledge thousands of times a second; those alone are written at
+/// most every `STATUS_ACKS_EVERY` unless a WAIT is polling the file.
 fn status_loop(shared: &Shared) {
     let mut last = Instant::now();
+    let mut first_log = FirstLog::default();
+    let mut seen = repl::status_wanted_word(&shared.store);
     while !shared.stop.load(Ordering::Acquire) {
-        {
-            let guard = shared.wake_lock.lock().unwrap_or_else(|e| e.into_inner());
-            if !shared.dirty.load(Ordering::Acquire) {
-                let _ = shared.wake.wait_timeout(guard, Duration::from_millis(200));
-            }
+        if !shared.dirty.load(Ordering::Acquire) {
+            repl::wait_status_wanted(&shared.store, seen, repl::STATUS_ACKS_EVERY);
+        }
+        let now_seen = repl::status_wanted_word(&shared.store);
+        let wanted = now_seen != seen;
+        seen = now_seen;
+        if wanted {
+            // A WAIT polls the file: for a while, every acknowledgement is
+            // written as it arrives.
+            let until = now_ms() + ACKS_URGENT.as_millis() as u64;
+            shared.acks_urgent_until.store(until, Ordering::Release);
         }
         // While replicas are attached, `lag` moves every second.
         let busy = !lock(shared).replicas.is_empty() || repl::is_replica(&shared.store);
         // A new `replica-sync-count` is published without waiting for an
         // acknowledgement.
         publish_sync_acked(shared);
+        let acks = shared.acks_dirty.load(Ordering::Acquire)
+            && (wanted || last.elapsed() >= repl::STATUS_ACKS_EVERY);
         if shared.dirty.swap(false, Ordering::AcqRel)
+            || acks
             || (busy && last.elapsed() >= Duration::from_secs(1))
         {
-            write_status(shared);
+            shared.acks_dirty.store(false, Ordering::Release);
+            write_status(shared, &mut first_log);
             last = Instant::now();
             // At most about a thousand rewrites a second under a stream
             // of acknowledgements.
@@ -298,12 +315,40 @@ fn status_loop(shared: &Shared) {
     let _ = std::fs::remove_file(repl::status_path(shared.store.path()));
 }
 
-fn write_status(shared: &Shared) {
-    let first_lsn = shared
-        .dir
-        .as_deref()
-        .and_then(|d| log::file::list_logs(d).ok())
-        .and_then(|l| l.first().map(|f| f.lsn));
+/// How long after a WAIT's request acknowledgements are written as they
+/// arrive (a WAIT asks again every poll while it waits).
+const ACKS_URGENT: Duration = Duration::from_millis(50);
+
+/// How often the status file's first log LSN (INFO's
+/// `repl_backlog_first_byte_offset`, nothing else) is read from the log
+/// directory again: under a stream of acknowledgements the file is
+/// rewritten up to a thousand times a second, and listing the directory
+/// each time was a quarter of the rewrite's cost.
+const FIRST_LOG_REFRESH: Duration = Duration::from_millis(100);
+
+/// The first LSN of the log files, as last listed.
+#[derive(Default)]
+struct FirstLog {
+    listed: Option<(Instant, Option<u64>)>,
+}
+
+impl FirstLog {
+    fn get(&mut self, dir: Option<&Path>) -> Option<u64> {
+        match self.listed {
+            Some((at, lsn)) if at.elapsed() < FIRST_LOG_REFRESH => lsn,
+            _ => {
+                let lsn = dir
+                    .and_then(|d| log::file::list_logs(d).ok())
+                    .and_then(|l| l.first().map(|f| f.lsn));
+                self.listed = Some((Instant::now(), lsn));
+                lsn
+            }
+        }
+    }
+}
+
+fn write_status(shared: &Shared, first_log: &mut FirstLog) {
+    let first_lsn = first_log.get(shared.dir.as_deref());
     // Without a directory: the in-memory backlog, once a replica started it.
     let backlog = super::backlog::current().map(|b| b.span().0);
     let first_lsn = first_lsn.or(backlog);
@@ -468,7 +513,6 @@ fn message(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
 /// and an `H` heartbeat with the position when nothing was sent for
 /// [`HEARTBEAT`].
 struct FrameSender {
-    out: Vec<u8>,
     last_sent: Instant,
     /// The function libraries' generation last sent (None: not yet).
     functions_sent: Option<u64>,
@@ -479,7 +523,6 @@ struct FrameSender {
 impl FrameSender {
     fn new() -> FrameSender {
         FrameSender {
-            out: Vec::new(),
             last_sent: Instant::now(),
             functions_sent: None,
             disk_asked: false,
@@ -533,14 +576,34 @@ impl FrameSender {
         Ok(())
     }
 
+    /// Writes one message: its 5-byte head and the body in one vectored
+    /// write (the body, up to a chunk of log frames, is not copied).
     fn send(&mut self, stream: &mut TcpStream, kind: u8, body: &[u8]) -> std::io::Result<()> {
-        self.out.clear();
-        message(&mut self.out, kind, body);
-        stream.write_all(&self.out)?;
+        let mut head = [0u8; 5];
+        head[0] = kind;
+        head[1..].copy_from_slice(&(body.len() as u32).to_le_bytes());
+        let (mut head, mut body) = (&head[..], body);
+        while !head.is_empty() || !body.is_empty() {
+            let n = match stream.write_vectored(&[IoSlice::new(head), IoSlice::new(body)]) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            let from_head = n.min(head.len());
+            head = &head[from_head..];
+            body = &body[n - from_head..];
+        }
         self.last_sent = Instant::now();
         Ok(())
     }
 }
+
+/// An acknowledgement from a replica: `A` (applied) or `D` (fsynced) and
+/// the LSN, little-endian.
+const ACK_MESSAGE: usize = 9;
+/// Room for a few hundred acknowledgements per read.
+const ACK_BUFFER: usize = 4096;
 
 /// Reads a replica's acknowledgements on their own thread; the flag says
 /// the link closed.
@@ -550,23 +613,45 @@ fn read_acks(
     stream: &TcpStream,
 ) -> std::io::Result<Arc<AtomicBool>> {
     let closed = Arc::new(AtomicBool::new(false));
-    let mut reader = stream.try_clone()?;
+    let reader = stream.try_clone()?;
     let (flag, shared) = (closed.clone(), shared.clone());
     std::thread::Builder::new()
         .name("repl-acks".into())
         .spawn(move || {
-            let mut b = [0u8; 9];
-            while reader.read_exact(&mut b).is_ok() && matches!(b[0], b'A' | b'D') {
-                let lsn = u64::from_le_bytes(b[1..].try_into().unwrap_or_default());
-                if b[0] == b'D' {
-                    // What it has fsynced (asked by a `D` message).
-                    set_replica(&shared, id, |r| r.disk_ack = Some(lsn));
-                } else {
-                    set_replica(&shared, id, |r| {
+            // Buffered: under a stream of writes the replica acknowledges
+            // often, and every acknowledgement already in the buffer is
+            // taken in one go (they only grow: the last one counts).
+            let mut reader = BufReader::with_capacity(ACK_BUFFER, reader);
+            let mut b = [0u8; ACK_MESSAGE];
+            'link: while reader.read_exact(&mut b).is_ok() {
+                let (mut ack, mut disk) = (None, None);
+                loop {
+                    let lsn = u64::from_le_bytes(b[1..].try_into().unwrap_or_default());
+                    match b[0] {
+                        b'A' => ack = Some(lsn),
+                        // What it has fsynced (asked by a `D` message).
+                        b'D' => disk = Some(lsn),
+                        _ => break 'link,
+                    }
+                    if reader.buffer().len() < ACK_MESSAGE || reader.read_exact(&mut b).is_err() {
+                        break;
+                    }
+                }
+                if let Some(r) = lock(&shared).replicas.get_mut(&id) {
+                    if let Some(lsn) = ack {
                         r.ack = lsn;
                         r.needs = lsn;
                         r.last_ack_ms = now_ms();
-                    });
+                    }
+                    if disk.is_some() {
+                        r.disk_ack = disk;
+                    }
+                }
+                // The synchronous mode reads the segment, at once; the
+                // status file (WAIT, INFO) gets it from the status writer.
+                shared.acks_dirty.store(true, Ordering::Release);
+                if now_ms() < shared.acks_urgent_until.load(Ordering::Acquire) {
+                    repl::want_status(&shared.store);
                 }
                 publish_sync_acked(&shared);
             }

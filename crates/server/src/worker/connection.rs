@@ -486,6 +486,7 @@ where
 async fn wait_replicas(worker: &Worker, numreplicas: u64, timeout_ms: u64, offset: u64) -> u64 {
     let deadline =
         (timeout_ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(timeout_ms));
+    let mut first = true;
     loop {
         let status = engine::replication::read_status(worker.store.path());
         let n = engine::replication::acked_replicas(&status, offset);
@@ -495,7 +496,11 @@ async fn wait_replicas(worker: &Worker, numreplicas: u64, timeout_ms: u64, offse
         if *worker.shutdown.borrow() {
             return n;
         }
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        // The supervisor writes replicas' acknowledgements to the file at
+        // once only while a WAIT asks (`want_status`).
+        engine::replication::want_status(&worker.store);
+        tokio::time::sleep(Duration::from_millis(if first { 1 } else { 2 })).await;
+        first = false;
     }
 }
 
