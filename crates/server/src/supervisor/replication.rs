@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use engine::replication as repl;
 use log::LogTail;
 use serde_json::{json, Value};
-use store::log::{frame::parse_frame, record, FIRST_LSN, GROUP_CONTINUES};
+use store::log::{frame::parse_frame, record, GROUP_CONTINUES};
 use store::{Handle, Store};
 
 use super::relay::Relay;
@@ -745,7 +745,13 @@ fn send(
             t
         }
         None => {
-            let (snapshot, start) = full_base(&dir, &ring)?;
+            let snapshot = newest_snapshot(&dir)?;
+            let start = match &snapshot {
+                Some((_, lsn)) => *lsn,
+                // Every frame before `released` belongs to a committed
+                // write, which the walk sees; the later ones follow it.
+                None => ring.status().released,
+            };
             stream.write_all(format!("+FULLRESYNC {own} {start}\r\n").as_bytes())?;
             set_replica(shared, id, |r| {
                 r.state = "send_bulk";
@@ -753,7 +759,10 @@ fn send(
             });
             let began = Instant::now();
             let mut frames = 0u64;
-            if let Some(path) = &snapshot {
+            if snapshot.is_none() {
+                frames = stream_store(&shared.store, &mut stream)?;
+            }
+            if let Some((path, _)) = &snapshot {
                 let mut chunk = Vec::with_capacity(CHUNK);
                 let mut failed: Option<std::io::Error> = None;
                 log::read_snapshot(path, &mut |lsn, payload| {
@@ -781,7 +790,8 @@ fn send(
             message(&mut out, b'E', &start.to_le_bytes());
             stream.write_all(&out)?;
             println!(
-                "shoal: replica {id}: full resync: snapshot at LSN {start} ({frames} records) sent in {:.3} s",
+                "shoal: replica {id}: full resync: {} at LSN {start} ({frames} records) sent in {:.3} s",
+                if snapshot.is_some() { "snapshot" } else { "the store" },
                 began.elapsed().as_secs_f64()
             );
             LogTail::open(&dir, start)?
@@ -1063,35 +1073,19 @@ pub(super) fn frames_check(bytes: &[u8], mut lsn: u64) -> bool {
     true
 }
 
-/// The base of a full resync: the newest snapshot whose start the log
-/// files still hold, or the whole log when it starts at the beginning and
-/// no snapshot exists; otherwise a snapshot is taken first.
-fn full_base(dir: &Path, ring: &store::log::LogRing) -> std::io::Result<(Option<PathBuf>, u64)> {
-    for _ in 0..2 {
-        let snapshots = log::file::list_snapshots(dir)?;
-        for s in snapshots.iter().rev() {
-            if LogTail::open(dir, s.lsn)?.is_some() {
-                return Ok((Some(s.path.clone()), s.lsn));
-            }
-        }
-        let logs = log::file::list_logs(dir)?;
-        if snapshots.is_empty() && logs.first().is_some_and(|f| f.lsn == FIRST_LSN) {
-            return Ok((None, FIRST_LSN));
-        }
-        let n = ring
-            .request_snapshot()
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        let began = Instant::now();
-        while ring.snapshot_answered() < n {
-            if began.elapsed() > Duration::from_secs(600) {
-                break;
-            }
-            ring.wait_snapshot_change(Duration::from_millis(100));
+/// The base of a full resync when there is one: the newest snapshot whose
+/// start the log files still hold (its file and the log after it are
+/// sent). Without one, the store itself is walked and streamed (as
+/// Redis's diskless sync): bounded by the data, where the whole log of a
+/// server that never took a snapshot can be many times larger, and with no
+/// snapshot written to disk first.
+fn newest_snapshot(dir: &Path) -> std::io::Result<Option<(PathBuf, u64)>> {
+    for s in log::file::list_snapshots(dir)?.iter().rev() {
+        if LogTail::open(dir, s.lsn)?.is_some() {
+            return Ok(Some((s.path.clone(), s.lsn)));
         }
     }
-    Err(std::io::Error::other(
-        "no snapshot to start a full resync from",
-    ))
+    Ok(None)
 }
 
 // ---- the replica's side ----
