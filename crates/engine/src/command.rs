@@ -463,11 +463,13 @@ pub(crate) fn find_sub(parent: &Command, args: &[Arg<'_>]) -> Result<&'static Co
             .split_once('|')
             .is_some_and(|(_, s)| s.as_bytes().eq_ignore_ascii_case(sub))
     });
-    let upper = parent.name.to_ascii_uppercase();
     let Some(cmd) = found else {
+        // Spelled out only for the error: the lookup itself allocates
+        // nothing (the ACL check calls it for every container command).
         return Err(CmdError::owned(format!(
-            "ERR unknown subcommand '{}'. Try {upper} HELP.",
-            clip(sub, 128)
+            "ERR unknown subcommand '{}'. Try {} HELP.",
+            clip(sub, 128),
+            parent.name.to_ascii_uppercase()
         )));
     };
     if !cmd.arity_ok(args.len()) {

@@ -1023,7 +1023,9 @@ impl Engine {
         let effective = acl::effective(cmd, args);
         let id = self.acl.command_id(effective);
         self.acl.resolve_user(session);
-        let user = self.acl.user_of(session);
+        // Resolved just now: the session holds its user if the table has
+        // it (user_of would compare the stamp and the name again).
+        let user = session.acl_user.as_ref().map(|(_, u)| &**u);
         if !is_default && acl::user_stale(user, session) {
             return Gate::Close;
         }
