@@ -22,6 +22,10 @@ primary for them, so requests/s with a replica is a lower bound of what
 separate hosts would see, while the primary's own CPU per request is what
 the replica costs it wherever the replica runs.
 
+`--pin` puts the primary on CPU 0 and the replica with redis-benchmark on
+CPU 1 for the ingest part, as if the replica had a host of its own: the
+primary's core then pays only what the sending costs it.
+
 Then three timings:
 - FAILOVER: a primary and a replica (both with --dir) holding the keys of
   a SET benchmark (--failover-keys requests); `FAILOVER TO` the replica,
@@ -36,7 +40,7 @@ Then three timings:
   its start to its link being up with the primary's whole log applied.
 
 Usage: python3 bench/replication.py [--requests 2000000] [--rounds 3] [--failover-keys 200000]
-                                   [--full-sync-mb 1024] [--no-build]
+                                   [--full-sync-mb 1024] [--pin] [--no-build]
 Only the standard library.
 """
 
@@ -87,9 +91,18 @@ def shoal_argv(port, name, extra):
             "--memcached-udp-port", "0", "--http-port", "0", "--nats-port", "0", *extra]
 
 
+# `--pin`: the primary on CPU 0, the replica and redis-benchmark on CPU 1
+# (as if the replica ran on a host of its own); empty: nothing pinned.
+PIN = {"primary": [], "replica": [], "client": []}
+
+
+def pinned(role, argv):
+    return PIN[role] + argv
+
+
 def benchmark(port, test, requests):
     out = subprocess.run(
-        ["redis-benchmark", "-p", str(port), "-c", "50", "-r", "100000", "-P", "16",
+        PIN["client"] + ["redis-benchmark", "-p", str(port), "-c", "50", "-r", "100000", "-P", "16",
          "-n", str(requests), "-t", test, "--csv"],
         capture_output=True, text=True, check=True).stdout
     last = [line for line in out.splitlines() if line.strip()][-1]
@@ -104,14 +117,15 @@ def run_mode(args, with_replica, scratch):
     directory = scratch / f"primary-{tag}"
     port = servers.free_port()
     names = [f"bench-repl-p-{tag}"]
-    procs = [start(shoal_argv(port, names[0], ["--dir", str(directory)]), port)]
+    procs = [start(pinned("primary", shoal_argv(port, names[0], ["--dir", str(directory)])),
+                   port)]
     replica_port = None
     try:
         if with_replica:
             replica_port = servers.free_port()
             names.append(f"bench-repl-r-{tag}")
-            procs.append(start(shoal_argv(replica_port, names[1],
-                                          ["--replicaof", f"127.0.0.1:{port}"]), replica_port))
+            procs.append(start(pinned("replica", shoal_argv(
+                replica_port, names[1], ["--replicaof", f"127.0.0.1:{port}"])), replica_port))
             deadline = time.monotonic() + 30
             while info(replica_port, "replication").get("master_link_status") != "up":
                 if time.monotonic() > deadline:
@@ -286,10 +300,16 @@ def main():
     ap.add_argument("--failover-keys", type=int, default=200_000)
     ap.add_argument("--full-sync-mb", type=int, default=1024,
                     help="size of the dataset the full-sync timing sends (0: skip it)")
+    ap.add_argument("--pin", action="store_true",
+                    help="primary on CPU 0, replica and redis-benchmark on CPU 1 "
+                         "(the ingest part only)")
     ap.add_argument("--no-build", action="store_true")
     args = ap.parse_args()
     if not args.no_build:
         servers.build_shoal()
+    if args.pin:
+        PIN.update(primary=["taskset", "-c", "0"], replica=["taskset", "-c", "1"],
+                   client=["taskset", "-c", "1"])
     scratch = servers.REPO / "target" / "bench-replication"
     scratch.mkdir(parents=True, exist_ok=True)
     alone, replicated, lags, cpu_alone, cpu_replicated = [], [], [], [], []
