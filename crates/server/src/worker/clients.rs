@@ -154,7 +154,7 @@ impl Worker {
                 candidates.push((mem, c));
             }
         }
-        candidates.sort_by(|a, b| b.0.cmp(&a.0));
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.0));
         for (mem, c) in candidates {
             if total < limit {
                 break;
