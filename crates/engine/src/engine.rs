@@ -479,6 +479,24 @@ impl Engine {
         }
     }
 
+    /// Evicts keys while the arena and the clients' buffers hold more
+    /// than `maxmemory` under an evicting policy, before every command as
+    /// Redis's performEvictions: replies and requests piling up in client
+    /// buffers push keys out even when nobody writes. A replica leaves
+    /// eviction to its primary (`replica-ignore-maxmemory`).
+    fn evict_if_over(&mut self) {
+        if !self.store.over_maxmemory().unwrap_or(false)
+            || crate::replication::is_replica(&self.store)
+            || self
+                .store
+                .eviction_policy()
+                .is_ok_and(|p| p == store::EvictionPolicy::NoEviction)
+        {
+            return;
+        }
+        let _ = self.h.evict_to_maxmemory();
+    }
+
     /// Whether a `denyoom` command must be refused now: over `maxmemory`
     /// under `noeviction`, or under an evicting policy that cannot get back
     /// under it (a write may have gone past it once nothing more could be
@@ -736,6 +754,7 @@ impl Engine {
                 return Flow::Continue;
             }
         }
+        self.evict_if_over();
         // AUTH and ACL: a refused request is answered below; a connection
         // whose user is gone closes.
         let acl_refusal = match cmd.filter(|c| c.arity_ok(args.len())) {

@@ -478,6 +478,10 @@ fn info_section(
             // index sized to the segment) are reserved at creation whatever
             // the data: shoal_fixed_bytes, outside used_memory.
             let fixed = seg.saturating_sub(total);
+            // Client buffers count too (Redis's used_memory does): what
+            // each worker last published for its clients.
+            let clients: u64 = workers.iter().map(|w| w.client_memory).sum();
+            let used = used + clients;
             // Values UNLINK, FLUSH ASYNC and the lazyfree-lazy-* settings
             // detached and their workers have not wholly freed yet, and
             // those freed since (collections/paged.rs in the store).
@@ -485,29 +489,29 @@ fn info_section(
             let freed = stat("lazyfreed_objects").saturating_sub(base(word::BASE_LAZYFREED));
             let _ = write!(
                 s,
-                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:0\r\nused_memory_dataset:{used}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_not_counted_for_evict:0\r\nlazyfree_pending_objects:{pending}\r\nlazyfreed_objects:{freed}\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nshoal_fixed_bytes:{fixed}\r\nmem_allocator:shoal-tlsf\r\n",
+                "# Memory\r\nused_memory:{}\r\nused_memory_human:{}\r\nused_memory_overhead:{clients}\r\nused_memory_dataset:{}\r\nmaxmemory:{maxmemory}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{}\r\nmem_not_counted_for_evict:0\r\nmem_clients_slaves:0\r\nmem_clients_normal:{clients}\r\nlazyfree_pending_objects:{pending}\r\nlazyfreed_objects:{freed}\r\nshoal_segment_bytes:{seg}\r\nshoal_arena_bytes:{total}\r\nshoal_fixed_bytes:{fixed}\r\nmem_allocator:shoal-tlsf\r\n",
                 used,
                 human(used),
+                used - clients,
                 human(maxmemory),
                 policy.name()
             );
             crate::scripting::info_memory(&e.store, s);
         }
         "stats" => {
-            // `maxmemory-clients` is accepted and has no effect (the limit
-            // is the arena's, which holds no client buffers): no client is
-            // ever evicted.
             let conns: u64 = workers.iter().map(|w| w.total_connections).sum();
             let cmds: u64 = workers.iter().map(|w| w.commands).sum();
             let (channels, patterns, shard) = e.pubsub.info_counts();
             let [_, tracking_keys, tracking_items, tracking_prefixes] = e.tracking_totals();
             let _ = write!(
                 s,
-                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{channels}\r\npubsub_patterns:{patterns}\r\npubsubshard_channels:{shard}\r\nmigrate_cached_sockets:0\r\ntracking_total_keys:{tracking_keys}\r\ntracking_total_items:{tracking_items}\r\ntracking_total_prefixes:{tracking_prefixes}\r\ntotal_error_replies:{}\r\n",
+                "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nrejected_connections:0\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{channels}\r\npubsub_patterns:{patterns}\r\npubsubshard_channels:{shard}\r\nmigrate_cached_sockets:0\r\ntracking_total_keys:{tracking_keys}\r\ntracking_total_items:{tracking_items}\r\ntracking_total_prefixes:{tracking_prefixes}\r\ntotal_error_replies:{}\r\n",
                 conns.saturating_sub(base(word::BASE_CONNECTIONS)),
                 cmds.saturating_sub(base(word::BASE_COMMANDS)),
                 stat("expired_keys").saturating_sub(base(word::BASE_EXPIRED)),
                 stat("evicted_keys").saturating_sub(base(word::BASE_EVICTED)),
+                // CONFIG RESETSTAT takes it off each worker's counter.
+                workers.iter().map(|w| w.evicted_clients).sum::<u64>(),
                 stat("keyspace_hits").saturating_sub(base(word::BASE_HITS)),
                 stat("keyspace_misses").saturating_sub(base(word::BASE_MISSES)),
                 cmdstats.total_errors(),
@@ -1071,6 +1075,15 @@ fn config_resetstat(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
         word::BASE_CONNECTIONS,
         workers.iter().map(|w| w.total_connections).sum(),
     )?;
+    // No shared word is left for a baseline: each worker's count goes
+    // down by what it was (an eviction meanwhile stays counted).
+    for w in &workers {
+        store.add_worker_counter(
+            w.slot,
+            store::WorkerCounter::EvictedClients,
+            -(w.evicted_clients as i64),
+        )?;
+    }
     let epoch = store.config_word(word::STATS_EPOCH)?;
     store.set_config_word(word::STATS_EPOCH, epoch + 1)?;
     let generation = store.config_word(word::GENERATION)?;

@@ -122,13 +122,17 @@ impl Store {
         Ok(EvictionPolicy::from_u32(self.sh.region.load32(H_POLICY)?))
     }
 
-    /// Whether the arena holds more than `maxmemory` (never with no limit):
+    /// Whether the arena and the clients' buffers hold more than
+    /// `maxmemory` (never with no limit):
     /// Redis refuses commands that may grow memory (`denyoom`) then, under
     /// `noeviction`, before they run.
     pub fn over_maxmemory(&self) -> Result<bool> {
         let r = &self.sh.region;
         let max = r.load64(H_MAXMEMORY)?;
-        Ok(max != 0 && r.load64(A_USED_BYTES)? > max)
+        Ok(max != 0
+            && r.load64(A_USED_BYTES)?
+                .saturating_add(crate::ipc::workers::clients_memory_in(r)?)
+                > max)
     }
 
     /// The arena memory limit in bytes (0 = the whole arena).

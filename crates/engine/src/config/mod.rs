@@ -95,6 +95,9 @@ pub struct Config {
     pub replica_serve_stale_data: bool,
     /// `lazyfree-lazy-user-del`: DEL frees large values as UNLINK does.
     pub lazyfree_lazy_user_del: bool,
+    /// `maxmemory-clients`: bytes, or a percentage of `maxmemory` when
+    /// negative (`-N` is `N%`); 0 = clients are never evicted.
+    pub maxmemory_clients: i64,
     /// `lazyfree-lazy-user-flush`: FLUSHDB / FLUSHALL with no mode are ASYNC.
     pub lazyfree_lazy_user_flush: bool,
     /// `replica-lazy-flush`: a replica's flush before a full sync is ASYNC.
@@ -144,6 +147,7 @@ impl Default for Config {
             replica_sync_disk: false,
             replica_serve_stale_data: true,
             lazyfree_lazy_user_del: false,
+            maxmemory_clients: 0,
             lazyfree_lazy_user_flush: false,
             replica_lazy_flush: false,
             lazyfree_store: Default::default(),
@@ -282,6 +286,16 @@ pub fn setting_in(text: &[u8], name: &str) -> Option<String> {
 }
 
 impl Config {
+    /// The `maxmemory-clients` limit in bytes for `maxmemory` (a
+    /// percentage of it when so set; 0 = none), as Redis's
+    /// getClientEvictionLimit.
+    pub fn client_eviction_limit(&self, maxmemory: u64) -> u64 {
+        match self.maxmemory_clients {
+            v if v >= 0 => v as u64,
+            v => (maxmemory as u128 * v.unsigned_abs() as u128 / 100) as u64,
+        }
+    }
+
     /// Applies every shared setting that was set, if the generation moved
     /// since `seen`; returns the generation now in force.
     pub(crate) fn sync(&mut self, store: &Store, seen: u64) -> u64 {
@@ -344,6 +358,14 @@ impl Config {
                         .map(str::to_string)
                         .or_else(|| params::find(name.as_bytes()).map(|p| p.default.to_string()));
                     value.and_then(|v| v.parse::<i64>().ok())
+                };
+                // The text keeps a percentage as `N%`.
+                self.maxmemory_clients = match overrides.get("maxmemory-clients") {
+                    Some(v) => match v.strip_suffix('%') {
+                        Some(pct) => pct.parse::<i64>().map_or(0, |p| -p),
+                        None => v.parse().unwrap_or(0),
+                    },
+                    None => 0,
                 };
                 if let Some(v) = int("slowlog-log-slower-than") {
                     self.slowlog_log_slower_than = v;

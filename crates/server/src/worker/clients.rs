@@ -70,6 +70,14 @@ impl Worker {
     /// subscriptions end with it.
     pub(crate) fn release(&self, id: u64) {
         if let Some(c) = self.clients.remove(id) {
+            let published = c.push.published.replace(0);
+            if published != 0 {
+                let _ = self.store.add_worker_counter(
+                    self.slot,
+                    WorkerCounter::ClientMemory,
+                    -(published as i64),
+                );
+            }
             if let Ok(mut session) = c.session.try_borrow_mut() {
                 self.engine.borrow_mut().client_closed(&mut session);
             }
@@ -78,6 +86,86 @@ impl Worker {
         let _ = self
             .store
             .add_worker_counter(self.slot, WorkerCounter::Connections, -1);
+    }
+}
+
+/// How far a client's buffers move before the worker publishes the change:
+/// the shared total is touched only by big buffers, never per small reply.
+const MEMORY_GRANULE: u64 = 16 * 1024;
+
+impl Worker {
+    /// Publishes the memory of the client whose queue is `push` into the
+    /// worker's total when it moved by a granule (or fell to nothing);
+    /// when it grew, clients are evicted past `maxmemory-clients`. Keys
+    /// are evicted before the next command (`Engine::execute_resolved`),
+    /// not here: evicting keys queues invalidations (CLIENT TRACKING) that
+    /// would make the buffers grow and evict again, a feedback loop
+    /// Redis avoids by evicting only before commands too.
+    pub(crate) fn account_client(&self, push: &Push) {
+        let now = push.memory();
+        let was = push.published.get();
+        if now.abs_diff(was) < MEMORY_GRANULE && (now != 0 || was == 0) {
+            return;
+        }
+        push.published.set(now);
+        let _ = self.store.add_worker_counter(
+            self.slot,
+            WorkerCounter::ClientMemory,
+            now.wrapping_sub(was) as i64,
+        );
+        if now <= was {
+            return;
+        }
+        let limit = match self.engine.try_borrow() {
+            Ok(engine) => engine
+                .config()
+                .client_eviction_limit(self.store.maxmemory().unwrap_or(0)),
+            // Inside a command: its connection accounts again after it.
+            Err(_) => return,
+        };
+        if limit != 0 {
+            self.evict_clients(limit);
+        }
+    }
+
+    /// `maxmemory-clients`: while every worker's clients together hold
+    /// `limit` bytes or more, closes this worker's clients with the most
+    /// memory (never a CLIENT NO-EVICT one, nor the one running a command
+    /// now). Each worker evicts only its own clients, so two workers over
+    /// the limit at once may both evict.
+    fn evict_clients(&self, limit: u64) {
+        let Ok(mut total) = self.store.clients_memory() else {
+            return;
+        };
+        if total < limit {
+            return;
+        }
+        let map = self.clients.map.borrow();
+        let mut candidates = Vec::new();
+        for c in map.values() {
+            let mem = c.push.published.get();
+            if c.push.evicted.get() {
+                // Closing already: its memory goes when its connection ends.
+                total = total.saturating_sub(mem);
+                continue;
+            }
+            let evictable = c.session.try_borrow().is_ok_and(|s| !s.no_evict);
+            if evictable && mem != 0 {
+                candidates.push((mem, c));
+            }
+        }
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.0));
+        for (mem, c) in candidates {
+            if total < limit {
+                break;
+            }
+            c.push.evicted.set(true);
+            c.kill.notify_one();
+            total = total.saturating_sub(mem);
+            let _ = self
+                .store
+                .add_worker_counter(self.slot, WorkerCounter::EvictedClients, 1);
+        }
     }
 }
 

@@ -330,6 +330,10 @@ where
                 )
             })
         };
+        // The replies and what is left of the input count toward
+        // `maxmemory` (and `maxmemory-clients`) while they wait.
+        push.set_held(buf.len() + out.len());
+        worker.account_client(push);
         let round = worker.blocking.take_reply_round();
         // `appendfsync always`: no reply before the fsync of its writes.
         runner.settle(worker).await;
@@ -432,8 +436,25 @@ where
             }
         };
         if !out.is_empty() {
-            write_out(stream, &out, kill, push).await?;
-            out.clear();
+            if close {
+                write_out(stream, &out, kill, push).await?;
+                out.clear();
+            } else {
+                let reading = buf.len() as u64 <= query_limit;
+                match write_reading(stream, &out, &mut buf, reading, kill, push).await? {
+                    Written::All => out.clear(),
+                    Written::Part(n) => {
+                        // Requests came while the replies were being
+                        // written: they run now, their replies queue
+                        // behind the rest (as Redis's output buffer).
+                        out.drain(..n);
+                        freed = false;
+                        sizing.observe(buf.len());
+                        continue;
+                    }
+                    Written::Eof => return Ok(Ended::Closed),
+                }
+            }
             if out.capacity() > 1 << 20 {
                 out.shrink_to(PROTO_IOBUF_LEN);
             }
@@ -458,6 +479,8 @@ where
             buf.reserve(PROTO_IOBUF_LEN);
         }
         session.borrow_mut().qbuf_cap = buf.capacity();
+        push.set_held(buf.len());
+        worker.account_client(push);
         let idle_armed = buf.is_empty() && buf.capacity() > 0;
         tokio::select! {
             n = stream.read_buf(&mut buf) => {
@@ -517,6 +540,82 @@ where
         biased;
         r = stream.write_all(out) => r,
         _ = kill.notified() => Err(std::io::ErrorKind::ConnectionAborted.into()),
+    };
+    push.set_writing(0);
+    res
+}
+
+/// How [`write_reading`] ended.
+enum Written {
+    /// Every byte went out.
+    All,
+    /// Requests arrived after this many bytes went out.
+    Part(usize),
+    /// Every byte went out, and the client closed its side meanwhile.
+    Eof,
+}
+
+/// Writes `out` while still reading the socket into `buf` (when `reading`):
+/// a client that sends requests without reading its replies (a pipeline
+/// far ahead, a subscriber gone deaf) is not left blocked in its own
+/// write, as Redis keeps reading while replies wait in the output buffer.
+/// Returns as soon as requests arrive with how much went out, so that
+/// they run and their replies queue; the buffers are bounded by
+/// `client-output-buffer-limit`, `client-query-buffer-limit`,
+/// `maxmemory-clients` and key eviction, as in Redis.
+async fn write_reading<S>(
+    stream: &mut S,
+    out: &[u8],
+    buf: &mut BytesMut,
+    reading: bool,
+    kill: &Notify,
+    push: &Push,
+) -> std::io::Result<Written>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    use std::pin::Pin;
+    use std::task::Poll;
+    push.set_writing(out.len());
+    let mut pos = 0;
+    let mut eof = false;
+    let mut chunk = [0u8; 16 * 1024];
+    let res = {
+        let io = std::future::poll_fn(|cx| {
+            while pos < out.len() {
+                match Pin::new(&mut *stream).poll_write(cx, &out[pos..]) {
+                    Poll::Ready(Ok(0)) => {
+                        return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()))
+                    }
+                    Poll::Ready(Ok(n)) => pos += n,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => break,
+                }
+            }
+            if pos == out.len() {
+                return Poll::Ready(Ok(if eof { Written::Eof } else { Written::All }));
+            }
+            if reading && !eof {
+                let mut rb = tokio::io::ReadBuf::new(&mut chunk);
+                match Pin::new(&mut *stream).poll_read(cx, &mut rb) {
+                    // A client that closed its side after its requests
+                    // still gets their replies (a half-closed pipe).
+                    Poll::Ready(Ok(())) if rb.filled().is_empty() => eof = true,
+                    Poll::Ready(Ok(())) => {
+                        buf.extend_from_slice(rb.filled());
+                        return Poll::Ready(Ok(Written::Part(pos)));
+                    }
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => {}
+                }
+            }
+            Poll::Pending
+        });
+        tokio::select! {
+            biased;
+            r = io => r,
+            _ = kill.notified() => Err(std::io::ErrorKind::ConnectionAborted.into()),
+        }
     };
     push.set_writing(0);
     res

@@ -27,6 +27,14 @@ pub(crate) struct Push {
     over_soft_since: Cell<Option<Instant>>,
     /// Set once the limit closed the client: nothing more is queued.
     cut: Cell<bool>,
+    /// What the connection holds besides the queue: its query buffer and
+    /// the replies it has not written yet (`maxmemory` counts them).
+    held: Cell<usize>,
+    /// The client's memory as last added to the worker's published total.
+    pub published: Cell<u64>,
+    /// Set once `maxmemory-clients` closed the client (it is not picked
+    /// again while its connection ends).
+    pub evicted: Cell<bool>,
 }
 
 /// Where a client's frames go.
@@ -64,6 +72,17 @@ impl Push {
     /// Whether frames wait.
     pub fn is_empty(&self) -> bool {
         self.buf.borrow().is_empty()
+    }
+
+    /// Records what the connection holds in its buffers (see `held`).
+    pub fn set_held(&self, n: usize) {
+        self.held.set(n);
+    }
+
+    /// The client's buffers: what its connection holds and what waits
+    /// in the queue.
+    pub fn memory(&self) -> u64 {
+        (self.held.get() + self.buf.borrow().len()) as u64
     }
 
     /// Records how many bytes the connection is writing (0 when done).
@@ -136,6 +155,7 @@ impl Worker {
                 };
                 if t.push.queue(frames, t.limit, now) {
                     t.push.ready.notify_one();
+                    self.account_client(&t.push);
                 } else {
                     t.kill.notify_one();
                 }

@@ -58,6 +58,10 @@ pub enum WorkerCounter {
     Commands,
     /// Clients blocked (BLPOP & co.) now.
     Blocked,
+    /// Bytes held in the worker's clients' buffers now.
+    ClientMemory,
+    /// Clients closed for `maxmemory-clients`.
+    EvictedClients,
 }
 
 /// One live worker as the registry shows it.
@@ -83,6 +87,10 @@ pub struct WorkerInfo {
     pub restarts: u64,
     /// Clients blocked (BLPOP & co.) now.
     pub blocked: u64,
+    /// Bytes held in its clients' buffers (as last published).
+    pub client_memory: u64,
+    /// Clients it closed for `maxmemory-clients`.
+    pub evicted_clients: u64,
 }
 
 fn rec(slot: u32) -> Result<u64> {
@@ -120,6 +128,8 @@ impl Store {
         r.store64(off + W_COMMANDS, 0)?;
         r.store64(off + W_BLOCKED, 0)?;
         r.store64(off + W_WRITING, 0)?;
+        r.store64(off + W_CLIENT_MEMORY, 0)?;
+        r.store64(off + W_EVICTED_CLIENTS, 0)?;
         r.store64(off + W_RESTARTS, restarts)?;
         r.store64(off + W_PID, pid as u64)?;
         r.store64(off + W_STATE, 1)?;
@@ -144,6 +154,8 @@ impl Store {
             WorkerCounter::TotalConnections => W_TOTAL_CONNECTIONS,
             WorkerCounter::Commands => W_COMMANDS,
             WorkerCounter::Blocked => W_BLOCKED,
+            WorkerCounter::ClientMemory => W_CLIENT_MEMORY,
+            WorkerCounter::EvictedClients => W_EVICTED_CLIENTS,
         };
         self.sh
             .region
@@ -177,9 +189,17 @@ impl Store {
                 commands: r.load64(off + W_COMMANDS)?,
                 restarts: r.load64(off + W_RESTARTS)?,
                 blocked: r.load64(off + W_BLOCKED)?,
+                client_memory: clamp_client_memory(r.load64(off + W_CLIENT_MEMORY)?),
+                evicted_clients: r.load64(off + W_EVICTED_CLIENTS)?,
             });
         }
         Ok(out)
+    }
+
+    /// Bytes held in the buffers of every worker's clients, as each
+    /// published them ([`clients_memory_in`]).
+    pub fn clients_memory(&self) -> Result<u64> {
+        clients_memory_in(&self.sh.region)
     }
 
     /// Each serving slot's open connections, read from the registry alone:
@@ -414,6 +434,33 @@ fn read_config_text(r: &Region) -> Result<Vec<u8>> {
         }
     }
     Err(Error::Corrupted(CT_SEQ))
+}
+
+/// A worker's published client memory: a counter of deltas, so a word
+/// read between a worker's two updates (or a corrupt one) may look
+/// negative; it counts as nothing then.
+fn clamp_client_memory(v: u64) -> u64 {
+    if (v as i64) < 0 {
+        0
+    } else {
+        v
+    }
+}
+
+/// Bytes held in client buffers over every worker slot not free, read from
+/// the registry alone (no liveness check: it runs before allocations under
+/// `maxmemory`). A worker that died leaves its figure until its slot is
+/// started again, which zeroes it.
+pub(crate) fn clients_memory_in(r: &Region) -> Result<u64> {
+    let mut total = 0u64;
+    for slot in 0..MAX_WORKERS {
+        let off = rec(slot)?;
+        if WorkerState::from_u64(r.load64(off + W_STATE)?) == WorkerState::Free {
+            continue;
+        }
+        total = total.saturating_add(clamp_client_memory(r.load64(off + W_CLIENT_MEMORY)?));
+    }
+    Ok(total)
 }
 
 /// Shared setting word `i` of the segment `sh` (see `Store::config_word`),

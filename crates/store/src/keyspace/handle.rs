@@ -469,7 +469,7 @@ impl Handle {
         let mut busy_rounds = 0u32;
         loop {
             let maxmem = self.ctx.region().load64(H_MAXMEMORY)?;
-            if maxmem == 0 || self.ctx.region().load64(A_USED_BYTES)? <= maxmem {
+            if maxmem == 0 || self.counted_used()? <= maxmem {
                 return Ok(evicted);
             }
             match self.evict_one()? {
@@ -487,13 +487,19 @@ impl Handle {
         }
     }
 
+    /// What `maxmemory` limits: the arena's bytes in use plus what the
+    /// workers' clients hold in their buffers (Redis's used_memory counts
+    /// client buffers too, so that they push keys out).
+    fn counted_used(&self) -> Result<u64> {
+        let r = self.ctx.region();
+        Ok(r.load64(A_USED_BYTES)?
+            .saturating_add(crate::ipc::workers::clients_memory_in(r)?))
+    }
+
     /// One allocation attempt without eviction, honouring `maxmemory`.
     fn try_alloc_block(&mut self, payload: u64, need: u64, pending: u64) -> Result<Option<u64>> {
         let maxmem = self.ctx.region().load64(H_MAXMEMORY)?;
-        if maxmem != 0
-            && !self.ignore_maxmemory
-            && self.ctx.region().load64(A_USED_BYTES)? + need > maxmem
-        {
+        if maxmem != 0 && !self.ignore_maxmemory && self.counted_used()? + need > maxmem {
             return Ok(None);
         }
         alloc::alloc(&mut self.ctx, payload, pending)

@@ -207,10 +207,15 @@ pub(crate) const W_BLOCKED: u64 = 72;
 /// role and pause checks until its log record is reserved (FAILOVER's
 /// write gate: `Store::set_worker_writing`).
 pub(crate) const W_WRITING: u64 = 80;
+/// Bytes the worker's clients hold in their query and output buffers, as
+/// it last published them: `maxmemory` counts them with the arena's.
+pub(crate) const W_CLIENT_MEMORY: u64 = 88;
+/// Clients the worker closed for `maxmemory-clients`.
+pub(crate) const W_EVICTED_CLIENTS: u64 = 96;
 const _: () = assert!(A_END <= H_NEXT_CLIENT_ID);
 const _: () = assert!(H_CONFIG + 8 * CONFIG_WORDS <= H_WAITERS);
 const _: () = assert!(H_WAITERS + 4 * WAITER_WORDS as u64 <= H_WORKERS);
-const _: () = assert!(W_WRITING + 8 <= WORKER_REC);
+const _: () = assert!(W_EVICTED_CLIENTS + 8 <= WORKER_REC);
 const _: () = assert!(H_WORKERS + WORKER_REC * MAX_WORKERS as u64 <= HEADER_SIZE);
 
 // --- user table area (users.rs): two copies of the text, one live ---
