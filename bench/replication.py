@@ -166,13 +166,14 @@ def command(port, *args):
     return data.split(b"\r\n", 1)[0].decode(errors="replace")
 
 
-def failover_switch(args, scratch):
-    """Seconds from FAILOVER to the first write the new primary accepts,
-    and to the old primary's link to it being up."""
+def caught_up_pair(args, scratch, prefix):
+    """A primary and a replica (both with --dir) holding the keys of a SET
+    benchmark (--failover-keys requests), the replica caught up with it:
+    (ports, procs, names, dirs), which the caller cleans up."""
     tag = uuid.uuid4().hex[:8]
-    dirs = [scratch / f"failover-p-{tag}", scratch / f"failover-r-{tag}"]
+    dirs = [scratch / f"{prefix}-p-{tag}", scratch / f"{prefix}-r-{tag}"]
     ports = [servers.free_port(), servers.free_port()]
-    names = [f"bench-fo-p-{tag}", f"bench-fo-r-{tag}"]
+    names = [f"bench-{prefix}-p-{tag}", f"bench-{prefix}-r-{tag}"]
     procs = [start(shoal_argv(ports[0], names[0], ["--dir", str(dirs[0])]), ports[0])]
     try:
         procs.append(start(shoal_argv(ports[1], names[1], [
@@ -181,6 +182,17 @@ def failover_switch(args, scratch):
             benchmark(ports[0], "set", args.failover_keys)
         if command(ports[0], "WAIT", 1, 60000) != ":1":
             sys.exit("the replica did not catch up")
+    except BaseException:
+        cleanup(procs, names, dirs)
+        raise
+    return ports, procs, names, dirs
+
+
+def failover_switch(args, scratch):
+    """Seconds from FAILOVER to the first write the new primary accepts,
+    and to the old primary's link to it being up."""
+    ports, procs, names, dirs = caught_up_pair(args, scratch, "fo")
+    try:
         began = time.monotonic()
         if command(ports[0], "FAILOVER", "TO", "127.0.0.1", ports[1]) != "+OK":
             sys.exit("FAILOVER refused")
@@ -229,18 +241,8 @@ def promote_after_kill(args, scratch):
     """Seconds from the SIGKILL of every primary process to the first write
     the replica accepts after `REPLICAOF NO ONE` (what an operator's or a
     supervisor's failover does without Sentinel)."""
-    tag = uuid.uuid4().hex[:8]
-    dirs = [scratch / f"promote-p-{tag}", scratch / f"promote-r-{tag}"]
-    ports = [servers.free_port(), servers.free_port()]
-    names = [f"bench-pr-p-{tag}", f"bench-pr-r-{tag}"]
-    procs = [start(shoal_argv(ports[0], names[0], ["--dir", str(dirs[0])]), ports[0])]
+    ports, procs, names, dirs = caught_up_pair(args, scratch, "pr")
     try:
-        procs.append(start(shoal_argv(ports[1], names[1], [
-            "--dir", str(dirs[1]), "--replicaof", f"127.0.0.1:{ports[0]}"]), ports[1]))
-        if args.failover_keys:
-            benchmark(ports[0], "set", args.failover_keys)
-        if command(ports[0], "WAIT", 1, 60000) != ":1":
-            sys.exit("the replica did not catch up")
         began = time.monotonic()
         kill_tree(procs[0])
         if command(ports[1], "REPLICAOF", "NO", "ONE") != "+OK":

@@ -90,6 +90,9 @@ def test_client_eviction_spares_no_evict_clients(make_server):
     assert r.info("stats")["evicted_keys"] == 0
     assert r.dbsize() == 20
     assert r.ping()
+    # CONFIG RESETSTAT starts the count again on every worker.
+    r.config_resetstat()
+    assert r.info("stats")["evicted_clients"] == 0
     for c in conns:
         c.close()
     r.close()
