@@ -221,6 +221,21 @@ impl Deref for Pattern {
 mod tests {
     use super::Pattern;
 
+    /// The compiled pattern `p` decides every string of `strings` as the
+    /// glob matcher does.
+    fn assert_matches_as_glob(p: &[u8], strings: &[Vec<u8>]) {
+        let compiled = Pattern::new(p);
+        for s in strings {
+            assert_eq!(
+                compiled.matches(s),
+                store::glob::glob_match(p, s, false),
+                "{:?} against {:?}",
+                String::from_utf8_lossy(p),
+                String::from_utf8_lossy(s)
+            );
+        }
+    }
+
     #[test]
     fn shapes_match_as_the_glob_matcher_does() {
         let patterns: [&[u8]; 10] = [
@@ -238,17 +253,9 @@ mod tests {
         let strings: [&[u8]; 9] = [
             b"", b"key", b"key:", b"key:1", b"kay:1", b"a*", b"ab", b"x:x", b"*",
         ];
+        let strings: Vec<Vec<u8>> = strings.iter().map(|s| s.to_vec()).collect();
         for p in patterns {
-            let compiled = Pattern::new(p);
-            for s in strings {
-                assert_eq!(
-                    compiled.matches(s),
-                    store::glob::glob_match(p, s, false),
-                    "{:?} against {:?}",
-                    String::from_utf8_lossy(p),
-                    String::from_utf8_lossy(s)
-                );
-            }
+            assert_matches_as_glob(p, &strings);
         }
     }
 
@@ -330,16 +337,7 @@ mod tests {
         let mut keys = all_strings(b"ak:*", 4);
         keys.extend([b"key:000000012345".to_vec(), b"tenant7:x".to_vec()]);
         for p in &patterns {
-            let compiled = Pattern::new(p);
-            for k in &keys {
-                assert_eq!(
-                    compiled.matches(k),
-                    store::glob::glob_match(p, k, false),
-                    "{:?} against {:?}",
-                    String::from_utf8_lossy(p),
-                    String::from_utf8_lossy(k)
-                );
-            }
+            assert_matches_as_glob(p, &keys);
         }
     }
 
@@ -374,20 +372,10 @@ mod tests {
             keys.push([key, b"\0"].concat());
             keys.push([key, b"\xff"].concat());
         }
-        let mut checked = 0;
         for p in &patterns {
-            let compiled = Pattern::new(p);
-            for k in &keys {
-                assert_eq!(
-                    compiled.matches(k),
-                    store::glob::glob_match(p, k, false),
-                    "{:?} against {:?}",
-                    String::from_utf8_lossy(p),
-                    String::from_utf8_lossy(k)
-                );
-                checked += 1;
-            }
+            assert_matches_as_glob(p, &keys);
         }
+        let checked = patterns.len() * keys.len();
         assert!(checked > 50_000, "{checked} pairs");
     }
 

@@ -503,10 +503,63 @@ fn set_replica(shared: &Shared, id: u64, f: impl FnOnce(&mut ReplicaEntry)) {
     changed(shared);
 }
 
-fn message(out: &mut Vec<u8>, kind: u8, body: &[u8]) {
-    out.push(kind);
-    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    out.extend_from_slice(body);
+/// Writes one link message: its 5-byte head (kind, little-endian u32
+/// length) and the body in one vectored write (the body, up to a chunk of
+/// frames, is not copied).
+fn write_message(stream: &mut TcpStream, kind: u8, body: &[u8]) -> std::io::Result<()> {
+    let mut head = [0u8; 5];
+    head[0] = kind;
+    head[1..].copy_from_slice(&(body.len() as u32).to_le_bytes());
+    let (mut head, mut body) = (&head[..], body);
+    while !head.is_empty() || !body.is_empty() {
+        let n = match stream.write_vectored(&[IoSlice::new(head), IoSlice::new(body)]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let from_head = n.min(head.len());
+        head = &head[from_head..];
+        body = &body[n - from_head..];
+    }
+    Ok(())
+}
+
+/// The snapshot of a full resync on the wire: records as frames in `S`
+/// messages of about [`CHUNK`] bytes, then `E` with the snapshot's start.
+struct SnapshotSender<'a> {
+    stream: &'a mut TcpStream,
+    chunk: Vec<u8>,
+    frames: u64,
+}
+
+impl<'a> SnapshotSender<'a> {
+    fn new(stream: &'a mut TcpStream) -> SnapshotSender<'a> {
+        SnapshotSender {
+            stream,
+            chunk: Vec::with_capacity(CHUNK),
+            frames: 0,
+        }
+    }
+
+    fn record(&mut self, lsn: u64, payload: &[u8]) -> std::io::Result<()> {
+        self.frames += 1;
+        store::log::encode_frame(lsn, payload, &mut self.chunk);
+        if self.chunk.len() >= CHUNK {
+            write_message(self.stream, b'S', &self.chunk)?;
+            self.chunk.clear();
+        }
+        Ok(())
+    }
+
+    /// Sends what is left and the end; returns the records sent.
+    fn end(self, start: u64) -> std::io::Result<u64> {
+        if !self.chunk.is_empty() {
+            write_message(self.stream, b'S', &self.chunk)?;
+        }
+        write_message(self.stream, b'E', &start.to_le_bytes())?;
+        Ok(self.frames)
+    }
 }
 
 /// The streaming part of a link to a replica: log frames as `L` messages,
@@ -576,24 +629,8 @@ impl FrameSender {
         Ok(())
     }
 
-    /// Writes one message: its 5-byte head and the body in one vectored
-    /// write (the body, up to a chunk of log frames, is not copied).
     fn send(&mut self, stream: &mut TcpStream, kind: u8, body: &[u8]) -> std::io::Result<()> {
-        let mut head = [0u8; 5];
-        head[0] = kind;
-        head[1..].copy_from_slice(&(body.len() as u32).to_le_bytes());
-        let (mut head, mut body) = (&head[..], body);
-        while !head.is_empty() || !body.is_empty() {
-            let n = match stream.write_vectored(&[IoSlice::new(head), IoSlice::new(body)]) {
-                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            let from_head = n.min(head.len());
-            head = &head[from_head..];
-            body = &body[n - from_head..];
-        }
+        write_message(stream, kind, body)?;
         self.last_sent = Instant::now();
         Ok(())
     }
@@ -737,7 +774,6 @@ fn send(
             }
         }
     }
-    let mut out = Vec::new();
     let tail = match tail {
         Some(t) => {
             stream.write_all(format!("+CONTINUE {own} {offset}\r\n").as_bytes())?;
@@ -758,37 +794,21 @@ fn send(
                 r.needs = start;
             });
             let began = Instant::now();
-            let mut frames = 0u64;
-            if snapshot.is_none() {
-                frames = stream_store(&shared.store, &mut stream)?;
-            }
-            if let Some((path, _)) = &snapshot {
-                let mut chunk = Vec::with_capacity(CHUNK);
-                let mut failed: Option<std::io::Error> = None;
-                log::read_snapshot(path, &mut |lsn, payload| {
-                    frames += 1;
-                    store::log::encode_frame(lsn, payload, &mut chunk);
-                    if chunk.len() >= CHUNK {
-                        out.clear();
-                        message(&mut out, b'S', &chunk);
-                        chunk.clear();
-                        if let Err(e) = stream.write_all(&out) {
+            let mut sender = SnapshotSender::new(&mut stream);
+            match &snapshot {
+                None => stream_store(&shared.store, &mut sender)?,
+                Some((path, _)) => {
+                    let mut failed: Option<std::io::Error> = None;
+                    log::read_snapshot(path, &mut |lsn, payload| {
+                        sender.record(lsn, payload).map_err(|e| {
                             failed = Some(e);
-                            return Err("the replica is gone".into());
-                        }
-                    }
-                    Ok(())
-                })
-                .map_err(|e| failed.take().unwrap_or_else(|| io_err(e.to_string())))?;
-                if !chunk.is_empty() {
-                    out.clear();
-                    message(&mut out, b'S', &chunk);
-                    stream.write_all(&out)?;
+                            "the replica is gone".into()
+                        })
+                    })
+                    .map_err(|e| failed.take().unwrap_or_else(|| io_err(e.to_string())))?;
                 }
             }
-            out.clear();
-            message(&mut out, b'E', &start.to_le_bytes());
-            stream.write_all(&out)?;
+            let frames = sender.end(start)?;
             println!(
                 "shoal: replica {id}: full resync: {} at LSN {start} ({frames} records) sent in {:.3} s",
                 if snapshot.is_some() { "snapshot" } else { "the store" },
@@ -887,7 +907,6 @@ fn send_relay(
         return Ok(());
     }
     let closed = read_acks(shared, id, &stream)?;
-    let mut out = Vec::new();
     let mut tail = None;
     // A replica of this server's own history before FAILOVER made it a
     // replica, at exactly where that history ends: the relay starts there.
@@ -914,10 +933,9 @@ fn send_relay(
             stream.write_all(format!("+FULLRESYNC {master} {start}\r\n").as_bytes())?;
             set_replica(shared, id, |r| r.state = "send_bulk");
             let began = Instant::now();
-            let frames = stream_store(&store, &mut stream)?;
-            out.clear();
-            message(&mut out, b'E', &start.to_le_bytes());
-            stream.write_all(&out)?;
+            let mut sender = SnapshotSender::new(&mut stream);
+            stream_store(&store, &mut sender)?;
+            let frames = sender.end(start)?;
             println!(
                 "shoal: replica {id}: full resync: the store at LSN {start} ({frames} records) sent in {:.3} s",
                 began.elapsed().as_secs_f64()
@@ -994,10 +1012,9 @@ fn send_backlog(
                 r.needs = start;
             });
             let began = Instant::now();
-            let frames = stream_store(&store, &mut stream)?;
-            let mut out = Vec::new();
-            message(&mut out, b'E', &start.to_le_bytes());
-            stream.write_all(&out)?;
+            let mut sender = SnapshotSender::new(&mut stream);
+            stream_store(&store, &mut sender)?;
+            let frames = sender.end(start)?;
             println!(
                 "shoal: replica {id}: full resync: the store at LSN {start} ({frames} records) sent in {:.3} s",
                 began.elapsed().as_secs_f64()
@@ -1028,34 +1045,15 @@ fn send_backlog(
     Ok(())
 }
 
-/// Sends a fuzzy snapshot of the store as `S` messages: every key's whole
-/// value with its version as LSN (the walk of `Handle::snapshot_records`,
-/// which locks one bucket at a time). Returns the records sent.
-fn stream_store(store: &Store, stream: &mut TcpStream) -> std::io::Result<u64> {
+/// Sends a fuzzy snapshot of the store: every key's whole value with its
+/// version as LSN (the walk of `Handle::snapshot_records`, which locks one
+/// bucket at a time).
+fn stream_store(store: &Store, sender: &mut SnapshotSender<'_>) -> std::io::Result<()> {
     let mut h = store
         .handle()
         .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let mut chunk = Vec::with_capacity(CHUNK);
-    let mut out = Vec::new();
-    let mut frames = 0u64;
-    h.snapshot_records(&mut |lsn, payload| {
-        frames += 1;
-        store::log::encode_frame(lsn, payload, &mut chunk);
-        if chunk.len() >= CHUNK {
-            out.clear();
-            message(&mut out, b'S', &chunk);
-            chunk.clear();
-            stream.write_all(&out)?;
-        }
-        Ok(())
-    })
-    .map_err(|e| std::io::Error::other(e.to_string()))??;
-    if !chunk.is_empty() {
-        out.clear();
-        message(&mut out, b'S', &chunk);
-        stream.write_all(&out)?;
-    }
-    Ok(frames)
+    h.snapshot_records(&mut |lsn, payload| sender.record(lsn, payload))
+        .map_err(|e| std::io::Error::other(e.to_string()))?
 }
 
 /// Whether `bytes` are whole, valid frames, the first at `lsn`.
