@@ -154,15 +154,25 @@ def test_worker_crash_loses_no_acknowledged_write(two):
     reconnects = [0]
     slots_seen = set()
 
+    def first_connection(slot, tries=400):
+        """SO_REUSEPORT hashes each connection to a worker; half the writers
+        start on each slot, so the crash always cuts some of them off."""
+        for _ in range(tries):
+            conn = Raw(two.port, timeout=5)
+            if worker_of(conn) == slot:
+                return conn
+            conn.close()
+        raise AssertionError(f"no connection reached worker {slot}")
+
     def writer(wid):
-        conn = None
+        conn = first_connection(wid % 2)
+        slots_seen.add(wid % 2)
         i = 0
         while not stop.is_set():
             key, value = f"w{wid}:k{i}", f"value-{wid}-{i}"
             try:
                 if conn is None:
                     conn = Raw(two.port, timeout=5)
-                    slots_seen.add(worker_of(conn))
                 reply = conn.cmd("SET", key, value)
             except (OSError, ConnectionError):
                 if conn is not None:
