@@ -9,7 +9,14 @@ use crate::verify::{scan_log, LogReport, Scanned};
 
 fn write_frame(out: &mut dyn Write, frame: &Scanned<'_>) -> io::Result<()> {
     let mark = if frame.continues { " +" } else { "" };
-    writeln!(out, "lsn={} {}{mark}", frame.lsn, frame.record)
+    // A dropped group is what a killed exclusive section leaves: worth
+    // telling apart from a pad that closes (applies) its group.
+    let drops = if store::log::record::drops_group(frame.payload) {
+        " (drops its group)"
+    } else {
+        ""
+    };
+    writeln!(out, "lsn={} {}{drops}{mark}", frame.lsn, frame.record)
 }
 
 fn to_error(path: &Path) -> impl Fn(io::Error) -> Error + '_ {

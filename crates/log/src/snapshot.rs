@@ -265,7 +265,6 @@ pub(crate) fn scan_snapshot(
                         break;
                     }
                 };
-                let continues = continues && !matches!(record, Record::Pad);
                 visit(&Scanned {
                     lsn: header.lsn,
                     offset,

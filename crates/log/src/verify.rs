@@ -129,8 +129,10 @@ pub(crate) struct Scanned<'a> {
     pub size: u64,
     pub payload: &'a [u8],
     pub record: &'a Record<'a>,
-    /// The next frame belongs to the same group (never for `Pad`, which
-    /// closes a group).
+    /// The next frame belongs to the same group. A `Pad` may continue one
+    /// too: the voided frames of a write inside an exclusive section, which
+    /// must not close the section's group (its end, or the `Pad` that drops
+    /// it, comes later).
     pub continues: bool,
 }
 
@@ -225,7 +227,6 @@ pub(crate) fn scan_log(
                         break;
                     }
                 };
-                let continues = continues && !matches!(record, Record::Pad);
                 visit(&Scanned {
                     lsn,
                     offset,

@@ -9,7 +9,7 @@ use common::*;
 use log::file::{log_file_name, snapshot_file_name};
 use log::{recover, write_snapshot, Error, ErrorKind, Phase, Progress, RecoverySummary};
 use store::log::frame_size;
-use store::log::record::encode_pad;
+use store::log::record::{encode_pad, CONTINUES, KIND_PAD, PAD_DROPS_GROUP};
 
 fn run(dir: &TempDir) -> (Result<RecoverySummary, Error>, Applied, Vec<Progress>) {
     let mut applied = Vec::new();
@@ -245,6 +245,52 @@ fn a_pad_closes_a_group_and_is_never_applied() {
     let mut pad = Vec::new();
     encode_pad(&mut pad, 24);
     let payloads = vec![set("g1", "1", true), pad, set("b", "2", false)];
+    let (_, end) = write_log(dir.path(), 0, &payloads);
+    let (summary, applied, _) = run(&dir);
+    assert_eq!(summary.unwrap().end_lsn, end);
+    let all = at(0, &payloads);
+    assert_eq!(applied, vec![all[0].clone(), all[2].clone()]);
+}
+
+/// The `Pad` over a write voided inside an exclusive section (its process
+/// killed before the write committed) keeps the section's group open.
+fn voided_in_group(len: usize) -> Vec<u8> {
+    let mut pad = Vec::new();
+    encode_pad(&mut pad, len);
+    pad[0] |= CONTINUES;
+    pad
+}
+
+#[test]
+fn a_voided_write_inside_a_group_leaves_it_open_and_a_drop_drops_all_of_it() {
+    let dir = TempDir::new("voiddrop");
+    let drop_pad = vec![KIND_PAD, PAD_DROPS_GROUP, 0, 0, 0, 0, 0, 0];
+    let payloads = vec![
+        set("a", "1", false),
+        set("g1", "1", true),
+        set("g2", "2", true),
+        voided_in_group(40),
+        drop_pad,
+        set("b", "2", false),
+    ];
+    let (_, end) = write_log(dir.path(), 0, &payloads);
+    let (summary, applied, _) = run(&dir);
+    assert_eq!(summary.unwrap().end_lsn, end);
+    let all = at(0, &payloads);
+    assert_eq!(applied, vec![all[0].clone(), all[5].clone()]);
+}
+
+#[test]
+fn a_voided_write_inside_a_group_is_skipped_and_the_group_applied_at_its_end() {
+    let dir = TempDir::new("voidclose");
+    let mut close = Vec::new();
+    encode_pad(&mut close, 8);
+    let payloads = vec![
+        set("g1", "1", true),
+        voided_in_group(40),
+        set("g2", "2", true),
+        close,
+    ];
     let (_, end) = write_log(dir.path(), 0, &payloads);
     let (summary, applied, _) = run(&dir);
     assert_eq!(summary.unwrap().end_lsn, end);
