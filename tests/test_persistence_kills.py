@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 
+import pytest
 import redis
 
 from shoaltest import (DurableServer, Raw, encode, info_section, raw_on_worker, wait_for,
@@ -238,6 +239,66 @@ def test_a_worker_killed_mid_exec_leaves_store_and_log_as_before_it(tmp_path):
         with Raw(srv.port) as r:
             as_before(r)
             assert r.cmd("GET", "after") == b"1"
+    finally:
+        for c in (runner, other):
+            if c is not None:
+                c.close()
+        srv.stop()
+
+
+@pytest.mark.parametrize("cmds", [
+    [("RPUSH", "big", "new")],
+    [("LPOP", "big")],
+    [("RPUSH", "big", "new"), ("LPOP", "big")],
+    [("LPOP", "big"), ("RPUSH", "big", "new")],
+    [("RPOP", "big"), ("RPUSH", "big", "new")],
+    [("LPUSH", "big", "new"), ("LPOP", "big")],
+])
+def test_a_worker_killed_mid_exec_undoes_its_in_place_list_writes(tmp_path, cmds):
+    """Pushes and pops at a paged list's ends go in place (the leaf's end
+    words move); a worker SIGKILLed later in the same EXEC leaves the list
+    as before it, a push into room a pop of the EXEC gave back included,
+    and the log agrees."""
+    gate = tmp_path / "exec-gate"
+    srv = DurableServer(tmp_path / "data", appendfsync="always", workers=2,
+                        env={"SHOAL_TEST_EXEC_GATE": str(gate)}).start()
+    runner = other = None
+    try:
+        runner = raw_on_worker(srv, 0)
+        other = raw_on_worker(srv, 1)
+        # Paged, with end leaves written with room at both ends.
+        other.cmd("RPUSH", "big", *[f"e{i}" for i in range(300)])
+        other.cmd("LPUSH", "big", "h1")
+        other.cmd("RPUSH", "big", "t1")
+        before = other.cmd("LRANGE", "big", "0", "-1")
+        assert runner.cmd("MULTI") == "OK"
+        assert runner.cmd("INCR", "count") == "QUEUED"
+        for c in cmds:
+            assert runner.cmd(*c) == "QUEUED"
+        assert runner.cmd("SET", "last", "1") == "QUEUED"
+        gate.write_text("")
+        runner.send(encode("EXEC"))
+        reached = Path(str(gate) + ".reached")
+        wait_for(reached.exists, timeout=20, what="the EXEC to reach its last command")
+        os.kill(worker_slot_pids(srv)[0], signal.SIGKILL)
+        gate.unlink()
+        runner.close()
+        runner = None
+        assert other.cmd("LRANGE", "big", "0", "-1") == before
+        assert other.cmd("GET", "count") is None
+        # The same writes again, outside an EXEC, then one more push.
+        for c in cmds:
+            other.cmd(*c)
+        other.cmd("RPUSH", "big", "after")
+        live = other.cmd("LRANGE", "big", "0", "-1")
+        assert len(live) == len(before) + 1 + sum(1 if "PUSH" in c[0] else -1 for c in cmds)
+        wait_log_written(srv.port)
+        other.close()
+        other = None
+        srv.reboot()
+        with Raw(srv.port) as r:
+            assert r.cmd("LRANGE", "big", "0", "-1") == live
+            assert r.cmd("GET", "count") is None
     finally:
         for c in (runner, other):
             if c is not None:

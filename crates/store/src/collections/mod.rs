@@ -679,7 +679,7 @@ impl Handle {
             // go by copying (the leaf stays as it is for the rollback).
             in_place &= !self.ctx.section_shrank(blk);
         }
-        if let Some(words) = value.take_growth(in_place && LIST_EDGES_IN_PLACE)? {
+        if let Some(words) = value.take_growth(in_place)? {
             if let Some((blk, true)) = growth {
                 self.ctx.journal_shrink(blk);
             }
@@ -720,14 +720,6 @@ impl Handle {
         self.with_key(db, key, |h, l| h.put_collection(key, l, &mut value, true))
     }
 }
-
-/// Whether pushes and pops at a list's ends publish in place (tree/edge.rs)
-/// instead of by copying the end leaf. Off: with workers SIGKILLed in the
-/// middle of list writes, the store and the log then disagreed now and then
-/// (about 1 run in 20 of tests/test_persistence_kills.py's agreement test:
-/// an element or a pop that one has and the other lacks, always at a list's
-/// ends); by copying, 98 runs agreed. On again once that is found.
-const LIST_EDGES_IN_PLACE: bool = false;
 
 /// Redis's `string2ll` test for integer-looking members (intset encoding).
 fn as_int(member: &[u8]) -> Option<i64> {
