@@ -295,6 +295,22 @@ impl ZSet {
             return Err(Error::BadValue);
         }
         let old = self.score(member)?;
+        self.set_score(member, score, old)
+    }
+
+    /// [`insert`](Self::insert) for a caller that has just read the
+    /// member's score (`old`, from [`score`](Self::score) in this command):
+    /// ZADD reads it to decide, and a second lookup of the member would
+    /// cost as much again.
+    pub fn set_score(
+        &mut self,
+        member: &[u8],
+        score: f64,
+        old: Option<f64>,
+    ) -> Result<Option<f64>> {
+        if score.is_nan() {
+            return Err(Error::BadValue);
+        }
         if let Some(old) = old {
             if old.to_bits() == score.to_bits() {
                 return Ok(Some(old));

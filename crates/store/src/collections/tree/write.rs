@@ -449,12 +449,11 @@ impl Tree {
             }
             for (&i, &keep) in order.iter().zip(&in_place) {
                 let mut node = std::mem::take(&mut self.mem[i]);
-                if node.level > 0 {
-                    for c in 0..node.len() {
-                        let (ptr, count) = (node.ptr(c), node.count(c));
-                        if ptr & MEM != 0 {
-                            node.set_child(c, block_of[(ptr & !MEM) as usize], count);
-                        }
+                for k in 0..node.mem_child_slots() {
+                    let c = node.mem_child_slot(k);
+                    let (ptr, count) = (node.ptr(c), node.count(c));
+                    if ptr & MEM != 0 {
+                        node.set_child(c, block_of[(ptr & !MEM) as usize], count);
                     }
                 }
                 match (&node.origin, keep) {
@@ -485,12 +484,10 @@ impl Tree {
     /// The mem nodes under mem node `idx`, children before parents.
     pub(super) fn post_order(&self, idx: usize, out: &mut Vec<usize>) {
         let node = &self.mem[idx];
-        if node.level > 0 {
-            for c in 0..node.len() {
-                let ptr = node.ptr(c);
-                if ptr & MEM != 0 {
-                    self.post_order((ptr & !MEM) as usize, out);
-                }
+        for k in 0..node.mem_child_slots() {
+            let ptr = node.ptr(node.mem_child_slot(k));
+            if ptr & MEM != 0 {
+                self.post_order((ptr & !MEM) as usize, out);
             }
         }
         out.push(idx);
