@@ -107,6 +107,34 @@ fn big_zset_model(extra: Option<(&[u8], f64)>) -> Vec<(Vec<u8>, f64)> {
     all
 }
 
+/// BZ as set up, with the members of these indexes at these scores.
+fn big_zset_moved(moves: &[(usize, f64)]) -> Vec<(Vec<u8>, f64)> {
+    let items = big_items();
+    let mut all = big_zset_model(None);
+    for (m, s) in all.iter_mut() {
+        if let Some((_, to)) = moves.iter().find(|(i, _)| &items[*i] == m) {
+            *s = *to;
+        }
+    }
+    all.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    all
+}
+
+/// Whether BZ's member tree gives each member the score its order does.
+fn big_zset_scores_agree(h: &mut Handle) -> bool {
+    h.read_collection::<ZSet, _>(0, b"BZ", |z| {
+        let all = z.range(0, z.len())?;
+        for (m, s) in &all {
+            if z.score(m)? != Some(*s) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    })
+    .unwrap()
+        == Some(true)
+}
+
 fn list(h: &mut Handle) -> Option<Vec<Vec<u8>>> {
     h.read_collection::<List, _>(0, b"L", |l| l.range(0, l.len()))
         .unwrap()
@@ -146,6 +174,8 @@ const OPS: &[&str] = &[
     "big-list-trim",
     "big-list-shrink",
     "big-zset-add",
+    "big-zset-move",
+    "big-zset-moves",
     "big-zset-remove-range",
     "big-del",
     "big-unlink",
@@ -238,6 +268,22 @@ fn run_op(h: &mut Handle, op: &str) {
         "big-zset-add" => drop(
             h.write_collection::<ZSet, _>(0, b"BZ", false, |z| z.insert(b"new", 3.5))
                 .unwrap(),
+        ),
+        // Score changes: the member tree's value is set in place.
+        "big-zset-move" => drop(
+            h.write_collection::<ZSet, _>(0, b"BZ", false, |z| z.insert(&big_items()[5], 9.5))
+                .unwrap(),
+        ),
+        // A second change to the member tree in the same write makes the
+        // first one by copying.
+        "big-zset-moves" => drop(
+            h.write_collection::<ZSet, _>(0, b"BZ", false, |z| {
+                let items = big_items();
+                z.insert(&items[5], 9.5)?;
+                z.insert(&items[40], -1.0)?;
+                z.insert(&items[5], 8.5)
+            })
+            .unwrap(),
         ),
         "big-zset-remove-range" => drop(
             h.write_collection::<ZSet, _>(0, b"BZ", false, |z| z.remove_range(10, 170))
@@ -365,6 +411,17 @@ fn before_or_after(h: &mut Handle, op: &str) -> Result<(), String> {
         "big-zset-add" => {
             let got = big_zset(h);
             got == Some(big_zset_model(None)) || got == Some(big_zset_model(Some((b"new", 3.5))))
+        }
+        "big-zset-move" => {
+            let got = big_zset(h);
+            big_zset_scores_agree(h)
+                && (got == Some(big_zset_model(None)) || got == Some(big_zset_moved(&[(5, 9.5)])))
+        }
+        "big-zset-moves" => {
+            let got = big_zset(h);
+            big_zset_scores_agree(h)
+                && (got == Some(big_zset_model(None))
+                    || got == Some(big_zset_moved(&[(5, 8.5), (40, -1.0)])))
         }
         "big-zset-remove-range" => {
             let got = big_zset(h);

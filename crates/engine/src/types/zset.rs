@@ -318,7 +318,7 @@ pub(super) fn add(cx: &mut Cx<'_>, key: &[u8], pairs: &[(f64, &[u8])], f: AddFla
                     }
                     // -0 and 0 are the same score: no update.
                     if new != cur {
-                        z.insert(member, lp.store(new))?;
+                        z.set_score(member, lp.store(new), Some(cur))?;
                         out.updated += 1;
                     }
                     new
@@ -326,7 +326,7 @@ pub(super) fn add(cx: &mut Cx<'_>, key: &[u8], pairs: &[(f64, &[u8])], f: AddFla
                 None if f.xx => continue,
                 None => {
                     lp.admit(z.len(), member);
-                    z.insert(member, lp.store(score))?;
+                    z.set_score(member, lp.store(score), None)?;
                     out.added += 1;
                     score
                 }

@@ -30,6 +30,9 @@ pub struct ZSet {
     journal: Journal,
 }
 
+// One ZSet lives per command: boxing the trees would cost an allocation
+// per command to save stack bytes.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Body {
     Compact {
@@ -39,6 +42,9 @@ enum Body {
     Paged {
         by_score: Tree,
         by_member: Tree,
+        /// A member whose new score `by_member` sets in place at the
+        /// commit ([`Tree::overwrite`]): its score until then.
+        moved: Option<(Vec<u8>, f64)>,
     },
 }
 
@@ -192,6 +198,7 @@ impl Collection for ZSet {
             body: Body::Paged {
                 by_score,
                 by_member,
+                moved: None,
             },
             changed: false,
             journal: Journal::default(),
@@ -215,6 +222,7 @@ impl Collection for ZSet {
                     self.body = Body::Paged {
                         by_score: Tree::build(seg.0.clone(), true, pairs(&by_score)),
                         by_member: Tree::build(seg.0.clone(), true, pairs(&by_member)),
+                        moved: None,
                     };
                 }
             }
@@ -240,6 +248,7 @@ impl Collection for ZSet {
             Body::Paged {
                 by_score,
                 by_member,
+                ..
             } => vec![by_score, by_member],
         }
     }
@@ -247,6 +256,16 @@ impl Collection for ZSet {
     fn journal_mut(&mut self) -> &mut Journal {
         &mut self.journal
     }
+}
+
+/// Makes a waiting in-place score change (`moved`) by copying, before
+/// any other change to `by_member`.
+fn settle_moved(by_member: &mut Tree, moved: &mut Option<(Vec<u8>, f64)>) -> Result<()> {
+    if let Some((member, score)) = moved.take() {
+        by_member.cancel_overwrite();
+        by_member.put_key(&hashed_key(&member), &score_value(score))?;
+    }
+    Ok(())
 }
 
 fn position(
@@ -281,6 +300,10 @@ impl ZSet {
     pub fn score(&self, member: &[u8]) -> Result<Option<f64>> {
         match &self.body {
             Body::Compact { scores, .. } => Ok(scores.get(member).copied()),
+            Body::Paged {
+                moved: Some((m, s)),
+                ..
+            } if m.as_slice() == member => Ok(Some(*s)),
             Body::Paged { by_member, .. } => by_member
                 .get(&hashed_key(member))?
                 .map(|v| read_score(&v))
@@ -295,6 +318,22 @@ impl ZSet {
             return Err(Error::BadValue);
         }
         let old = self.score(member)?;
+        self.set_score(member, score, old)
+    }
+
+    /// [`insert`](Self::insert) for a caller that has just read the
+    /// member's score (`old`, from [`score`](Self::score) in this command):
+    /// ZADD reads it to decide, and a second lookup of the member would
+    /// cost as much again.
+    pub fn set_score(
+        &mut self,
+        member: &[u8],
+        score: f64,
+        old: Option<f64>,
+    ) -> Result<Option<f64>> {
+        if score.is_nan() {
+            return Err(Error::BadValue);
+        }
         if let Some(old) = old {
             if old.to_bits() == score.to_bits() {
                 return Ok(Some(old));
@@ -314,12 +353,21 @@ impl ZSet {
             Body::Paged {
                 by_score,
                 by_member,
+                moved,
             } => {
                 if let Some(old) = old {
                     by_score.remove_present(&score_key(old, member))?;
                 }
                 by_score.put_key(&score_key(score, member), &score_value(score))?;
-                by_member.put_key(&hashed_key(member), &score_value(score))?;
+                settle_moved(by_member, moved)?;
+                // A score change leaves the member's entry as long as it
+                // was: set in place, its leaf is not copied.
+                let key = hashed_key(member);
+                if old.is_some() && by_member.overwrite(&key, &score_value(score))? {
+                    *moved = Some((member.to_vec(), score));
+                } else {
+                    by_member.put_key(&key, &score_value(score))?;
+                }
             }
         }
         self.changed = true;
@@ -342,7 +390,9 @@ impl ZSet {
             Body::Paged {
                 by_score,
                 by_member,
+                moved,
             } => {
+                settle_moved(by_member, moved)?;
                 by_member.remove_present(&hashed_key(member))?;
                 by_score.remove_present(&score_key(score, member))?;
             }
@@ -471,7 +521,9 @@ impl ZSet {
             Body::Paged {
                 by_score,
                 by_member,
+                moved,
             } => {
+                settle_moved(by_member, moved)?;
                 by_score.remove_range(start, end)?;
                 for (m, _) in &doomed {
                     by_member.remove_present(&hashed_key(m))?;
@@ -491,11 +543,16 @@ impl ZSet {
     pub fn scan(&self, cursor: u64, count: u64) -> Result<(u64, Vec<Scored>)> {
         match &self.body {
             Body::Compact { .. } => Ok((0, self.range(0, self.len())?)),
-            Body::Paged { by_member, .. } => {
+            Body::Paged {
+                by_member, moved, ..
+            } => {
                 let (next, items) = scan_tree(by_member, cursor, count)?;
                 let items = items
                     .into_iter()
-                    .map(|(k, v)| scored(&k, &v))
+                    .map(|(k, v)| match moved {
+                        Some((m, s)) if m.as_slice() == unhashed(&k) => Ok((m.clone(), *s)),
+                        _ => scored(&k, &v),
+                    })
                     .collect::<Result<Vec<_>>>()?;
                 Ok((next, items))
             }

@@ -64,6 +64,9 @@ pub struct Tree {
     /// changes the entry's count in place instead of publishing a new
     /// entry.
     opened: u64,
+    /// Words that set one value in its published leaf
+    /// ([`Tree::overwrite`]), written with the commit's in-place words.
+    overwrite: InPlace,
 }
 
 impl std::fmt::Debug for Tree {
@@ -100,6 +103,7 @@ impl Tree {
             cache: RefCell::default(),
             count_word: 0,
             opened: root,
+            overwrite: InPlace::new(),
         })
     }
 
@@ -121,6 +125,7 @@ impl Tree {
             cache: RefCell::default(),
             count_word: 0,
             opened: 0,
+            overwrite: InPlace::new(),
         };
         let mut all = Node::new(0);
         for (k, v) in items {

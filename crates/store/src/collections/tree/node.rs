@@ -282,15 +282,14 @@ impl Node {
         let delta = bytes.len() as i64 - (to - from) as i64;
         self.reshaped = true;
         self.body.splice(from..to, bytes.iter().copied());
-        let tail: Vec<u32> = self.offs[(i + remove).min(self.len())..]
-            .iter()
-            .map(|&o| (o as i64 + delta) as u32)
-            .collect();
-        self.offs.truncate(i.min(self.len()));
-        if !bytes.is_empty() {
-            self.offs.push(from as u32);
+        // The offsets after the span move by `delta`, in place: no vector
+        // per edit.
+        let tail = (i + remove).min(self.len());
+        for o in &mut self.offs[tail..] {
+            *o = (*o as i64 + delta) as u32;
         }
-        self.offs.extend(tail);
+        let first = (!bytes.is_empty()).then_some(from as u32);
+        self.offs.splice(i.min(self.len())..tail, first);
     }
 
     pub(super) fn insert(&mut self, i: usize, entry: &[u8]) {
@@ -381,6 +380,28 @@ impl Node {
             self.item(0).0
         } else {
             self.child(0).2
+        }
+    }
+
+    /// How many of this node's entries may point at a node in process
+    /// memory: see [`mem_child_slot`](Self::mem_child_slot).
+    pub(super) fn mem_child_slots(&self) -> usize {
+        match (self.level, self.only_children_changed()) {
+            (0, _) => 0,
+            (_, true) => self.touched.len(),
+            (_, false) => self.len(),
+        }
+    }
+
+    /// The `k`th entry that may point at a node in process memory. A node
+    /// read from the segment and not reshaped links to one only through
+    /// [`set_child`](Self::set_child), which lists it in `touched`: a
+    /// commit visits those, not every entry of every node on the path.
+    pub(super) fn mem_child_slot(&self, k: usize) -> usize {
+        if self.only_children_changed() {
+            self.touched[k] as usize
+        } else {
+            k
         }
     }
 

@@ -154,6 +154,22 @@ impl<'a> View<'a> {
     }
 
     /// A leaf's item `i`: (key, value).
+    /// Where a leaf's item `i` keeps its value: (offset, length).
+    pub(super) fn value_span(&self, i: usize) -> Result<(u64, u64)> {
+        if self.level != 0 {
+            return bad();
+        }
+        let (start, end) = self.entry(i)?;
+        let mut pos = start;
+        let klen = self.read_len(&mut pos, end)?;
+        pos += klen;
+        let vlen = self.read_len(&mut pos, end)?;
+        if pos + vlen != end {
+            return bad();
+        }
+        Ok((pos, vlen))
+    }
+
     pub(super) fn item(&self, i: usize) -> Result<(Vec<u8>, Vec<u8>)> {
         let (start, end) = self.entry(i)?;
         let mut e = Vec::with_capacity((end - start) as usize);

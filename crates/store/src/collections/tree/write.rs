@@ -97,6 +97,88 @@ impl Tree {
         Ok(old)
     }
 
+    /// Sets the value of `key`, which a tree unchanged so far in this
+    /// command holds with a value as long as `val`, without copying a node:
+    /// the words of its leaf that hold the value are written, logged, in
+    /// the transaction that publishes the tree (as inner nodes' child
+    /// words are), under the bucket's seqlock. False (nothing done) when
+    /// the key is missing, the value's length differs, or the tree has
+    /// changes. Until the commit, the tree still reads the old value, and
+    /// any other change to it must [`cancel_overwrite`](Self::cancel_overwrite)
+    /// first and make this one by copying: the caller keeps track.
+    pub(crate) fn overwrite(&mut self, key: &[u8], val: &[u8]) -> Result<bool> {
+        if self.height == 0
+            || self.root & MEM != 0
+            || !self.mem.is_empty()
+            || !self.overwrite.is_empty()
+            || val.is_empty()
+        {
+            return Ok(false);
+        }
+        let r = &self.sh.region;
+        let (mut ptr, mut count) = (self.root, self.count);
+        for level in (1..self.height).rev() {
+            let v = View::open(r, ptr, level, count)?;
+            let (mut lo, mut hi) = (1, v.len());
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if v.cmp_sep(mid, key)? != std::cmp::Ordering::Greater {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            (ptr, count) = (v.ptr(lo - 1)?, v.count(lo - 1)?);
+        }
+        let v = View::open(r, ptr, 0, count)?;
+        let (mut lo, mut hi) = (0, v.len());
+        let found = loop {
+            if lo >= hi {
+                return Ok(false);
+            }
+            let mid = (lo + hi) / 2;
+            match v.cmp_key(mid, key)? {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Equal => break mid,
+                std::cmp::Ordering::Greater => hi = mid,
+            }
+        };
+        let (at, len) = v.value_span(found)?;
+        let (first, last) = (at & !7, (at + len - 1) & !7);
+        // Every word written lies in this block, past its link word (the
+        // bytes around the value are written back as they are).
+        if len != val.len() as u64
+            || !ptr.is_multiple_of(8)
+            || first < ptr + 8 + P_TABLE
+            || last + 8 > node_header(r, ptr)?.end
+        {
+            return Ok(false);
+        }
+        let mut words = InPlace::new();
+        for w in (first..=last).step_by(8) {
+            let old = r.load64(w)?;
+            let mut b = old.to_ne_bytes();
+            for (i, byte) in b.iter_mut().enumerate() {
+                let o = w + i as u64;
+                if (at..at + len).contains(&o) {
+                    *byte = val[(o - at) as usize];
+                }
+            }
+            let new = u64::from_ne_bytes(b);
+            if new != old {
+                words.push((w, new));
+            }
+        }
+        self.overwrite = words;
+        Ok(true)
+    }
+
+    /// Drops the words of an [`overwrite`](Self::overwrite) not yet
+    /// committed.
+    pub(crate) fn cancel_overwrite(&mut self) {
+        self.overwrite.clear();
+    }
+
     /// Removes `key` from a keyed tree; returns its value.
     pub(crate) fn remove_key(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         // A search in place first: a missing key copies no node.
@@ -409,7 +491,11 @@ impl Tree {
         alloc: &mut dyn FnMut(&[u64]) -> Result<Vec<u64>>,
         write: &mut dyn FnMut(u64, &[u8]) -> Result<()>,
     ) -> Result<InPlace> {
-        let mut words = InPlace::new();
+        let mut words = std::mem::take(&mut self.overwrite);
+        if self.root & MEM != 0 && !words.is_empty() {
+            // An overwrite is only for a tree that has no other change.
+            return bad();
+        }
         if self.root & MEM != 0 {
             let mut order = Vec::new();
             self.post_order((self.root & !MEM) as usize, &mut order);
@@ -449,12 +535,11 @@ impl Tree {
             }
             for (&i, &keep) in order.iter().zip(&in_place) {
                 let mut node = std::mem::take(&mut self.mem[i]);
-                if node.level > 0 {
-                    for c in 0..node.len() {
-                        let (ptr, count) = (node.ptr(c), node.count(c));
-                        if ptr & MEM != 0 {
-                            node.set_child(c, block_of[(ptr & !MEM) as usize], count);
-                        }
+                for k in 0..node.mem_child_slots() {
+                    let c = node.mem_child_slot(k);
+                    let (ptr, count) = (node.ptr(c), node.count(c));
+                    if ptr & MEM != 0 {
+                        node.set_child(c, block_of[(ptr & !MEM) as usize], count);
                     }
                 }
                 match (&node.origin, keep) {
@@ -485,12 +570,10 @@ impl Tree {
     /// The mem nodes under mem node `idx`, children before parents.
     pub(super) fn post_order(&self, idx: usize, out: &mut Vec<usize>) {
         let node = &self.mem[idx];
-        if node.level > 0 {
-            for c in 0..node.len() {
-                let ptr = node.ptr(c);
-                if ptr & MEM != 0 {
-                    self.post_order((ptr & !MEM) as usize, out);
-                }
+        for k in 0..node.mem_child_slots() {
+            let ptr = node.ptr(node.mem_child_slot(k));
+            if ptr & MEM != 0 {
+                self.post_order((ptr & !MEM) as usize, out);
             }
         }
         out.push(idx);
