@@ -821,6 +821,13 @@ fn process(
             }
         }
     }
+    if batch.len() > 1 {
+        for (args, _, cmd) in &batch {
+            if let Some(cmd) = cmd {
+                engine.prefetch_entries(session, args, cmd);
+            }
+        }
+    }
     let mut step = Flow::Continue;
     let mut consumed = pos;
     let mut executed = 0;
