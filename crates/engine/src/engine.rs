@@ -626,6 +626,19 @@ impl Engine {
         Some(cmd)
     }
 
+    /// After [`Engine::resolve`] prefetched the buckets of a whole batch:
+    /// prefetches the entries the buckets point to, so that both levels of
+    /// cache misses overlap across the batch rather than stall each request.
+    pub fn prefetch_entries(&self, session: &Session, args: &[Arg<'_>], cmd: &Command) {
+        if cmd.first_key != 0 {
+            for i in cmd.key_positions(args.len()) {
+                if let Some(key) = args.get(i) {
+                    self.h.prefetch_entry(session.db, key);
+                }
+            }
+        }
+    }
+
     /// The keys signalled ready since the last call (see
     /// [`Cx::signal_ready`]), for the server to wake blocked clients.
     pub fn take_ready_keys(&mut self) -> Vec<(u8, Vec<u8>)> {

@@ -92,6 +92,19 @@ impl Handle {
         self.ctx.region().prefetch(pos.bucket);
     }
 
+    /// The second step of a batch prefetch, once the buckets of the batch
+    /// are on their way: starts fetching the entries the home node's slots
+    /// tagged like `key` point to (its header, and the key's end where the
+    /// value begins), so that the lookup under the lock finds them in cache.
+    /// Only a hint: a racing writer can make it fetch the wrong block.
+    pub fn prefetch_entry(&self, db: u8, key: &[u8]) {
+        if check_db(db).is_err() {
+            return;
+        }
+        let pos = index::key_pos(&self.ctx, self.phys_hint(db), key);
+        index::prefetch_tagged(self.ctx.region(), &pos, E_KEY + key.len() as u64);
+    }
+
     /// Adds `n` to one of this context's counters (summed over every context
     /// in [`crate::StoreInfo::stats`]): for counters the store cannot see,
     /// like memcached's command counts.
@@ -567,18 +580,25 @@ impl Handle {
 
     // ---------- publishing ----------
 
-    /// Reserves `n` distinct empty free-pending words, freeing earlier
+    /// Reserves `N` distinct empty free-pending words, freeing earlier
     /// pending blocks first if needed. Call outside a transaction.
-    pub(crate) fn pending_free_words(&mut self, n: usize) -> Result<Vec<u64>> {
+    /// An array, not a Vec: every write asks for one (no allocation per
+    /// request).
+    pub(crate) fn pending_free_words<const N: usize>(&mut self) -> Result<[u64; N]> {
         for attempt in 0..2 {
-            let mut words = Vec::with_capacity(n);
+            let mut words = [0; N];
+            let mut n = 0;
             for i in 0..PENDING_FREE_CAP {
+                if n == N {
+                    break;
+                }
                 let w = self.ctx.off + C_PENDING_FREE + 8 * i;
-                if words.len() < n && self.ctx.region().load64(w)? == 0 {
-                    words.push(w);
+                if self.ctx.region().load64(w)? == 0 {
+                    words[n] = w;
+                    n += 1;
                 }
             }
-            if words.len() == n {
+            if n == N {
                 return Ok(words);
             }
             if attempt == 0 {
@@ -687,7 +707,7 @@ impl Handle {
             // `blk` is not published yet: nobody else can see this store (I8).
             self.ctx.region().store32(blk + E_LRU + 4, lfu)?;
         }
-        let free_word = self.pending_free_words(1)?[0];
+        let free_word = self.pending_free_words::<1>()?[0];
         let target = self.prepare_publish(l, free_word)?;
         self.ctx.seq_bump(l.pos.bucket)?;
         self.publish_in_txn(l, target, blk, pending, drop_old)?;
@@ -737,7 +757,7 @@ impl Handle {
     /// Unpublishes the entry `f` from the chain of (held) `bucket`; its block
     /// is freed after the unlock. One transaction.
     pub(crate) fn remove_locked(&mut self, bucket: u64, f: &Found) -> Result<()> {
-        let w = self.pending_free_words(2)?;
+        let w = self.pending_free_words::<2>()?;
         self.ctx.seq_bump(bucket)?;
         self.remove_in_txn(bucket, f, [w[0], w[1]], true)?;
         self.log_committing()?;

@@ -95,6 +95,23 @@ pub(crate) struct Found {
     pub raw: Raw,
 }
 
+/// Prefetches, for each slot of the home node of `pos` carrying its tag,
+/// the entry's first cache line and the one `at` bytes in (no lock, no
+/// seqlock: a stale slot only wastes a prefetch).
+pub(crate) fn prefetch_tagged(r: &Region, pos: &KeyPos, at: u64) {
+    let tag = pos.tag();
+    for i in 0..SLOTS {
+        let Ok(s) = r.load64(pos.bucket + B_NODE + N_SLOTS + 8 * i) else {
+            return;
+        };
+        if s != 0 && s & !SLOT_OFF_MASK == tag {
+            let off = s & SLOT_OFF_MASK;
+            r.prefetch(off);
+            r.prefetch(off.saturating_add(at));
+        }
+    }
+}
+
 /// Finds `key` in the chain of `pos` (caller holds the lock or validates).
 pub(crate) fn find(r: &Region, pos: &KeyPos, db: u8, key: &[u8]) -> Result<Option<Found>> {
     let tag = pos.tag();

@@ -313,7 +313,7 @@ impl Handle {
                 // A copy owns copies of the source's trees, if it has any.
                 self.copy_trees(&sf.raw, blk, E_KEY + dst.len() as u64)?;
             }
-            let words = self.pending_free_words(3)?;
+            let words = self.pending_free_words::<3>()?;
             let target = self.prepare_publish(&d, words[0])?;
             if self.logging() {
                 // The destination's whole value, then the source's removal:

@@ -126,6 +126,26 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
     }
 }
 
+/// Writes `v` in decimal into the end of `buf` (20 bytes hold i64::MIN),
+/// without allocating: INCR formats one per request.
+fn format_i64(v: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut n = v.unsigned_abs();
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    &buf[i..]
+}
+
 /// Resolves Redis's (start, end) range arguments against a length; None when
 /// the range is empty.
 pub fn resolve_range(start: i64, end: i64, len: u64) -> Option<(u64, u64)> {
@@ -414,9 +434,10 @@ impl Handle {
                 }
             };
             let new = current.checked_add(delta).ok_or(Error::Overflow)?;
-            let text = new.to_string();
+            let mut buf = [0; 20];
+            let text = format_i64(new, &mut buf);
             let fields = h.entry_fields(l.db, ValueType::String, expire, flags);
-            let (blk, pending) = h.new_entry(&fields, key, &[text.as_bytes()], 0)?;
+            let (blk, pending) = h.new_entry(&fields, key, &[text], 0)?;
             h.publish(l, blk, pending)?;
             Ok(new)
         })
@@ -517,5 +538,18 @@ impl Handle {
             h.publish(l, blk, pending)?;
             Ok(new_len)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_i64_matches_to_string() {
+        for v in [0, 1, -1, 10, -10, i64::MAX, i64::MIN, i64::MIN + 1] {
+            let mut buf = [0; 20];
+            assert_eq!(format_i64(v, &mut buf), v.to_string().as_bytes());
+        }
     }
 }
