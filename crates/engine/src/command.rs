@@ -395,10 +395,11 @@ pub fn all() -> impl Iterator<Item = &'static Command> {
     tables().iter().copied().flatten()
 }
 
-/// FNV-1a: command names are short and trusted to be few, so a simple hash
-/// beats SipHash on the hot path (one lookup per request).
+/// FNV-1a: command names are short and trusted to be few (the table's own
+/// names, not client input), so a simple hash beats SipHash on the hot
+/// path: the command lookup and the command's counters, once per request.
 #[derive(Default)]
-struct Fnv(u64);
+pub(crate) struct Fnv(u64);
 
 impl Hasher for Fnv {
     fn finish(&self) -> u64 {

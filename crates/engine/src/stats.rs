@@ -7,10 +7,11 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 
 use hdrhistogram::Histogram;
 
+use crate::command::Fnv;
 use crate::wire::{Reader, Writer};
 
 /// One command's counters.
@@ -44,33 +45,9 @@ pub(crate) type CommandHistogram = (&'static str, u64, Vec<(u64, u64)>);
 /// The counters of one engine.
 #[derive(Default)]
 pub(crate) struct CommandStats {
-    commands: HashMap<&'static str, CommandStat, BuildHasherDefault<NameHasher>>,
+    commands: HashMap<&'static str, CommandStat, BuildHasherDefault<Fnv>>,
     /// Error replies by their first word (`ERR`, `WRONGTYPE`…).
     errors: HashMap<String, u64>,
-}
-
-/// FNV-1a over a command's table name: every command looks its counters
-/// up, and SipHash showed in the profile; the keys are the command table's
-/// own names, not client input, so a keyed hash buys nothing here.
-#[derive(Default)]
-struct NameHasher(u64);
-
-impl Hasher for NameHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
-        for &b in bytes {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-        self.0 = h;
-    }
 }
 
 /// Redis stops counting new error kinds past this many (a client could
