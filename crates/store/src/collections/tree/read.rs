@@ -188,35 +188,18 @@ impl Tree {
         for level in (0..self.height).rev() {
             let node = self.src(ptr, level, count)?;
             if level == 0 {
-                let (mut lo, mut hi) = (0, node.len());
-                while lo < hi {
-                    let mid = (lo + hi) / 2;
-                    match node.cmp_key(mid, key)? {
-                        std::cmp::Ordering::Less => lo = mid + 1,
-                        std::cmp::Ordering::Equal => {
-                            return Ok(Found {
-                                rank: rank + mid as u64,
-                                item: Some(node.item(mid)?),
-                            });
-                        }
-                        std::cmp::Ordering::Greater => hi = mid,
-                    }
-                }
-                return Ok(Found {
-                    rank: rank + lo as u64,
-                    item: None,
+                return Ok(match search_leaf(node.len(), |i| node.cmp_key(i, key))? {
+                    Ok(at) => Found {
+                        rank: rank + at as u64,
+                        item: Some(node.item(at)?),
+                    },
+                    Err(at) => Found {
+                        rank: rank + at as u64,
+                        item: None,
+                    },
                 });
             }
-            let (mut lo, mut hi) = (1, node.len());
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if node.cmp_sep(mid, key)? != std::cmp::Ordering::Greater {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            let idx = lo - 1;
+            let idx = child_for_key(node.len(), |i| node.cmp_sep(i, key))?;
             for i in 0..idx {
                 rank += node.count(i)?;
             }
@@ -463,4 +446,41 @@ impl Tree {
         }
         Ok(true)
     }
+}
+
+/// The entry of an inner node of `len` entries whose child holds `key`:
+/// the last one whose separator (`cmp_sep(i)`: the separator against the
+/// key) is not above it; entry 0 has none.
+pub(super) fn child_for_key(
+    len: usize,
+    cmp_sep: impl Fn(usize) -> Result<std::cmp::Ordering>,
+) -> Result<usize> {
+    let (mut lo, mut hi) = (1, len);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if cmp_sep(mid)? != std::cmp::Ordering::Greater {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo - 1)
+}
+
+/// Where `key` is among a leaf's `len` sorted keys (`cmp_key(i)`: key `i`
+/// against it): `Ok(i)` when it is there, `Err(i)` where it would go.
+pub(super) fn search_leaf(
+    len: usize,
+    cmp_key: impl Fn(usize) -> Result<std::cmp::Ordering>,
+) -> Result<std::result::Result<usize, usize>> {
+    let (mut lo, mut hi) = (0, len);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        match cmp_key(mid)? {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Equal => return Ok(Ok(mid)),
+            std::cmp::Ordering::Greater => hi = mid,
+        }
+    }
+    Ok(Err(lo))
 }

@@ -119,29 +119,12 @@ impl Tree {
         let (mut ptr, mut count) = (self.root, self.count);
         for level in (1..self.height).rev() {
             let v = View::open(r, ptr, level, count)?;
-            let (mut lo, mut hi) = (1, v.len());
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if v.cmp_sep(mid, key)? != std::cmp::Ordering::Greater {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            (ptr, count) = (v.ptr(lo - 1)?, v.count(lo - 1)?);
+            let i = read::child_for_key(v.len(), |i| v.cmp_sep(i, key))?;
+            (ptr, count) = (v.ptr(i)?, v.count(i)?);
         }
         let v = View::open(r, ptr, 0, count)?;
-        let (mut lo, mut hi) = (0, v.len());
-        let found = loop {
-            if lo >= hi {
-                return Ok(false);
-            }
-            let mid = (lo + hi) / 2;
-            match v.cmp_key(mid, key)? {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Equal => break mid,
-                std::cmp::Ordering::Greater => hi = mid,
-            }
+        let Ok(found) = read::search_leaf(v.len(), |i| v.cmp_key(i, key))? else {
+            return Ok(false);
         };
         let (at, len) = v.value_span(found)?;
         let (first, last) = (at & !7, (at + len - 1) & !7);
