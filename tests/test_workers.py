@@ -146,6 +146,43 @@ def test_client_kill_addr_on_the_other_worker(two):
             c.close()
 
 
+def test_client_kill_and_list_by_type_on_both_workers(two):
+    """As in Redis, a subscriber is of type pubsub, not normal: Sentinel's
+    `CLIENT KILL TYPE normal` on a server it reconfigures closes the plain
+    clients of every worker and spares the subscribers (its own hello
+    links among them)."""
+    killer = one_connection_per_worker(two)
+    subscribers = one_connection_per_worker(two)
+    plain = one_connection_per_worker(two)
+    try:
+        for slot, c in subscribers.items():
+            assert c.cmd("SUBSCRIBE", f"ch{slot}")[0] == b"subscribe"
+        listed = killer[0].cmd("CLIENT", "LIST", "TYPE", "pubsub").decode().splitlines()
+        sub_ids = {re.search(r"id=(\d+)", line).group(1) for line in listed}
+        assert len(sub_ids) == 2
+        normal = killer[0].cmd("CLIENT", "LIST", "TYPE", "normal").decode()
+        assert not any(f"id={i} " in normal for i in sub_ids)
+        assert killer[0].cmd("CLIENT", "LIST", "TYPE", "replica") == b""
+        assert killer[0].cmd("CLIENT", "KILL", "TYPE", "master") == 0
+
+        # The caller is spared (SKIPME); the other worker's killer is not.
+        assert killer[0].cmd("CLIENT", "KILL", "TYPE", "normal") == 3
+        for c in list(plain.values()) + [killer[1]]:
+            _, closed = c.read_all(timeout=5)
+            assert closed
+        for c in subscribers.values():
+            assert c.cmd("PING") == [b"pong", b""]
+        assert killer[0].cmd("CLIENT", "KILL", "TYPE", "pubsub") == 2
+        for c in subscribers.values():
+            _, closed = c.read_all(timeout=5)
+            assert closed
+        assert killer[0].cmd("PING") == "PONG"
+    finally:
+        for group in (killer, subscribers, plain):
+            for c in group.values():
+                c.close()
+
+
 def test_worker_crash_loses_no_acknowledged_write(two):
     acked = {}  # key -> value, only for writes the server answered +OK
     acked_lock = threading.Lock()

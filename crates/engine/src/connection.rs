@@ -3,7 +3,7 @@
 use proto::resp::Protocol;
 
 use crate::command::{dispatch_sub, flags::*, Arg, CmdResult, Command};
-use crate::engine::{Cx, Flow, KillFilter, ServerRequest};
+use crate::engine::{ClientType, Cx, Flow, KillFilter, ServerRequest};
 use crate::error::{CmdError, BAD_DB, SYNTAX};
 use crate::parse;
 use crate::session::ReplyMode;
@@ -435,10 +435,11 @@ fn client_info(cx: &mut Cx<'_>, _args: &[Arg<'_>]) -> CmdResult {
 
 fn client_list(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
     let mut ids = Vec::new();
+    let mut client_type = None;
     let mut i = 2;
     while i < args.len() {
         if parse::is(&args[i], "type") && i + 1 < args.len() {
-            check_client_type(&args[i + 1])?;
+            client_type = Some(client_type_arg(&args[i + 1])?);
             i += 2;
         } else if parse::is(&args[i], "id") && i + 1 < args.len() {
             for a in &args[i + 1..] {
@@ -452,23 +453,19 @@ fn client_list(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
             return Err(CmdError::syntax());
         }
     }
-    cx.flow = Flow::Server(ServerRequest::ClientList { ids });
+    cx.flow = Flow::Server(ServerRequest::ClientList { ids, client_type });
     Ok(())
 }
 
 /// Refuses a `TYPE` argument of CLIENT LIST/KILL that names no client type
 /// Redis knows, with Redis's error.
-fn check_client_type(name: &[u8]) -> CmdResult {
-    if ["normal", "master", "replica", "slave", "pubsub"]
-        .iter()
-        .any(|w| parse::is(name, w))
-    {
-        return Ok(());
-    }
-    Err(CmdError::owned(format!(
-        "ERR Unknown client type '{}'",
-        crate::command::clip(name, 128)
-    )))
+fn client_type_arg(name: &[u8]) -> Result<ClientType, CmdError> {
+    ClientType::parse(name).ok_or_else(|| {
+        CmdError::owned(format!(
+            "ERR Unknown client type '{}'",
+            crate::command::clip(name, 128)
+        ))
+    })
 }
 
 fn client_kill(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
@@ -519,11 +516,7 @@ fn client_kill(cx: &mut Cx<'_>, args: &[Arg<'_>]) -> CmdResult {
                 }
                 filter.users = vec![val.to_vec()];
             } else if parse::is(opt, "type") {
-                check_client_type(val)?;
-                // Every client is a normal client.
-                if !parse::is(val, "normal") {
-                    filter.id = Some(0);
-                }
+                filter.client_type = Some(client_type_arg(val)?);
             } else {
                 return Err(CmdError::syntax());
             }

@@ -96,6 +96,8 @@ pub enum ServerRequest {
     ClientList {
         /// `ID id…` filter (empty = all).
         ids: Vec<u64>,
+        /// `TYPE` filter.
+        client_type: Option<ClientType>,
     },
     /// CLIENT KILL.
     ClientKill(KillFilter),
@@ -146,6 +148,55 @@ pub enum ServerRequest {
     },
 }
 
+/// A client type of CLIENT LIST/KILL's `TYPE`. A replica's link is the
+/// supervisor's (never a worker's client) and shoal's own link to its
+/// primary is no client either, so only `normal` and `pubsub` select any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientType {
+    /// Neither subscribed nor a replication link (MONITOR included, as in
+    /// Redis).
+    Normal,
+    /// A subscriber: Redis keeps it apart, so that Sentinel's `CLIENT KILL
+    /// TYPE normal` on a reconfigured server spares the pub/sub links.
+    PubSub,
+    /// `master`, `replica` or `slave`.
+    Replication,
+}
+
+impl ClientType {
+    /// The type a `TYPE` argument names, if it names one.
+    pub fn parse(name: &[u8]) -> Option<ClientType> {
+        let is = |w: &str| name.eq_ignore_ascii_case(w.as_bytes());
+        if is("normal") {
+            Some(ClientType::Normal)
+        } else if is("pubsub") {
+            Some(ClientType::PubSub)
+        } else if is("master") || is("replica") || is("slave") {
+            Some(ClientType::Replication)
+        } else {
+            None
+        }
+    }
+
+    /// Whether a client that is subscribed (`subscribed`) is of this type.
+    pub fn selects(self, subscribed: bool) -> bool {
+        match self {
+            ClientType::Normal => !subscribed,
+            ClientType::PubSub => subscribed,
+            ClientType::Replication => false,
+        }
+    }
+
+    /// The argument that names this type.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientType::Normal => "normal",
+            ClientType::PubSub => "pubsub",
+            ClientType::Replication => "replica",
+        }
+    }
+}
+
 /// CLIENT KILL's filters; every given one must match.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct KillFilter {
@@ -159,6 +210,8 @@ pub struct KillFilter {
     pub laddr: Option<String>,
     /// MAXAGE seconds.
     pub max_age: Option<u64>,
+    /// TYPE.
+    pub client_type: Option<ClientType>,
     /// SKIPME (default yes): spare the calling client.
     pub skip_me: bool,
     /// The calling client's id.

@@ -66,8 +66,8 @@ mod wire;
 
 pub use config::{listen_address, setting_in, startup, tls_generation, Config};
 pub use engine::{
-    BlockRequest, BusyServer, Cx, Engine, EngineStats, Flow, KillFilter, ListenAddress, Rebind,
-    ServerInfo, ServerRequest, TimeoutReply, TlsCheck,
+    BlockRequest, BusyServer, ClientType, Cx, Engine, EngineStats, Flow, KillFilter, ListenAddress,
+    Rebind, ServerInfo, ServerRequest, TimeoutReply, TlsCheck,
 };
 pub use pause::PauseMode;
 pub use pubsub::{queue_key, ClientSubs, PubSub, MAILBOX_FRAGMENT, MAILBOX_MESSAGE};

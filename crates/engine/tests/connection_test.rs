@@ -101,7 +101,10 @@ fn client_list_and_kill_go_to_the_server() {
     assert_eq!(out, "");
     assert_eq!(
         flow,
-        Flow::Server(ServerRequest::ClientList { ids: vec![3, 4] })
+        Flow::Server(ServerRequest::ClientList {
+            ids: vec![3, 4],
+            client_type: None
+        })
     );
     assert_eq!(
         t.run(&["CLIENT", "LIST", "ID", "x"]),

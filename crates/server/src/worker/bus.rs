@@ -12,7 +12,7 @@ use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::rc::Rc;
 use std::time::Duration;
 
-use engine::KillFilter;
+use engine::{ClientType, KillFilter};
 use store::{Handle, Sent};
 use tokio::sync::Notify;
 
@@ -285,6 +285,9 @@ pub(crate) fn encode_filter(f: &KillFilter) -> Vec<u8> {
     if let Some(age) = f.max_age {
         s += &format!("maxage={age}\n");
     }
+    if let Some(t) = f.client_type {
+        s += &format!("type={}\n", t.name());
+    }
     for u in &f.users {
         s += &format!("user={}\n", hex(u));
     }
@@ -322,6 +325,7 @@ pub(crate) fn decode_filter(payload: &[u8]) -> KillFilter {
             "addr" => f.addr = Some(v.to_string()),
             "laddr" => f.laddr = Some(v.to_string()),
             "maxage" => f.max_age = v.parse().ok(),
+            "type" => f.client_type = ClientType::parse(v.as_bytes()),
             "user" => f.users.push(unhex(v)),
             "channels" => {
                 f.channels_outside =
@@ -378,6 +382,7 @@ mod tests {
             addr: Some("127.0.0.1:5000".into()),
             laddr: None,
             max_age: Some(3),
+            client_type: Some(ClientType::PubSub),
             skip_me: true,
             caller: 9,
             users: vec![b"al ice\n".to_vec()],

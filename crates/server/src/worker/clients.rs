@@ -180,6 +180,9 @@ fn matches(filter: &KillFilter, s: &Session, now_ms: u64) -> bool {
         && filter
             .max_age
             .is_none_or(|age| now_ms.saturating_sub(s.created_ms) / 1000 >= age)
+        && filter
+            .client_type
+            .is_none_or(|t| t.selects(s.subs().total() > 0))
         && filter.selects_acl(s)
 }
 

@@ -957,7 +957,7 @@ pub(crate) async fn server_request(
     let now = worker.engine.borrow().now_ms();
     let protocol = session.borrow().protocol;
     match req {
-        ServerRequest::ClientList { ids } => {
+        ServerRequest::ClientList { ids, client_type } => {
             let mut text = worker.clients.list(
                 &ids,
                 now,
@@ -968,6 +968,8 @@ pub(crate) async fn server_request(
                 text.push_str(&String::from_utf8_lossy(&p));
             }
             let mut lines: Vec<&str> = text.lines().collect();
+            // A subscriber's line carries the `P` flag (on any worker).
+            lines.retain(|l| client_type.is_none_or(|t| t.selects(line_flags(l).contains('P'))));
             lines.sort_by_key(|l| client_id_of(l));
             let mut sorted = lines.join("\n");
             if !sorted.is_empty() {
@@ -1075,6 +1077,13 @@ async fn ask_peers(worker: &Worker, kind: u32, payload: &[u8]) -> Vec<Vec<u8>> {
 }
 
 /// The id of a CLIENT LIST line (`id=N …`), for ordering.
+/// The `flags=` field of a CLIENT LIST line.
+fn line_flags(line: &str) -> &str {
+    line.split(' ')
+        .find_map(|f| f.strip_prefix("flags="))
+        .unwrap_or("")
+}
+
 fn client_id_of(line: &str) -> u64 {
     line.strip_prefix("id=")
         .and_then(|r| r.split(' ').next())
