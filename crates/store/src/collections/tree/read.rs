@@ -208,6 +208,43 @@ impl Tree {
         bad()
     }
 
+    /// The item under `key`, without changing nodes, parsing them whole or
+    /// working out its rank: what a membership test or an upsert needs.
+    /// An inner node read in place is not summed whole (the search reads
+    /// no count but the one it follows, which the leaf's entry count then
+    /// checks); every slot and length it reads is checked as any view's.
+    pub(super) fn find_item(&self, key: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        if self.height == 0 {
+            return Ok(None);
+        }
+        let (mut ptr, mut count) = (self.root, self.count);
+        for level in (1..self.height).rev() {
+            let node = match self.src_mem(ptr, level, count)? {
+                Some(n) => n,
+                None => Src::Shm(View::open_unsummed(&self.sh.region, ptr, level)?),
+            };
+            let idx = child_for_key(node.len(), |i| node.cmp_sep(i, key))?;
+            (ptr, count) = (node.ptr(idx)?, node.count(idx)?);
+        }
+        let node = self.src(ptr, 0, count)?;
+        match search_leaf(node.len(), |i| node.cmp_key(i, key))? {
+            Ok(at) => node.item(at).map(Some),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Node `ptr` if this command holds it in process memory (changed, or
+    /// read whole earlier); None for a node only published.
+    fn src_mem(&self, ptr: u64, level: u8, count: u64) -> Result<Option<Src<'_>>> {
+        if ptr & MEM != 0 {
+            return match self.mem.get((ptr & !MEM) as usize) {
+                Some(n) => Ok(Some(Src::Mem(n))),
+                None => bad(),
+            };
+        }
+        Ok(self.cached(ptr, level, count).map(Src::Read))
+    }
+
     /// The item at `rank` (< len), without changing nodes.
     pub(super) fn find_rank(&self, rank: u64) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         if rank >= self.count {
@@ -350,7 +387,7 @@ impl Tree {
 
     /// The value under `key`.
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.find_key(key)?.item.map(|(_, v)| v))
+        Ok(self.find_item(key)?.map(|(_, v)| v))
     }
 
     /// The rank of `key`, if it is there.

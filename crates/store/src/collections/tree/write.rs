@@ -72,7 +72,7 @@ impl Tree {
     pub(crate) fn upsert(&mut self, key: &[u8], val: &[u8]) -> Result<Option<Vec<u8>>> {
         // A search in place first: when the item is already there with this
         // value (SADD of a member, HSET of the same value), no node is copied.
-        if let Some((_, old)) = self.find_key(key)?.item {
+        if let Some((_, old)) = self.find_item(key)? {
             if old == val {
                 return Ok(Some(old));
             }
@@ -118,7 +118,9 @@ impl Tree {
         let r = &self.sh.region;
         let (mut ptr, mut count) = (self.root, self.count);
         for level in (1..self.height).rev() {
-            let v = View::open(r, ptr, level, count)?;
+            // Not summed whole: the leaf's entry count checks the count
+            // followed (as in `find_item`).
+            let v = View::open_unsummed(r, ptr, level)?;
             let i = read::child_for_key(v.len(), |i| v.cmp_sep(i, key))?;
             (ptr, count) = (v.ptr(i)?, v.count(i)?);
         }
@@ -165,7 +167,7 @@ impl Tree {
     /// Removes `key` from a keyed tree; returns its value.
     pub(crate) fn remove_key(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         // A search in place first: a missing key copies no node.
-        if self.find_key(key)?.item.is_none() {
+        if self.find_item(key)?.is_none() {
             return Ok(None);
         }
         self.remove_present(key)
