@@ -270,7 +270,8 @@ impl Handle {
         let now = self.now_ms();
         let mut out = Sweep::default();
         for i in 0..n {
-            let bucket = index::bucket_at(&self.ctx, (start + i) % buckets);
+            // The cursor is a shared word: any value (a scribbled one too) wraps.
+            let bucket = index::bucket_at(&self.ctx, start.wrapping_add(i) % buckets);
             out.visited += 1;
             out.expired +=
                 self.remove_where(bucket, |raw| raw.expired(now), Some(Stat::Expired))?;

@@ -1002,7 +1002,10 @@ impl LogRing {
     /// it has finished.
     pub fn request_snapshot(&self) -> Result<u64> {
         let r = self.r();
-        let n = r.a64(H_SNAP_REQUESTS)?.fetch_add(1, Ordering::AcqRel) + 1;
+        let n = r
+            .a64(H_SNAP_REQUESTS)?
+            .fetch_add(1, Ordering::AcqRel)
+            .wrapping_add(1);
         futex_bump(r.a32(H_SNAP_FUTEX)?);
         Ok(n)
     }
