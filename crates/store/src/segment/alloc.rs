@@ -149,7 +149,7 @@ pub(crate) fn alloc_chained(
             let mut full = false;
             for &payload in batch {
                 let need = block_size_for(payload);
-                if maxmem != 0 && ctx.region().load64(A_USED_BYTES)? + need > maxmem {
+                if maxmem != 0 && ctx.region().load64(A_USED_BYTES)?.saturating_add(need) > maxmem {
                     full = true;
                     break;
                 }
