@@ -1076,7 +1076,6 @@ async fn ask_peers(worker: &Worker, kind: u32, payload: &[u8]) -> Vec<Vec<u8>> {
         .await
 }
 
-/// The id of a CLIENT LIST line (`id=N …`), for ordering.
 /// The `flags=` field of a CLIENT LIST line.
 fn line_flags(line: &str) -> &str {
     line.split(' ')
@@ -1084,6 +1083,7 @@ fn line_flags(line: &str) -> &str {
         .unwrap_or("")
 }
 
+/// The id of a CLIENT LIST line (`id=N …`), for ordering.
 fn client_id_of(line: &str) -> u64 {
     line.strip_prefix("id=")
         .and_then(|r| r.split(' ').next())
