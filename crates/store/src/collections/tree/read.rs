@@ -165,16 +165,10 @@ impl Tree {
     // ---------- searching ----------
 
     pub(super) fn src(&self, ptr: u64, level: u8, count: u64) -> Result<Src<'_>> {
-        if ptr & MEM != 0 {
-            return match self.mem.get((ptr & !MEM) as usize) {
-                Some(n) => Ok(Src::Mem(n)),
-                None => bad(),
-            };
+        match self.src_mem(ptr, level, count)? {
+            Some(n) => Ok(n),
+            None => Ok(Src::Shm(View::open(&self.sh.region, ptr, level, count)?)),
         }
-        if let Some(n) = self.cached(ptr, level, count) {
-            return Ok(Src::Read(n));
-        }
-        Ok(Src::Shm(View::open(&self.sh.region, ptr, level, count)?))
     }
 
     /// Finds `key` without changing nodes or parsing them whole: its rank
