@@ -87,6 +87,18 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    /// The bytes not read yet, all of them (the reader ends there).
+    pub(crate) fn rest(&mut self) -> &'a [u8] {
+        let rest = self.bytes.get(self.pos..).unwrap_or(&[]);
+        self.pos = self.bytes.len();
+        rest
+    }
+
+    /// How many bytes are left to read.
+    pub(crate) fn remaining(&self) -> usize {
+        self.bytes.len().saturating_sub(self.pos)
+    }
+
     pub(crate) fn u64(&mut self) -> Result<u64> {
         let end = self.pos + 8;
         let b = self.bytes.get(self.pos..end).ok_or(Error::BadValue)?;

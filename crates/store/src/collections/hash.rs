@@ -2,9 +2,8 @@
 
 use std::collections::HashSet;
 
-use indexmap::IndexMap;
-
 use super::codec::{self, Reader, TAG_ITEMS};
+use super::packed::Pairs;
 use super::tree::Tree;
 use super::{hashed_key, scan_tree, unhashed, Collection, FieldValue, Journal, Segment};
 use crate::error::{Error, Result};
@@ -55,14 +54,15 @@ pub struct Hash {
 
 #[derive(Debug)]
 enum Body {
-    Compact(IndexMap<Vec<u8>, Vec<u8>>),
+    /// Its compact bytes, edited in place (packed.rs).
+    Compact(Pairs),
     Paged(Tree),
 }
 
 impl Default for Hash {
     fn default() -> Self {
         Hash {
-            body: Body::Compact(IndexMap::new()),
+            body: Body::Compact(Pairs::default()),
             changed: false,
             journal: Journal::default(),
         }
@@ -82,14 +82,7 @@ impl Collection for Hash {
         if tag != TAG_ITEMS {
             return Err(Error::BadValue);
         }
-        let mut fields = IndexMap::with_capacity(n);
-        for _ in 0..n {
-            let field = r.bytes()?;
-            let value = r.bytes()?;
-            if fields.insert(field, value).is_some() {
-                return Err(Error::BadValue);
-            }
-        }
+        let fields = Pairs::parse(&mut r, n)?;
         r.finish()?;
         Ok(Hash {
             body: Body::Compact(fields),
@@ -114,11 +107,7 @@ impl Collection for Hash {
 
     fn encode(&self, out: &mut Vec<u8>) {
         if let Body::Compact(fields) = &self.body {
-            codec::header(out, TAG_ITEMS, fields.len());
-            for (field, value) in fields {
-                codec::put_bytes(out, field);
-                codec::put_bytes(out, value);
-            }
+            fields.encode(out, TAG_ITEMS);
         }
     }
 
@@ -160,7 +149,7 @@ impl Collection for Hash {
     fn settle(&mut self, seg: &Segment) -> Result<()> {
         match &mut self.body {
             Body::Compact(fields) => {
-                let bytes: usize = fields.iter().map(|(f, v)| f.len() + v.len()).sum();
+                let bytes = fields.data_bytes();
                 let over = fields.len() > COMPACT_ITEMS || bytes > COMPACT_BYTES;
                 let within_listpack = || {
                     let (entries, value) = listpack_thresholds(seg);
@@ -171,11 +160,14 @@ impl Collection for Hash {
                             .all(|(f, v)| f.len() <= value && v.len() <= value)
                 };
                 if over && !within_listpack() {
-                    let mut items: Vec<(Vec<u8>, &[u8])> = fields
-                        .iter()
-                        .map(|(f, v)| (hashed_key(f), v.as_slice()))
-                        .collect();
+                    let mut items: Vec<(Vec<u8>, &[u8])> =
+                        fields.iter().map(|(f, v)| (hashed_key(f), v)).collect();
                     items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                    // A repeated field (only a scribble makes one, packed.rs)
+                    // would be two items of one key in the tree.
+                    if items.windows(2).any(|w| w[0].0 == w[1].0) {
+                        return Err(Error::BadValue);
+                    }
                     let tree = Tree::build(
                         seg.0.clone(),
                         true,
@@ -186,14 +178,12 @@ impl Collection for Hash {
             }
             Body::Paged(tree) => {
                 if tree.len() as usize <= COMPACT_ITEMS / 2 {
-                    let fields: IndexMap<Vec<u8>, Vec<u8>> = tree
-                        .items()?
-                        .into_iter()
-                        .map(|(k, v)| (unhashed(&k).to_vec(), v))
-                        .collect();
-                    let bytes: usize = fields.iter().map(|(f, v)| f.len() + v.len()).sum();
+                    let items = tree.items()?;
+                    let bytes: usize = items.iter().map(|(k, v)| unhashed(k).len() + v.len()).sum();
                     if bytes <= COMPACT_BYTES / 2 {
-                        self.body = Body::Compact(fields);
+                        self.body = Body::Compact(Pairs::from_pairs(
+                            items.iter().map(|(k, v)| (unhashed(k), v.as_slice())),
+                        ));
                     }
                 }
             }
@@ -217,7 +207,7 @@ impl Hash {
     /// The value of `field`.
     pub fn get(&self, field: &[u8]) -> Result<Option<Vec<u8>>> {
         match &self.body {
-            Body::Compact(fields) => Ok(fields.get(field).cloned()),
+            Body::Compact(fields) => Ok(fields.get(field).map(<[u8]>::to_vec)),
             Body::Paged(t) => t.get(&hashed_key(field)),
         }
     }
@@ -225,7 +215,7 @@ impl Hash {
     /// Whether `field` exists.
     pub fn contains(&self, field: &[u8]) -> Result<bool> {
         match &self.body {
-            Body::Compact(fields) => Ok(fields.contains_key(field)),
+            Body::Compact(fields) => Ok(fields.get(field).is_some()),
             Body::Paged(t) => Ok(t.get(&hashed_key(field))?.is_some()),
         }
     }
@@ -235,16 +225,7 @@ impl Hash {
         self.changed = true;
         self.journal.hash_set(field, value);
         match &mut self.body {
-            Body::Compact(fields) => match fields.get_mut(field) {
-                Some(v) => {
-                    *v = value.to_vec();
-                    Ok(false)
-                }
-                None => {
-                    fields.insert(field.to_vec(), value.to_vec());
-                    Ok(true)
-                }
-            },
+            Body::Compact(fields) => Ok(fields.set(field, value)),
             Body::Paged(t) => Ok(t.upsert(&hashed_key(field), value)?.is_none()),
         }
     }
@@ -252,7 +233,7 @@ impl Hash {
     /// Removes `field`; true when it existed.
     pub fn remove(&mut self, field: &[u8]) -> Result<bool> {
         let removed = match &mut self.body {
-            Body::Compact(fields) => fields.shift_remove(field).is_some(),
+            Body::Compact(fields) => fields.remove(field),
             Body::Paged(t) => t.remove_key(&hashed_key(field))?.is_some(),
         };
         if removed {
@@ -274,8 +255,8 @@ impl Hash {
         let removed = match &mut self.body {
             Body::Compact(map) => {
                 let before = map.len();
-                map.retain(|f, _| {
-                    let gone = doomed.contains(f.as_slice());
+                map.retain(|f| {
+                    let gone = doomed.contains(f);
                     if gone {
                         journal.hash_del(f);
                     }
@@ -301,9 +282,10 @@ impl Hash {
     /// Every field and value.
     pub fn entries(&self) -> Result<Vec<FieldValue>> {
         match &self.body {
-            Body::Compact(fields) => {
-                Ok(fields.iter().map(|(f, v)| (f.clone(), v.clone())).collect())
-            }
+            Body::Compact(fields) => Ok(fields
+                .iter()
+                .map(|(f, v)| (f.to_vec(), v.to_vec()))
+                .collect()),
             Body::Paged(t) => Ok(t
                 .items()?
                 .into_iter()
@@ -318,8 +300,8 @@ impl Hash {
         match &self.body {
             Body::Compact(fields) => Ok(usize::try_from(index)
                 .ok()
-                .and_then(|i| fields.get_index(i))
-                .map(|(f, v)| (f.clone(), v.clone()))),
+                .and_then(|i| fields.nth(i))
+                .map(|(f, v)| (f.to_vec(), v.to_vec()))),
             Body::Paged(t) => Ok(t.nth(index)?.map(|(k, v)| (unhashed(&k).to_vec(), v))),
         }
     }
@@ -348,6 +330,21 @@ impl Hash {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_repeated_field_answers_as_its_first() {
+        let mut bytes = Vec::new();
+        codec::header(&mut bytes, TAG_ITEMS, 2);
+        for (f, v) in [("f", "1"), ("f", "2")] {
+            codec::put_bytes(&mut bytes, f.as_bytes());
+            codec::put_bytes(&mut bytes, v.as_bytes());
+        }
+        let mut h = Hash::decode(&bytes).unwrap();
+        assert_eq!(h.get(b"f").unwrap(), Some(b"1".to_vec()));
+        assert!(!h.insert(b"f", b"3").unwrap());
+        assert_eq!(h.get(b"f").unwrap(), Some(b"3".to_vec()));
+        assert_eq!(h.len(), 2);
+    }
 
     #[test]
     fn remove_all_counts_each_field_once_and_keeps_order() {

@@ -18,6 +18,7 @@
 mod codec;
 mod hash;
 mod list;
+mod packed;
 pub(crate) mod paged;
 mod set;
 mod stream;

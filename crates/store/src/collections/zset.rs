@@ -1,7 +1,6 @@
 //! Sorted sets.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
 
 use super::codec::{self, Reader, TAG_ITEMS};
 use super::tree::Tree;
@@ -36,8 +35,11 @@ pub struct ZSet {
 #[derive(Debug)]
 enum Body {
     Compact {
+        /// In order of score, then member. A member's score is found by
+        /// a scan (at most `COMPACT_ITEMS` members), as Redis scans a
+        /// listpack: a map beside it cost a copy and a hash of every member
+        /// each time the value was opened.
         sorted: Vec<(f64, Vec<u8>)>,
-        scores: HashMap<Vec<u8>, f64>,
     },
     Paged {
         by_score: Tree,
@@ -51,10 +53,7 @@ enum Body {
 impl Default for ZSet {
     fn default() -> Self {
         ZSet {
-            body: Body::Compact {
-                sorted: Vec::new(),
-                scores: HashMap::new(),
-            },
+            body: Body::Compact { sorted: Vec::new() },
             changed: false,
             journal: Journal::default(),
         }
@@ -122,7 +121,6 @@ impl Collection for ZSet {
             return Err(Error::BadValue);
         }
         let mut sorted: Vec<(f64, Vec<u8>)> = Vec::with_capacity(n);
-        let mut scores = HashMap::with_capacity(n);
         for _ in 0..n {
             let score = f64::from_bits(r.u64()?);
             let member = r.bytes()?;
@@ -132,12 +130,11 @@ impl Collection for ZSet {
             if score.is_nan() || !in_order {
                 return Err(Error::BadValue);
             }
-            scores.insert(member.clone(), score);
             sorted.push((score, member));
         }
         r.finish()?;
         Ok(ZSet {
-            body: Body::Compact { sorted, scores },
+            body: Body::Compact { sorted },
             changed: false,
             journal: Journal::default(),
         })
@@ -233,8 +230,7 @@ impl Collection for ZSet {
                         sorted.push((read_score(&v)?, unhashed(&k).to_vec()));
                     }
                     if sorted.iter().map(|(_, m)| m.len() + 8).sum::<usize>() <= COMPACT_BYTES / 2 {
-                        let scores = sorted.iter().map(|(s, m)| (m.clone(), *s)).collect();
-                        self.body = Body::Compact { sorted, scores };
+                        self.body = Body::Compact { sorted };
                     }
                 }
             }
@@ -288,9 +284,8 @@ impl ZSet {
                 .map(|(m, s)| (s, m))
                 .collect(),
         };
-        let scores = sorted.iter().map(|(s, m)| (m.clone(), *s)).collect();
         Ok(ZSet {
-            body: Body::Compact { sorted, scores },
+            body: Body::Compact { sorted },
             changed: false,
             journal: Journal::default(),
         })
@@ -299,7 +294,10 @@ impl ZSet {
     /// The score of `member`.
     pub fn score(&self, member: &[u8]) -> Result<Option<f64>> {
         match &self.body {
-            Body::Compact { scores, .. } => Ok(scores.get(member).copied()),
+            Body::Compact { sorted } => Ok(sorted
+                .iter()
+                .find(|(_, m)| m.as_slice() == member)
+                .map(|(s, _)| *s)),
             Body::Paged {
                 moved: Some((m, s)),
                 ..
@@ -340,7 +338,7 @@ impl ZSet {
             }
         }
         match &mut self.body {
-            Body::Compact { sorted, scores } => {
+            Body::Compact { sorted } => {
                 if let Some(old) = old {
                     if let Ok(i) = position(sorted, old, member) {
                         sorted.remove(i);
@@ -348,7 +346,6 @@ impl ZSet {
                 }
                 let at = position(sorted, score, member).unwrap_or_else(|i| i);
                 sorted.insert(at, (score, member.to_vec()));
-                scores.insert(member.to_vec(), score);
             }
             Body::Paged {
                 by_score,
@@ -381,8 +378,7 @@ impl ZSet {
             return Ok(false);
         };
         match &mut self.body {
-            Body::Compact { sorted, scores } => {
-                scores.remove(member);
+            Body::Compact { sorted } => {
                 if let Ok(i) = position(sorted, score, member) {
                     sorted.remove(i);
                 }
@@ -513,10 +509,8 @@ impl ZSet {
         }
         let doomed = self.range(start, end)?;
         match &mut self.body {
-            Body::Compact { sorted, scores } => {
-                for (_, m) in sorted.drain(start as usize..end as usize) {
-                    scores.remove(&m);
-                }
+            Body::Compact { sorted } => {
+                sorted.drain(start as usize..end as usize);
             }
             Body::Paged {
                 by_score,
