@@ -76,15 +76,22 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn bytes(&mut self) -> Result<Vec<u8>> {
+        let span = self.span()?;
+        Ok(self.bytes[span].to_vec())
+    }
+
+    /// Where the next length-prefixed string's bytes are, in the bytes
+    /// the reader was opened on.
+    pub(crate) fn span(&mut self) -> Result<std::ops::Range<usize>> {
         let len = self.varint()?;
         let end = usize::try_from(len)
             .ok()
             .and_then(|l| self.pos.checked_add(l))
             .filter(|&e| e <= self.bytes.len())
             .ok_or(Error::BadValue)?;
-        let out = self.bytes[self.pos..end].to_vec();
+        let start = self.pos;
         self.pos = end;
-        Ok(out)
+        Ok(start..end)
     }
 
     /// The bytes not read yet, all of them (the reader ends there).

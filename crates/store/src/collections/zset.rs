@@ -39,7 +39,7 @@ enum Body {
         /// a scan (at most `COMPACT_ITEMS` members), as Redis scans a
         /// listpack: a map beside it cost a copy and a hash of every member
         /// each time the value was opened.
-        sorted: Vec<(f64, Vec<u8>)>,
+        sorted: Sorted,
     },
     Paged {
         by_score: Tree,
@@ -53,7 +53,9 @@ enum Body {
 impl Default for ZSet {
     fn default() -> Self {
         ZSet {
-            body: Body::Compact { sorted: Vec::new() },
+            body: Body::Compact {
+                sorted: Sorted::default(),
+            },
             changed: false,
             journal: Journal::default(),
         }
@@ -120,17 +122,29 @@ impl Collection for ZSet {
         if tag != TAG_ITEMS {
             return Err(Error::BadValue);
         }
-        let mut sorted: Vec<(f64, Vec<u8>)> = Vec::with_capacity(n);
+        // The members stay in a copy of the value's bytes (no allocation
+        // per member); members added later go after them.
+        let mut sorted = Sorted {
+            items: Vec::with_capacity(n),
+            arena: bytes.to_vec(),
+        };
         for _ in 0..n {
             let score = f64::from_bits(r.u64()?);
-            let member = r.bytes()?;
-            let in_order = sorted
-                .last()
-                .is_none_or(|(s, m)| order((*s, m), (score, &member)) == Ordering::Less);
+            let member = r.span()?;
+            let in_order = sorted.items.last().is_none_or(|last| {
+                order(
+                    (last.score, sorted.member(last)),
+                    (score, &bytes[member.clone()]),
+                ) == Ordering::Less
+            });
             if score.is_nan() || !in_order {
                 return Err(Error::BadValue);
             }
-            sorted.push((score, member));
+            sorted.items.push(Item {
+                score,
+                start: member.start,
+                len: member.len(),
+            });
         }
         r.finish()?;
         Ok(ZSet {
@@ -157,7 +171,7 @@ impl Collection for ZSet {
     fn encode(&self, out: &mut Vec<u8>) {
         if let Body::Compact { sorted, .. } = &self.body {
             codec::header(out, TAG_ITEMS, sorted.len());
-            for (score, member) in sorted {
+            for (score, member) in sorted.iter() {
                 out.extend_from_slice(&score.to_bits().to_le_bytes());
                 codec::put_bytes(out, member);
             }
@@ -209,11 +223,11 @@ impl Collection for ZSet {
                 if sorted.len() > COMPACT_ITEMS || bytes > COMPACT_BYTES {
                     let by_score: Vec<(Vec<u8>, [u8; 8])> = sorted
                         .iter()
-                        .map(|(s, m)| (score_key(*s, m), score_value(*s)))
+                        .map(|(s, m)| (score_key(s, m), score_value(s)))
                         .collect();
                     let mut by_member: Vec<(Vec<u8>, [u8; 8])> = sorted
                         .iter()
-                        .map(|(s, m)| (hashed_key(m), score_value(*s)))
+                        .map(|(s, m)| (hashed_key(m), score_value(s)))
                         .collect();
                     by_member.sort_unstable_by(|a, b| a.0.cmp(&b.0));
                     self.body = Body::Paged {
@@ -225,9 +239,9 @@ impl Collection for ZSet {
             }
             Body::Paged { by_score, .. } => {
                 if by_score.len() as usize <= COMPACT_ITEMS / 2 {
-                    let mut sorted = Vec::with_capacity(by_score.len() as usize);
+                    let mut sorted = Sorted::default();
                     for (k, v) in by_score.items()? {
-                        sorted.push((read_score(&v)?, unhashed(&k).to_vec()));
+                        sorted.push(read_score(&v)?, unhashed(&k));
                     }
                     if sorted.iter().map(|(_, m)| m.len() + 8).sum::<usize>() <= COMPACT_BYTES / 2 {
                         self.body = Body::Compact { sorted };
@@ -264,25 +278,86 @@ fn settle_moved(by_member: &mut Tree, moved: &mut Option<(Vec<u8>, f64)>) -> Res
     Ok(())
 }
 
-fn position(
-    sorted: &[(f64, Vec<u8>)],
+/// One member of a [`Sorted`]: its score and where its bytes are.
+#[derive(Clone, Copy, Debug)]
+struct Item {
     score: f64,
-    member: &[u8],
-) -> std::result::Result<usize, usize> {
-    sorted.binary_search_by(|(s, m)| order((*s, m), (score, member)))
+    start: usize,
+    len: usize,
+}
+
+/// A compact sorted set while open: its members in (score, member) order,
+/// their bytes in one buffer. A removed member's bytes stay in the buffer
+/// until the value is written (it lives for one command).
+#[derive(Clone, Debug, Default)]
+struct Sorted {
+    items: Vec<Item>,
+    arena: Vec<u8>,
+}
+
+impl Sorted {
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    fn member(&self, item: &Item) -> &[u8] {
+        self.arena
+            .get(item.start..item.start + item.len)
+            .unwrap_or(&[])
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (f64, &[u8])> + '_ {
+        self.items.iter().map(|it| (it.score, self.member(it)))
+    }
+
+    fn get(&self, i: usize) -> Option<(f64, &[u8])> {
+        self.items.get(i).map(|it| (it.score, self.member(it)))
+    }
+
+    fn position(&self, score: f64, member: &[u8]) -> std::result::Result<usize, usize> {
+        self.items
+            .binary_search_by(|it| order((it.score, self.member(it)), (score, member)))
+    }
+
+    fn partition_point(&self, pred: impl Fn(f64, &[u8]) -> bool) -> usize {
+        self.items
+            .partition_point(|it| pred(it.score, self.member(it)))
+    }
+
+    fn item(&mut self, score: f64, member: &[u8]) -> Item {
+        let start = self.arena.len();
+        self.arena.extend_from_slice(member);
+        Item {
+            score,
+            start,
+            len: member.len(),
+        }
+    }
+
+    fn push(&mut self, score: f64, member: &[u8]) {
+        let item = self.item(score, member);
+        self.items.push(item);
+    }
+
+    fn insert(&mut self, at: usize, score: f64, member: &[u8]) {
+        let item = self.item(score, member);
+        self.items.insert(at, item);
+    }
 }
 
 impl ZSet {
     /// A copy held wholly in process memory: it stays valid after the
     /// read that made it, when a paged original may change.
     pub fn detached(&self) -> Result<ZSet> {
-        let sorted: Vec<(f64, Vec<u8>)> = match &self.body {
+        let sorted = match &self.body {
             Body::Compact { sorted, .. } => sorted.clone(),
-            Body::Paged { .. } => self
-                .range(0, self.len())?
-                .into_iter()
-                .map(|(m, s)| (s, m))
-                .collect(),
+            Body::Paged { .. } => {
+                let mut sorted = Sorted::default();
+                for (m, s) in self.range(0, self.len())? {
+                    sorted.push(s, &m);
+                }
+                sorted
+            }
         };
         Ok(ZSet {
             body: Body::Compact { sorted },
@@ -294,10 +369,9 @@ impl ZSet {
     /// The score of `member`.
     pub fn score(&self, member: &[u8]) -> Result<Option<f64>> {
         match &self.body {
-            Body::Compact { sorted } => Ok(sorted
-                .iter()
-                .find(|(_, m)| m.as_slice() == member)
-                .map(|(s, _)| *s)),
+            Body::Compact { sorted } => {
+                Ok(sorted.iter().find(|(_, m)| *m == member).map(|(s, _)| s))
+            }
             Body::Paged {
                 moved: Some((m, s)),
                 ..
@@ -340,12 +414,12 @@ impl ZSet {
         match &mut self.body {
             Body::Compact { sorted } => {
                 if let Some(old) = old {
-                    if let Ok(i) = position(sorted, old, member) {
-                        sorted.remove(i);
+                    if let Ok(i) = sorted.position(old, member) {
+                        sorted.items.remove(i);
                     }
                 }
-                let at = position(sorted, score, member).unwrap_or_else(|i| i);
-                sorted.insert(at, (score, member.to_vec()));
+                let at = sorted.position(score, member).unwrap_or_else(|i| i);
+                sorted.insert(at, score, member);
             }
             Body::Paged {
                 by_score,
@@ -379,8 +453,8 @@ impl ZSet {
         };
         match &mut self.body {
             Body::Compact { sorted } => {
-                if let Ok(i) = position(sorted, score, member) {
-                    sorted.remove(i);
+                if let Ok(i) = sorted.position(score, member) {
+                    sorted.items.remove(i);
                 }
             }
             Body::Paged {
@@ -405,7 +479,7 @@ impl ZSet {
         };
         match &self.body {
             Body::Compact { sorted, .. } => {
-                Ok(position(sorted, score, member).ok().map(|i| i as u64))
+                Ok(sorted.position(score, member).ok().map(|i| i as u64))
             }
             Body::Paged { by_score, .. } => by_score.rank_of(&score_key(score, member)),
         }
@@ -417,7 +491,7 @@ impl ZSet {
             Body::Compact { sorted, .. } => Ok(usize::try_from(rank)
                 .ok()
                 .and_then(|i| sorted.get(i))
-                .map(|(s, m)| (m.clone(), *s))),
+                .map(|(s, m)| (m.to_vec(), s))),
             Body::Paged { by_score, .. } => {
                 by_score.nth(rank)?.map(|(k, v)| scored(&k, &v)).transpose()
             }
@@ -432,9 +506,11 @@ impl ZSet {
             return Ok(Vec::new());
         }
         match &self.body {
-            Body::Compact { sorted, .. } => Ok(sorted[start as usize..end as usize]
+            Body::Compact { sorted, .. } => Ok(sorted
                 .iter()
-                .map(|(s, m)| (m.clone(), *s))
+                .skip(start as usize)
+                .take((end - start) as usize)
+                .map(|(s, m)| (m.to_vec(), s))
                 .collect()),
             Body::Paged { by_score, .. } => {
                 let mut out = Vec::with_capacity((end - start) as usize);
@@ -463,8 +539,7 @@ impl ZSet {
         match &self.body {
             Body::Compact { sorted, .. } => {
                 Ok(
-                    sorted
-                        .partition_point(|(s, _)| if inclusive { *s <= score } else { *s < score })
+                    sorted.partition_point(|s, _| if inclusive { s <= score } else { s < score })
                         as u64,
                 )
             }
@@ -484,13 +559,12 @@ impl ZSet {
     /// every member has the same score.
     pub fn count_below_lex(&self, member: &[u8], inclusive: bool) -> Result<u64> {
         match &self.body {
-            Body::Compact { sorted, .. } => Ok(sorted.partition_point(|(_, m)| {
-                if inclusive {
-                    m.as_slice() <= member
-                } else {
-                    m.as_slice() < member
-                }
-            }) as u64),
+            Body::Compact { sorted, .. } => {
+                Ok(
+                    sorted.partition_point(|_, m| if inclusive { m <= member } else { m < member })
+                        as u64,
+                )
+            }
             Body::Paged { by_score, .. } => {
                 let Some((_, first)) = self.nth(0)? else {
                     return Ok(0);
@@ -510,7 +584,7 @@ impl ZSet {
         let doomed = self.range(start, end)?;
         match &mut self.body {
             Body::Compact { sorted } => {
-                sorted.drain(start as usize..end as usize);
+                sorted.items.drain(start as usize..end as usize);
             }
             Body::Paged {
                 by_score,
@@ -551,5 +625,75 @@ impl ZSet {
                 Ok((next, items))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reopened(z: &ZSet) -> ZSet {
+        let mut out = Vec::new();
+        z.encode(&mut out);
+        ZSet::decode(&out).unwrap()
+    }
+
+    fn all(z: &ZSet) -> Vec<(String, f64)> {
+        z.range(0, z.len())
+            .unwrap()
+            .into_iter()
+            .map(|(m, s)| (String::from_utf8(m).unwrap(), s))
+            .collect()
+    }
+
+    #[test]
+    fn compact_edits_keep_the_order_across_reopening() {
+        let mut z = ZSet::empty();
+        for (m, s) in [("c", 3.0), ("a", 1.0), ("b", 2.0), ("bb", 2.0)] {
+            assert_eq!(z.insert(m.as_bytes(), s).unwrap(), None);
+        }
+        let mut z = reopened(&z);
+        // Members read from the value's bytes and added after them mix.
+        assert_eq!(z.insert(b"a", 4.0).unwrap(), Some(1.0));
+        assert_eq!(z.insert(b"d", 0.5).unwrap(), None);
+        assert!(z.remove(b"bb").unwrap());
+        assert!(!z.remove(b"bb").unwrap());
+        let want = [("d", 0.5), ("b", 2.0), ("c", 3.0), ("a", 4.0)];
+        let want: Vec<_> = want.iter().map(|(m, s)| (m.to_string(), *s)).collect();
+        assert_eq!(all(&z), want);
+        assert_eq!(z.rank(b"c").unwrap(), Some(2));
+        assert_eq!(z.score(b"a").unwrap(), Some(4.0));
+        assert_eq!(z.nth(1).unwrap(), Some((b"b".to_vec(), 2.0)));
+        assert_eq!(z.count_below_score(3.0, true).unwrap(), 3);
+        assert_eq!(z.count_below_score(3.0, false).unwrap(), 2);
+        assert_eq!(all(&z.detached().unwrap()), want);
+        let mut z = reopened(&z);
+        assert_eq!(all(&z), want);
+        assert_eq!(z.remove_range(0, 2).unwrap(), 2);
+        assert_eq!(all(&reopened(&z)), want[2..].to_vec());
+    }
+
+    #[test]
+    fn damaged_compact_bytes_are_refused_or_read_without_panic() {
+        let mut z = ZSet::empty();
+        for i in 0..10u8 {
+            z.insert(&[b'm', i], f64::from(i)).unwrap();
+        }
+        let mut out = Vec::new();
+        z.encode(&mut out);
+        for at in 0..out.len() {
+            for byte in [0u8, 0x7f, 0x80, 0xff] {
+                let mut bad = out.clone();
+                bad[at] = byte;
+                if let Ok(z) = ZSet::decode(&bad) {
+                    let _ = all_lossy(&z);
+                }
+                let _ = ZSet::decode(&bad[..at]);
+            }
+        }
+    }
+
+    fn all_lossy(z: &ZSet) -> usize {
+        z.range(0, z.len()).map(|v| v.len()).unwrap_or(0)
     }
 }
