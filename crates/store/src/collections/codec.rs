@@ -57,6 +57,12 @@ impl<'a> Reader<'a> {
         Reader { bytes, pos: 0 }
     }
 
+    /// A reader over `bytes` from `pos` on; the spans it returns are
+    /// positions in `bytes`.
+    pub(crate) fn at(bytes: &'a [u8], pos: usize) -> Reader<'a> {
+        Reader { bytes, pos }
+    }
+
     fn byte(&mut self) -> Result<u8> {
         let b = *self.bytes.get(self.pos).ok_or(Error::BadValue)?;
         self.pos += 1;
@@ -99,11 +105,6 @@ impl<'a> Reader<'a> {
         let rest = self.bytes.get(self.pos..).unwrap_or(&[]);
         self.pos = self.bytes.len();
         rest
-    }
-
-    /// How many bytes are left to read.
-    pub(crate) fn remaining(&self) -> usize {
-        self.bytes.len().saturating_sub(self.pos)
     }
 
     pub(crate) fn u64(&mut self) -> Result<u64> {

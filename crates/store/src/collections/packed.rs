@@ -37,30 +37,14 @@ struct Span {
     value: Range<usize>,
 }
 
-/// Reads one length-prefixed string at `pos`: (its bytes, where it ends).
-#[inline]
-fn string_at(bytes: &[u8], pos: usize) -> Option<(Range<usize>, usize)> {
-    // Most lengths are one byte.
-    if let Some(&len) = bytes.get(pos).filter(|&&b| b < 0x80) {
-        let start = pos + 1;
-        let end = start + usize::from(len);
-        return (end <= bytes.len()).then_some((start..end, end));
-    }
-    let rest = bytes.get(pos..)?;
-    let mut r = Reader::over(rest);
-    let len = usize::try_from(r.varint().ok()?).ok()?;
-    let start = pos + (rest.len() - r.remaining());
-    let end = start.checked_add(len).filter(|&e| e <= bytes.len())?;
-    Some((start..end, end))
-}
-
 fn span_at(bytes: &[u8], pos: usize) -> Option<Span> {
-    let (field, after_field) = string_at(bytes, pos)?;
-    let (value, end) = string_at(bytes, after_field)?;
+    let mut r = Reader::at(bytes, pos);
+    let field = r.span().ok()?;
+    let value = r.span().ok()?;
     Some(Span {
-        whole: pos..end,
+        whole: pos..value.end,
+        value_with_len: field.end..value.end,
         field,
-        value_with_len: after_field..end,
         value,
     })
 }
@@ -128,16 +112,13 @@ impl Pairs {
     /// Sets `field` to `value`; true when the field is new (it goes last;
     /// an existing one keeps its place).
     pub(crate) fn set(&mut self, field: &[u8], value: &[u8]) -> bool {
-        let found = self.find(field);
-        self.data += value.len();
-        match found {
+        match self.find(field) {
             Some(s) if s.value.len() == value.len() => {
-                self.data -= value.len();
                 self.bytes[s.value].copy_from_slice(value);
                 false
             }
             Some(s) => {
-                self.data -= s.value.len();
+                self.data = self.data - s.value.len() + value.len();
                 let mut encoded = Vec::with_capacity(value.len() + 5);
                 codec::put_bytes(&mut encoded, value);
                 self.bytes.splice(s.value_with_len, encoded);
@@ -147,7 +128,7 @@ impl Pairs {
                 codec::put_bytes(&mut self.bytes, field);
                 codec::put_bytes(&mut self.bytes, value);
                 self.count += 1;
-                self.data += field.len();
+                self.data += field.len() + value.len();
                 true
             }
         }
