@@ -63,6 +63,11 @@ impl<'a> Reader<'a> {
         Reader { bytes, pos }
     }
 
+    /// How far the reader has read.
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
     fn byte(&mut self) -> Result<u8> {
         let b = *self.bytes.get(self.pos).ok_or(Error::BadValue)?;
         self.pos += 1;

@@ -1,16 +1,17 @@
-//! A small hash kept as its compact bytes (codec.rs's items) while it is
-//! open: a write edits the bytes, as Redis edits a listpack, rather than
-//! decoding every field and value into allocations of their own and
-//! encoding them all again. Lookups scan, which is what a listpack does
-//! too: a compact hash has at most `hash-max-listpack-entries` fields.
+//! A small hash ([`Pairs`]) or set ([`Members`]) kept as its compact bytes
+//! (codec.rs's items) while it is open: a write edits the bytes, as Redis
+//! edits a listpack, rather than decoding every item into an allocation of
+//! its own and encoding them all again. Lookups scan, which is what a
+//! listpack does too: a compact hash has at most
+//! `hash-max-listpack-entries` fields, a compact set 512 members.
 //!
-//! The bytes come from shared memory, so [`Pairs::parse`] checks every
-//! length once; the methods after it only see bytes this type wrote, and
-//! still never index past them. It does not look for a repeated field:
-//! that would cost a hash per field on every write of the value, and only a
-//! scribble makes one. Such a value still answers consistently (the first
-//! of the two is the field) and is refused where it would matter, when it
-//! becomes a paged tree (hash.rs `settle`).
+//! The bytes come from shared memory, so `parse` checks every length once;
+//! the methods after it only see bytes this type wrote, and still never
+//! index past them. It does not look for a repeated item: that would cost a
+//! hash per item on every write of the value, and only a scribble makes
+//! one. Such a value still answers consistently (the first of the two is
+//! the item) and is refused where it would matter, when it becomes a paged
+//! tree (`settle` in hash.rs and set.rs).
 
 use std::ops::Range;
 
@@ -177,6 +178,124 @@ impl Pairs {
     }
 }
 
+/// Members in insertion order: each a varint length and its bytes.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Members {
+    count: usize,
+    /// The bytes of every member, without their lengths.
+    data: usize,
+    bytes: Vec<u8>,
+}
+
+impl Members {
+    /// Takes `count` members from `r` (the rest of a compact value after
+    /// its header), checking every length.
+    pub(crate) fn parse(r: &mut Reader<'_>, count: usize) -> Result<Members> {
+        let bytes = r.rest().to_vec();
+        let mut at = Reader::over(&bytes);
+        let mut data = 0;
+        for _ in 0..count {
+            data += at.span()?.len();
+        }
+        at.finish()?;
+        Ok(Members { count, data, bytes })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.count
+    }
+
+    /// The bytes of every member, without their lengths.
+    pub(crate) fn data_bytes(&self) -> usize {
+        self.data
+    }
+
+    /// Appends the compact form: header, then the members as they are.
+    pub(crate) fn encode(&self, out: &mut Vec<u8>, tag: u8) {
+        codec::header(out, tag, self.count);
+        out.extend_from_slice(&self.bytes);
+    }
+
+    /// Each member's place: from its length to its last byte, and its bytes.
+    fn spans(&self) -> impl Iterator<Item = (Range<usize>, Range<usize>)> + '_ {
+        let mut r = Reader::over(&self.bytes);
+        (0..self.count).map_while(move |_| {
+            let start = r.position();
+            let member = r.span().ok()?;
+            Some((start..member.end, member))
+        })
+    }
+
+    /// Every member, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.spans().map(|(_, m)| &self.bytes[m])
+    }
+
+    fn find(&self, member: &[u8]) -> Option<Range<usize>> {
+        self.spans()
+            .find(|(_, m)| &self.bytes[m.clone()] == member)
+            .map(|(whole, _)| whole)
+    }
+
+    pub(crate) fn contains(&self, member: &[u8]) -> bool {
+        self.find(member).is_some()
+    }
+
+    /// The member at position `index`.
+    pub(crate) fn nth(&self, index: usize) -> Option<&[u8]> {
+        self.iter().nth(index)
+    }
+
+    /// Adds `member` last; true when it is new.
+    pub(crate) fn insert(&mut self, member: &[u8]) -> bool {
+        if self.contains(member) {
+            return false;
+        }
+        self.push(member);
+        true
+    }
+
+    /// Appends `member`, which the caller knows is not there.
+    fn push(&mut self, member: &[u8]) {
+        codec::put_bytes(&mut self.bytes, member);
+        self.count += 1;
+        self.data += member.len();
+    }
+
+    /// Removes `member`; true when it was there. The others keep their order.
+    pub(crate) fn remove(&mut self, member: &[u8]) -> bool {
+        match self.find(member) {
+            Some(whole) => {
+                self.data -= member.len();
+                self.bytes.drain(whole);
+                self.count -= 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Keeps the members `keep` accepts, in order.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
+        let mut out = Members::default();
+        for m in self.iter() {
+            if keep(m) {
+                out.push(m);
+            }
+        }
+        *self = out;
+    }
+
+    /// Members from distinct byte strings, in the order given.
+    pub(crate) fn from_members<M: AsRef<[u8]>>(members: impl IntoIterator<Item = M>) -> Members {
+        let mut out = Members::default();
+        for m in members {
+            out.push(m.as_ref());
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -218,6 +337,38 @@ mod tests {
             p.retain(|f| f != field.as_slice());
             prop_assert!(p.get(&field).is_none());
             prop_assert!(!p.remove(&field));
+        }
+    }
+
+    proptest! {
+        /// The same for members: any bytes fail to parse or give members
+        /// every method handles, and edits round-trip.
+        #[test]
+        fn any_member_bytes_parse_or_fail_and_never_panic(
+            members in proptest::collection::vec(proptest::collection::vec(0u8..4, 0..3), 0..12),
+            damage in proptest::option::of((any::<usize>(), any::<u8>())),
+            member in proptest::collection::vec(0u8..4, 0..3),
+        ) {
+            let mut bytes = Vec::new();
+            Members::from_members(&members).encode(&mut bytes, TAG_ITEMS);
+            if let Some((at, byte)) = damage {
+                let at = at % bytes.len();
+                bytes[at] = byte;
+            }
+            let Ok((mut r, _, n)) = Reader::open(&bytes) else { return Ok(()) };
+            let Ok(mut m) = Members::parse(&mut r, n) else { return Ok(()) };
+            let _ = m.nth(n / 2);
+            m.insert(&member);
+            prop_assert!(m.contains(&member));
+            let mut out = Vec::new();
+            m.encode(&mut out, TAG_ITEMS);
+            let (mut r, _, n) = Reader::open(&out).unwrap();
+            let again = Members::parse(&mut r, n).unwrap();
+            prop_assert_eq!(again.data_bytes(), m.data_bytes());
+            prop_assert_eq!(again.iter().collect::<Vec<_>>(), m.iter().collect::<Vec<_>>());
+            m.retain(|x| x != member.as_slice());
+            prop_assert!(!m.contains(&member));
+            prop_assert!(!m.remove(&member));
         }
     }
 

@@ -2,9 +2,8 @@
 
 use std::collections::HashSet;
 
-use indexmap::IndexSet;
-
 use super::codec::{self, Reader, TAG_INTSET, TAG_ITEMS};
+use super::packed::Members;
 use super::tree::Tree;
 use super::{as_int, hashed_key, scan_tree, unhashed, Collection, Journal, Segment};
 use crate::error::{Error, Result};
@@ -29,14 +28,43 @@ pub struct Set {
 
 #[derive(Debug)]
 enum Body {
-    Compact(IndexSet<Vec<u8>>),
+    /// Every member an integer, ascending, none repeated: read and written
+    /// as the 8-byte integers of the intset form, with no text made.
+    Ints(Vec<i64>),
+    /// A small set with a member that is not an integer, kept as its
+    /// compact bytes (packed.rs).
+    Members(Members),
     Paged(Tree),
+}
+
+impl Body {
+    /// The compact body of distinct members: the intset shape when every
+    /// member is an integer and there are few enough.
+    fn compact(members: Members) -> Body {
+        if members.len() > INTSET_ENTRIES {
+            return Body::Members(members);
+        }
+        let Some(mut ints) = members.iter().map(as_int).collect::<Option<Vec<i64>>>() else {
+            return Body::Members(members);
+        };
+        ints.sort_unstable();
+        // A repeated member (only a scribble makes one) stays as it was
+        // read, so it answers as the first of the two (packed.rs).
+        if ints.windows(2).any(|w| w[0] == w[1]) {
+            return Body::Members(members);
+        }
+        Body::Ints(ints)
+    }
+}
+
+fn int_text(i: i64) -> Vec<u8> {
+    i.to_string().into_bytes()
 }
 
 impl Default for Set {
     fn default() -> Self {
         Set {
-            body: Body::Compact(IndexSet::new()),
+            body: Body::Ints(Vec::new()),
             changed: false,
             journal: Journal::default(),
         }
@@ -53,27 +81,31 @@ impl Collection for Set {
 
     fn decode(bytes: &[u8]) -> Result<Self> {
         let (mut r, tag, n) = Reader::open(bytes)?;
-        let mut members = IndexSet::with_capacity(n);
-        for _ in 0..n {
-            let member = match tag {
-                TAG_ITEMS => r.bytes()?,
-                TAG_INTSET => (r.u64()? as i64).to_string().into_bytes(),
-                _ => return Err(Error::BadValue),
-            };
-            if !members.insert(member) {
-                return Err(Error::BadValue);
+        let body = match tag {
+            TAG_INTSET => {
+                let mut ints: Vec<i64> = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let i = r.u64()? as i64;
+                    if ints.last().is_some_and(|&last| last >= i) {
+                        return Err(Error::BadValue);
+                    }
+                    ints.push(i);
+                }
+                r.finish()?;
+                Body::Ints(ints)
             }
-        }
-        r.finish()?;
+            TAG_ITEMS => Body::compact(Members::parse(&mut r, n)?),
+            _ => return Err(Error::BadValue),
+        };
         Ok(Set {
-            body: Body::Compact(members),
+            body,
             changed: false,
             journal: Journal::default(),
         })
     }
 
     fn encode_image(&self, out: &mut Vec<u8>) -> Result<()> {
-        if let Body::Compact(_) = &self.body {
+        if !matches!(self.body, Body::Paged(_)) {
             self.encode(out);
             return Ok(());
         }
@@ -86,25 +118,28 @@ impl Collection for Set {
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        let Body::Compact(members) = &self.body else {
-            return;
-        };
-        if let Some(ints) = self.as_intset() {
-            codec::header(out, TAG_INTSET, ints.len());
-            for i in ints {
-                out.extend_from_slice(&i.to_le_bytes());
+        match &self.body {
+            Body::Ints(ints) if ints.len() <= INTSET_ENTRIES => {
+                codec::header(out, TAG_INTSET, ints.len());
+                for i in ints {
+                    out.extend_from_slice(&i.to_le_bytes());
+                }
             }
-        } else {
-            codec::header(out, TAG_ITEMS, members.len());
-            for m in members {
-                codec::put_bytes(out, m);
+            Body::Ints(ints) => {
+                codec::header(out, TAG_ITEMS, ints.len());
+                for &i in ints {
+                    codec::put_bytes(out, &int_text(i));
+                }
             }
+            Body::Members(members) => members.encode(out, TAG_ITEMS),
+            Body::Paged(_) => {}
         }
     }
 
     fn len(&self) -> u64 {
         match &self.body {
-            Body::Compact(members) => members.len() as u64,
+            Body::Ints(ints) => ints.len() as u64,
+            Body::Members(members) => members.len() as u64,
             Body::Paged(t) => t.len(),
         }
     }
@@ -114,10 +149,9 @@ impl Collection for Set {
     }
 
     fn encoding_name(&self) -> &'static str {
-        if self.as_intset().is_some() {
-            "intset"
-        } else {
-            "hashtable"
+        match &self.body {
+            Body::Ints(ints) if ints.len() <= INTSET_ENTRIES => "intset",
+            _ => "hashtable",
         }
     }
 
@@ -131,40 +165,46 @@ impl Collection for Set {
     }
 
     fn settle(&mut self, seg: &Segment) -> Result<()> {
-        match &mut self.body {
-            Body::Compact(members) => {
-                let bytes: usize = members.iter().map(Vec::len).sum();
-                if members.len() > COMPACT_ITEMS || bytes > COMPACT_BYTES {
-                    let mut keys: Vec<Vec<u8>> = members.iter().map(|m| hashed_key(m)).collect();
-                    keys.sort_unstable();
-                    let tree = Tree::build(
-                        seg.0.clone(),
-                        true,
-                        keys.iter().map(|k| (k.as_slice(), &[][..])),
-                    );
-                    self.body = Body::Paged(tree);
-                }
+        let mut keys: Vec<Vec<u8>> = match &self.body {
+            Body::Ints(ints) if ints.len() > COMPACT_ITEMS => {
+                ints.iter().map(|&i| hashed_key(&int_text(i))).collect()
             }
-            Body::Paged(tree) => {
-                if tree.len() as usize <= COMPACT_ITEMS / 2 {
-                    let members: IndexSet<Vec<u8>> = tree
-                        .items()?
-                        .into_iter()
-                        .map(|(k, _)| unhashed(&k).to_vec())
-                        .collect();
-                    if members.iter().map(Vec::len).sum::<usize>() <= COMPACT_BYTES / 2 {
-                        self.body = Body::Compact(members);
-                    }
-                }
+            Body::Members(members)
+                if members.len() > COMPACT_ITEMS || members.data_bytes() > COMPACT_BYTES =>
+            {
+                members.iter().map(hashed_key).collect()
             }
+            Body::Paged(tree) if tree.len() as usize <= COMPACT_ITEMS / 2 => {
+                let items = tree.items()?;
+                let bytes: usize = items.iter().map(|(k, _)| unhashed(k).len()).sum();
+                if bytes <= COMPACT_BYTES / 2 {
+                    self.body = Body::compact(Members::from_members(
+                        items.iter().map(|(k, _)| unhashed(k)),
+                    ));
+                }
+                return Ok(());
+            }
+            _ => return Ok(()),
+        };
+        keys.sort_unstable();
+        // A repeated member (only a scribble makes one, packed.rs) would be
+        // two items of one key in the tree.
+        if keys.windows(2).any(|w| w[0] == w[1]) {
+            return Err(Error::BadValue);
         }
+        let tree = Tree::build(
+            seg.0.clone(),
+            true,
+            keys.iter().map(|k| (k.as_slice(), &[][..])),
+        );
+        self.body = Body::Paged(tree);
         Ok(())
     }
 
     fn trees_mut(&mut self) -> Vec<&mut Tree> {
         match &mut self.body {
-            Body::Compact(_) => Vec::new(),
             Body::Paged(t) => vec![t],
+            _ => Vec::new(),
         }
     }
 
@@ -174,31 +214,19 @@ impl Collection for Set {
 }
 
 impl Set {
-    /// The members as sorted integers when the set has the intset shape.
-    fn as_intset(&self) -> Option<Vec<i64>> {
-        let Body::Compact(members) = &self.body else {
-            return None;
-        };
-        if members.len() > INTSET_ENTRIES {
-            return None;
-        }
-        let mut ints = members
-            .iter()
-            .map(|m| as_int(m))
-            .collect::<Option<Vec<i64>>>()?;
-        ints.sort_unstable();
-        Some(ints)
-    }
-
     /// A copy held wholly in process memory: it stays valid after the
     /// read that made it, when a paged original may change.
     pub fn detached(&self) -> Result<Set> {
-        let members = match &self.body {
-            Body::Compact(members) => members.clone(),
-            Body::Paged(_) => self.members()?.into_iter().collect(),
+        let body = match &self.body {
+            Body::Ints(ints) => Body::Ints(ints.clone()),
+            Body::Members(members) => Body::Members(members.clone()),
+            Body::Paged(_) => {
+                let members = self.members()?;
+                Body::compact(Members::from_members(members))
+            }
         };
         Ok(Set {
-            body: Body::Compact(members),
+            body,
             changed: false,
             journal: Journal::default(),
         })
@@ -207,7 +235,8 @@ impl Set {
     /// Whether `member` is in the set.
     pub fn contains(&self, member: &[u8]) -> Result<bool> {
         match &self.body {
-            Body::Compact(members) => Ok(members.contains(member)),
+            Body::Ints(ints) => Ok(as_int(member).is_some_and(|i| ints.binary_search(&i).is_ok())),
+            Body::Members(members) => Ok(members.contains(member)),
             Body::Paged(t) => Ok(t.get(&hashed_key(member))?.is_some()),
         }
     }
@@ -215,13 +244,23 @@ impl Set {
     /// Adds `member`; true when it is new.
     pub fn insert(&mut self, member: &[u8]) -> Result<bool> {
         let added = match &mut self.body {
-            Body::Compact(members) => {
-                if members.contains(member) {
-                    false
-                } else {
-                    members.insert(member.to_vec())
+            Body::Ints(ints) => match as_int(member) {
+                Some(i) => match ints.binary_search(&i) {
+                    Ok(_) => false,
+                    Err(at) => {
+                        ints.insert(at, i);
+                        true
+                    }
+                },
+                None => {
+                    // Ascending integers, then the new member.
+                    let mut members = Members::from_members(ints.iter().map(|&i| int_text(i)));
+                    members.insert(member);
+                    self.body = Body::Members(members);
+                    true
                 }
-            }
+            },
+            Body::Members(members) => members.insert(member),
             Body::Paged(t) => t.upsert(&hashed_key(member), &[])?.is_none(),
         };
         if added {
@@ -234,14 +273,30 @@ impl Set {
     /// Removes `member`; true when it was there.
     pub fn remove(&mut self, member: &[u8]) -> Result<bool> {
         let removed = match &mut self.body {
-            Body::Compact(members) => members.shift_remove(member),
+            Body::Ints(ints) => match as_int(member).map(|i| ints.binary_search(&i)) {
+                Some(Ok(at)) => {
+                    ints.remove(at);
+                    true
+                }
+                _ => false,
+            },
+            Body::Members(members) => members.remove(member),
             Body::Paged(t) => t.remove_key(&hashed_key(member))?.is_some(),
         };
         if removed {
             self.changed = true;
             self.journal.set_rem(member);
+            self.back_to_ints();
         }
         Ok(removed)
+    }
+
+    /// A small set whose last member that was not an integer is gone takes
+    /// the intset shape again, as its encoding says.
+    fn back_to_ints(&mut self) {
+        if let Body::Members(members) = &mut self.body {
+            self.body = Body::compact(std::mem::take(members));
+        }
     }
 
     /// Removes each of `members` that is there; returns how many were. One
@@ -255,10 +310,22 @@ impl Set {
         let doomed: HashSet<&[u8]> = members.iter().copied().collect();
         let journal = &mut self.journal;
         let removed = match &mut self.body {
-            Body::Compact(set) => {
+            Body::Ints(ints) => {
+                let doomed: HashSet<i64> = doomed.iter().filter_map(|m| as_int(m)).collect();
+                let before = ints.len();
+                ints.retain(|i| {
+                    let gone = doomed.contains(i);
+                    if gone {
+                        journal.set_rem(&int_text(*i));
+                    }
+                    !gone
+                });
+                (before - ints.len()) as u64
+            }
+            Body::Members(set) => {
                 let before = set.len();
                 set.retain(|m| {
-                    let gone = doomed.contains(m.as_slice());
+                    let gone = doomed.contains(m);
                     if gone {
                         journal.set_rem(m);
                     }
@@ -277,17 +344,18 @@ impl Set {
                 n
             }
         };
-        self.changed |= removed > 0;
+        if removed > 0 {
+            self.changed = true;
+            self.back_to_ints();
+        }
         Ok(removed)
     }
 
     /// Every member, in the set's iteration order.
     pub fn members(&self) -> Result<Vec<Vec<u8>>> {
-        if let Some(ints) = self.as_intset() {
-            return Ok(ints.iter().map(|i| i.to_string().into_bytes()).collect());
-        }
         match &self.body {
-            Body::Compact(members) => Ok(members.iter().cloned().collect()),
+            Body::Ints(ints) => Ok(ints.iter().map(|&i| int_text(i)).collect()),
+            Body::Members(members) => Ok(members.iter().map(<[u8]>::to_vec).collect()),
             Body::Paged(t) => Ok(t
                 .items()?
                 .into_iter()
@@ -299,11 +367,10 @@ impl Set {
     /// The member at position `index` (< len): SPOP and SRANDMEMBER pick by
     /// random position.
     pub fn nth(&self, index: u64) -> Result<Option<Vec<u8>>> {
+        let at = usize::try_from(index).ok();
         match &self.body {
-            Body::Compact(members) => Ok(usize::try_from(index)
-                .ok()
-                .and_then(|i| members.get_index(i))
-                .cloned()),
+            Body::Ints(ints) => Ok(at.and_then(|i| ints.get(i)).map(|&i| int_text(i))),
+            Body::Members(members) => Ok(at.and_then(|i| members.nth(i)).map(<[u8]>::to_vec)),
             Body::Paged(t) => Ok(t.nth(index)?.map(|(k, _)| unhashed(&k).to_vec())),
         }
     }
@@ -311,7 +378,6 @@ impl Set {
     /// One SSCAN step (see [`super::Hash::scan`]).
     pub fn scan(&self, cursor: u64, count: u64) -> Result<(u64, Vec<Vec<u8>>)> {
         match &self.body {
-            Body::Compact(_) => Ok((0, self.members()?)),
             Body::Paged(t) => {
                 let (next, items) = scan_tree(t, cursor, count)?;
                 Ok((
@@ -322,6 +388,7 @@ impl Set {
                         .collect(),
                 ))
             }
+            _ => Ok((0, self.members()?)),
         }
     }
 }
@@ -350,5 +417,70 @@ mod tests {
         assert_eq!(s.remove_all(&[b"c"]).unwrap(), 1);
         assert_eq!(s.remove_all(&[b"b", b"c"]).unwrap(), 1);
         assert!(s.is_empty());
+    }
+
+    fn reopened(s: &Set) -> Set {
+        let mut out = Vec::new();
+        s.encode(&mut out);
+        Set::decode(&out).unwrap()
+    }
+
+    #[test]
+    fn integers_keep_the_intset_shape_until_a_string_comes_and_after_it_goes() {
+        let mut s = Set::empty();
+        for m in ["30", "-7", "5", "5"] {
+            s.insert(m.as_bytes()).unwrap();
+        }
+        assert_eq!(s.encoding_name(), "intset");
+        let mut s = reopened(&s);
+        assert_eq!(
+            s.members().unwrap(),
+            [b"-7".to_vec(), b"5".to_vec(), b"30".to_vec()]
+        );
+        assert!(s.contains(b"5").unwrap());
+        // "05" and "+5" are strings, not the integer 5.
+        assert!(!s.contains(b"05").unwrap());
+        assert!(s.insert(b"05").unwrap());
+        assert_eq!(s.encoding_name(), "hashtable");
+        let mut s = reopened(&s);
+        assert_eq!(s.len(), 4);
+        assert!(s.contains(b"05").unwrap() && s.contains(b"30").unwrap());
+        assert_eq!(s.nth(3).unwrap(), Some(b"05".to_vec()));
+        assert!(s.remove(b"05").unwrap());
+        assert_eq!(s.encoding_name(), "intset");
+        assert_eq!(s.remove_all(&[b"30", b"-7", b"x"]).unwrap(), 2);
+        assert_eq!(reopened(&s).members().unwrap(), [b"5".to_vec()]);
+    }
+
+    #[test]
+    fn a_damaged_intset_is_refused() {
+        let mut s = Set::empty();
+        for m in ["1", "2", "3"] {
+            s.insert(m.as_bytes()).unwrap();
+        }
+        let mut out = Vec::new();
+        s.encode(&mut out);
+        // Out of order (a scribble swapped two integers).
+        let mut swapped = out.clone();
+        swapped[2..10].copy_from_slice(&3i64.to_le_bytes());
+        swapped[18..26].copy_from_slice(&1i64.to_le_bytes());
+        assert!(Set::decode(&swapped).is_err());
+        for cut in 0..out.len() {
+            assert!(Set::decode(&out[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn repeated_members_from_a_scribble_answer_as_one() {
+        let mut out = Vec::new();
+        codec::header(&mut out, TAG_ITEMS, 3);
+        for m in ["7", "7", "x"] {
+            codec::put_bytes(&mut out, m.as_bytes());
+        }
+        let mut s = Set::decode(&out).unwrap();
+        assert_eq!(s.encoding_name(), "hashtable");
+        assert!(s.contains(b"7").unwrap());
+        assert!(!s.insert(b"7").unwrap());
+        assert!(s.remove(b"7").unwrap());
     }
 }
