@@ -441,6 +441,7 @@ where
                 out.clear();
             } else {
                 let reading = buf.len() as u64 <= query_limit;
+                Runner::before_write().await;
                 match write_reading(stream, &out, &mut buf, reading, kill, push).await? {
                     Written::All => out.clear(),
                     Written::Part(n) => {
