@@ -18,71 +18,81 @@ use std::ops::Range;
 use super::codec::{self, Reader};
 use crate::error::{Error, Result};
 
-/// Field/value pairs in insertion order: each a varint length and its
-/// bytes, field then value.
-#[derive(Debug, Default)]
-pub(crate) struct Pairs {
+/// Items in insertion order, each `PARTS` length-prefixed byte strings
+/// back to back (a hash's field and value, a set's member). An item is
+/// found by its first part.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Packed<const PARTS: usize> {
     count: usize,
-    /// The bytes of every field and value, without their lengths.
+    /// The bytes of every part, without their lengths.
     data: usize,
     bytes: Vec<u8>,
 }
 
-/// Where one pair lies in [`Pairs::bytes`].
-struct Span {
-    /// From the field's length to the value's last byte.
+/// A small hash: field, then value.
+pub(crate) type Pairs = Packed<2>;
+/// A small set: the member.
+pub(crate) type Members = Packed<1>;
+
+/// Where one item lies in [`Packed::bytes`].
+struct Span<const PARTS: usize> {
+    /// From the first part's length to the last part's last byte.
     whole: Range<usize>,
-    field: Range<usize>,
-    /// From the value's length to its last byte.
-    value_with_len: Range<usize>,
-    value: Range<usize>,
+    /// Each part's bytes.
+    parts: [Range<usize>; PARTS],
 }
 
-fn span_at(bytes: &[u8], pos: usize) -> Option<Span> {
+impl<const PARTS: usize> Span<PARTS> {
+    fn data(&self) -> usize {
+        self.parts.iter().map(Range::len).sum()
+    }
+}
+
+fn span_at<const PARTS: usize>(bytes: &[u8], pos: usize) -> Option<Span<PARTS>> {
     let mut r = Reader::at(bytes, pos);
-    let field = r.span().ok()?;
-    let value = r.span().ok()?;
+    let mut parts: [Range<usize>; PARTS] = std::array::from_fn(|_| 0..0);
+    for part in &mut parts {
+        *part = r.span().ok()?;
+    }
     Some(Span {
-        whole: pos..value.end,
-        value_with_len: field.end..value.end,
-        field,
-        value,
+        whole: pos..r.position(),
+        parts,
     })
 }
 
-impl Pairs {
-    /// Takes `count` pairs from `r` (the rest of a compact value after its
+impl<const PARTS: usize> Packed<PARTS> {
+    /// Takes `count` items from `r` (the rest of a compact value after its
     /// header), checking every length.
-    pub(crate) fn parse(r: &mut Reader<'_>, count: usize) -> Result<Pairs> {
+    pub(crate) fn parse(r: &mut Reader<'_>, count: usize) -> Result<Self> {
         let bytes = r.rest().to_vec();
         let (mut pos, mut data) = (0, 0);
         for _ in 0..count {
-            let span = span_at(&bytes, pos).ok_or(Error::BadValue)?;
-            data += span.field.len() + span.value.len();
+            let span = span_at::<PARTS>(&bytes, pos).ok_or(Error::BadValue)?;
+            data += span.data();
             pos = span.whole.end;
         }
         if pos != bytes.len() {
             return Err(Error::BadValue);
         }
-        Ok(Pairs { count, data, bytes })
+        Ok(Packed { count, data, bytes })
     }
 
     pub(crate) fn len(&self) -> usize {
         self.count
     }
 
-    /// The bytes of every field and value, without their lengths.
+    /// The bytes of every part, without their lengths.
     pub(crate) fn data_bytes(&self) -> usize {
         self.data
     }
 
-    /// Appends the compact form: header, then the pairs as they are.
+    /// Appends the compact form: header, then the items as they are.
     pub(crate) fn encode(&self, out: &mut Vec<u8>, tag: u8) {
         codec::header(out, tag, self.count);
         out.extend_from_slice(&self.bytes);
     }
 
-    fn spans(&self) -> impl Iterator<Item = Span> + '_ {
+    fn spans(&self) -> impl Iterator<Item = Span<PARTS>> + '_ {
         let mut pos = 0;
         (0..self.count).map_while(move |_| {
             let span = span_at(&self.bytes, pos)?;
@@ -91,18 +101,59 @@ impl Pairs {
         })
     }
 
-    /// Every field and value, in order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        self.spans()
-            .map(|s| (&self.bytes[s.field], &self.bytes[s.value]))
+    /// Every item's parts, in order.
+    fn items(&self) -> impl Iterator<Item = [&[u8]; PARTS]> + '_ {
+        self.spans().map(|s| s.parts.map(|part| &self.bytes[part]))
     }
 
-    fn find(&self, field: &[u8]) -> Option<Span> {
-        self.spans().find(|s| &self.bytes[s.field.clone()] == field)
+    fn find(&self, first: &[u8]) -> Option<Span<PARTS>> {
+        self.spans()
+            .find(|s| &self.bytes[s.parts[0].clone()] == first)
+    }
+
+    /// Appends an item whose first part the caller knows is not there.
+    fn push(&mut self, parts: [&[u8]; PARTS]) {
+        for part in parts {
+            codec::put_bytes(&mut self.bytes, part);
+            self.data += part.len();
+        }
+        self.count += 1;
+    }
+
+    /// Removes the item whose first part is `first`; true when it was
+    /// there. The others keep their order.
+    pub(crate) fn remove(&mut self, first: &[u8]) -> bool {
+        match self.find(first) {
+            Some(s) => {
+                self.data -= s.data();
+                self.bytes.drain(s.whole);
+                self.count -= 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Keeps the items whose first part `keep` accepts, in order.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
+        let mut out = Packed::default();
+        for item in self.items() {
+            if keep(item[0]) {
+                out.push(item);
+            }
+        }
+        *self = out;
+    }
+}
+
+impl Pairs {
+    /// Every field and value, in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.items().map(|[f, v]| (f, v))
     }
 
     pub(crate) fn get(&self, field: &[u8]) -> Option<&[u8]> {
-        self.find(field).map(|s| &self.bytes[s.value])
+        self.find(field).map(|s| &self.bytes[s.parts[1].clone()])
     }
 
     /// The pair at position `index`.
@@ -113,55 +164,21 @@ impl Pairs {
     /// Sets `field` to `value`; true when the field is new (it goes last;
     /// an existing one keeps its place).
     pub(crate) fn set(&mut self, field: &[u8], value: &[u8]) -> bool {
-        match self.find(field) {
-            Some(s) if s.value.len() == value.len() => {
-                self.bytes[s.value].copy_from_slice(value);
-                false
-            }
-            Some(s) => {
-                self.data = self.data - s.value.len() + value.len();
-                let mut encoded = Vec::with_capacity(value.len() + 5);
-                codec::put_bytes(&mut encoded, value);
-                self.bytes.splice(s.value_with_len, encoded);
-                false
-            }
-            None => {
-                codec::put_bytes(&mut self.bytes, field);
-                codec::put_bytes(&mut self.bytes, value);
-                self.count += 1;
-                self.data += field.len() + value.len();
-                true
-            }
+        let Some(s) = self.find(field) else {
+            self.push([field, value]);
+            return true;
+        };
+        let [field_at, value_at] = s.parts;
+        if value_at.len() == value.len() {
+            self.bytes[value_at].copy_from_slice(value);
+        } else {
+            self.data = self.data - value_at.len() + value.len();
+            let mut encoded = Vec::with_capacity(value.len() + 5);
+            codec::put_bytes(&mut encoded, value);
+            // From the value's length to its last byte.
+            self.bytes.splice(field_at.end..s.whole.end, encoded);
         }
-    }
-
-    /// Removes `field`; true when it was there. The others keep their order.
-    pub(crate) fn remove(&mut self, field: &[u8]) -> bool {
-        match self.find(field) {
-            Some(s) => {
-                self.data -= s.field.len() + s.value.len();
-                self.bytes.drain(s.whole);
-                self.count -= 1;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Keeps the pairs whose field `keep` accepts, in order.
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
-        let mut out = Vec::with_capacity(self.bytes.len());
-        let (mut count, mut data) = (0, 0);
-        for s in self.spans() {
-            if keep(&self.bytes[s.field.clone()]) {
-                data += s.field.len() + s.value.len();
-                out.extend_from_slice(&self.bytes[s.whole]);
-                count += 1;
-            }
-        }
-        self.bytes = out;
-        self.count = count;
-        self.data = data;
+        false
     }
 
     /// Pairs from owned fields and values (a paged hash made compact
@@ -169,72 +186,16 @@ impl Pairs {
     pub(crate) fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) -> Pairs {
         let mut out = Pairs::default();
         for (f, v) in pairs {
-            codec::put_bytes(&mut out.bytes, f);
-            codec::put_bytes(&mut out.bytes, v);
-            out.count += 1;
-            out.data += f.len() + v.len();
+            out.push([f, v]);
         }
         out
     }
 }
 
-/// Members in insertion order: each a varint length and its bytes.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Members {
-    count: usize,
-    /// The bytes of every member, without their lengths.
-    data: usize,
-    bytes: Vec<u8>,
-}
-
 impl Members {
-    /// Takes `count` members from `r` (the rest of a compact value after
-    /// its header), checking every length.
-    pub(crate) fn parse(r: &mut Reader<'_>, count: usize) -> Result<Members> {
-        let bytes = r.rest().to_vec();
-        let mut at = Reader::over(&bytes);
-        let mut data = 0;
-        for _ in 0..count {
-            data += at.span()?.len();
-        }
-        at.finish()?;
-        Ok(Members { count, data, bytes })
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.count
-    }
-
-    /// The bytes of every member, without their lengths.
-    pub(crate) fn data_bytes(&self) -> usize {
-        self.data
-    }
-
-    /// Appends the compact form: header, then the members as they are.
-    pub(crate) fn encode(&self, out: &mut Vec<u8>, tag: u8) {
-        codec::header(out, tag, self.count);
-        out.extend_from_slice(&self.bytes);
-    }
-
-    /// Each member's place: from its length to its last byte, and its bytes.
-    fn spans(&self) -> impl Iterator<Item = (Range<usize>, Range<usize>)> + '_ {
-        let mut r = Reader::over(&self.bytes);
-        (0..self.count).map_while(move |_| {
-            let start = r.position();
-            let member = r.span().ok()?;
-            Some((start..member.end, member))
-        })
-    }
-
     /// Every member, in order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.spans().map(|(_, m)| &self.bytes[m])
-    }
-
-    fn find(&self, member: &[u8]) -> Option<Range<usize>> {
-        self.spans()
-            .find(|(_, m)| &self.bytes[m.clone()] == member)
-            .map(|(whole, _)| whole)
+        self.items().map(|[m]| m)
     }
 
     pub(crate) fn contains(&self, member: &[u8]) -> bool {
@@ -251,46 +212,15 @@ impl Members {
         if self.contains(member) {
             return false;
         }
-        self.push(member);
+        self.push([member]);
         true
-    }
-
-    /// Appends `member`, which the caller knows is not there.
-    fn push(&mut self, member: &[u8]) {
-        codec::put_bytes(&mut self.bytes, member);
-        self.count += 1;
-        self.data += member.len();
-    }
-
-    /// Removes `member`; true when it was there. The others keep their order.
-    pub(crate) fn remove(&mut self, member: &[u8]) -> bool {
-        match self.find(member) {
-            Some(whole) => {
-                self.data -= member.len();
-                self.bytes.drain(whole);
-                self.count -= 1;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Keeps the members `keep` accepts, in order.
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
-        let mut out = Members::default();
-        for m in self.iter() {
-            if keep(m) {
-                out.push(m);
-            }
-        }
-        *self = out;
     }
 
     /// Members from distinct byte strings, in the order given.
     pub(crate) fn from_members<M: AsRef<[u8]>>(members: impl IntoIterator<Item = M>) -> Members {
         let mut out = Members::default();
         for m in members {
-            out.push(m.as_ref());
+            out.push([m.as_ref()]);
         }
         out
     }
