@@ -1,8 +1,7 @@
 //! Lists.
 
-use std::collections::VecDeque;
-
 use super::codec::{self, Reader, TAG_ITEMS};
+use super::packed::Sequence;
 use super::tree::{Edge, InPlace, Tree};
 use super::{Collection, Journal, Segment};
 use crate::error::{Error, Result};
@@ -27,7 +26,8 @@ pub struct List {
 
 #[derive(Debug)]
 enum Body {
-    Compact(VecDeque<Vec<u8>>),
+    /// A small list, as places in one copy of its bytes (packed.rs).
+    Compact(Sequence),
     /// A positional tree: items in list order.
     Paged(Tree),
 }
@@ -35,7 +35,7 @@ enum Body {
 impl Default for List {
     fn default() -> Self {
         List {
-            body: Body::Compact(VecDeque::new()),
+            body: Body::Compact(Sequence::default()),
             changed: false,
             journal: Journal::default(),
             edge: None,
@@ -56,11 +56,7 @@ impl Collection for List {
         if tag != TAG_ITEMS {
             return Err(Error::BadValue);
         }
-        let mut items = VecDeque::with_capacity(n);
-        for _ in 0..n {
-            items.push_back(r.bytes()?);
-        }
-        r.finish()?;
+        let items = Sequence::parse(&mut r, n)?;
         Ok(List {
             body: Body::Compact(items),
             changed: false,
@@ -71,10 +67,7 @@ impl Collection for List {
 
     fn encode(&self, out: &mut Vec<u8>) {
         if let Body::Compact(items) = &self.body {
-            codec::header(out, TAG_ITEMS, items.len());
-            for item in items {
-                codec::put_bytes(out, item);
-            }
+            items.encode(out, TAG_ITEMS);
         }
     }
 
@@ -130,13 +123,9 @@ impl Collection for List {
         }
         match &mut self.body {
             Body::Compact(items) => {
-                let bytes: usize = items.iter().map(Vec::len).sum();
-                if items.len() > COMPACT_ITEMS || bytes > COMPACT_BYTES {
-                    let tree = Tree::build(
-                        seg.0.clone(),
-                        false,
-                        items.iter().map(|i| (&[][..], i.as_slice())),
-                    );
+                if items.len() > COMPACT_ITEMS || items.data_bytes() > COMPACT_BYTES {
+                    let tree =
+                        Tree::build(seg.0.clone(), false, items.iter().map(|i| (&[][..], i)));
                     self.body = Body::Paged(tree);
                 }
             }
@@ -144,9 +133,8 @@ impl Collection for List {
             // all) the tree alone may be short: it stays paged.
             Body::Paged(tree) if self.edge.is_none() => {
                 if tree.len() as usize <= COMPACT_ITEMS / 2 {
-                    let items: VecDeque<Vec<u8>> =
-                        tree.items()?.into_iter().map(|(_, v)| v).collect();
-                    if items.iter().map(Vec::len).sum::<usize>() <= COMPACT_BYTES / 2 {
+                    let items = Sequence::from_items(tree.items()?.iter().map(|(_, v)| v));
+                    if items.data_bytes() <= COMPACT_BYTES / 2 {
                         self.body = Body::Compact(items);
                     }
                 }
@@ -205,19 +193,18 @@ impl List {
         let (Some(edge), Body::Paged(t)) = (&self.edge, &self.body) else {
             return Ok(None);
         };
-        let mut items: VecDeque<Vec<u8>> = t.items()?.into_iter().map(|(_, v)| v).collect();
-        for _ in 0..edge.pops() {
-            if edge.tail() {
-                items.pop_back();
-            } else {
-                items.pop_front();
-            }
+        let mut items = Sequence::from_items(t.items()?.iter().map(|(_, v)| v));
+        let n = items.len().saturating_sub(edge.pops());
+        if edge.tail() {
+            items.keep_range(0, n);
+        } else {
+            items.keep_range(items.len() - n, items.len());
         }
         for item in edge.items() {
             if edge.tail() {
-                items.push_back(item.clone());
+                items.push_back(item);
             } else {
-                items.push_front(item.clone());
+                items.push_front(item);
             }
         }
         Ok(Some(List {
@@ -291,7 +278,7 @@ impl List {
             Body::Compact(items) => Ok(usize::try_from(index)
                 .ok()
                 .and_then(|i| items.get(i))
-                .cloned()),
+                .map(<[u8]>::to_vec)),
             Body::Paged(t) => Ok(t.nth(index)?.map(|(_, v)| v)),
         }
     }
@@ -308,7 +295,7 @@ impl List {
         self.changed = true;
         self.journal.push(false, item);
         match &mut self.body {
-            Body::Compact(items) => items.push_front(item.to_vec()),
+            Body::Compact(items) => items.push_front(item),
             Body::Paged(_) => self.push_paged(false, item)?,
         }
         Ok(())
@@ -319,7 +306,7 @@ impl List {
         self.changed = true;
         self.journal.push(true, item);
         match &mut self.body {
-            Body::Compact(items) => items.push_back(item.to_vec()),
+            Body::Compact(items) => items.push_back(item),
             Body::Paged(_) => self.push_paged(true, item)?,
         }
         Ok(())
@@ -342,15 +329,7 @@ impl List {
     pub fn set(&mut self, index: u64, item: &[u8]) -> Result<bool> {
         self.apply_pushes()?;
         let done = match &mut self.body {
-            Body::Compact(items) => {
-                match usize::try_from(index).ok().and_then(|i| items.get_mut(i)) {
-                    Some(slot) => {
-                        *slot = item.to_vec();
-                        true
-                    }
-                    None => false,
-                }
-            }
+            Body::Compact(items) => usize::try_from(index).is_ok_and(|i| items.set(i, item)),
             Body::Paged(t) => t.set_at(index, item)?,
         };
         if done {
@@ -371,7 +350,7 @@ impl List {
             _ => self.journal.opaque(),
         }
         match &mut self.body {
-            Body::Compact(items) => items.insert(index as usize, item.to_vec()),
+            Body::Compact(items) => items.insert(index as usize, item),
             Body::Paged(t) => t.insert_at(index, item)?,
         }
         self.changed = true;
@@ -502,7 +481,7 @@ impl List {
         let Body::Compact(items) = &mut self.body else {
             return Ok(0);
         };
-        let matches = items.iter().filter(|x| x.as_slice() == item).count() as u64;
+        let matches = items.iter().filter(|&x| x == item).count() as u64;
         let remove = if limit == 0 {
             matches
         } else {
@@ -520,7 +499,7 @@ impl List {
         };
         let mut seen = 0u64;
         items.retain(|x| {
-            if x.as_slice() != item {
+            if x != item {
                 return true;
             }
             let ordinal = seen;
@@ -542,8 +521,7 @@ impl List {
         }
         match &mut self.body {
             Body::Compact(items) => {
-                items.truncate(end as usize);
-                items.drain(..start as usize);
+                items.keep_range(start as usize, end as usize);
             }
             Body::Paged(t) => {
                 t.remove_range(end, len)?;

@@ -13,6 +13,7 @@
 //! the item) and is refused where it would matter, when it becomes a paged
 //! tree (`settle` in hash.rs and set.rs).
 
+use std::collections::VecDeque;
 use std::ops::Range;
 
 use super::codec::{self, Reader};
@@ -226,6 +227,122 @@ impl Members {
     }
 }
 
+/// A small list: its items as places in one arena of bytes. Opening it
+/// copies the value's bytes once and makes no allocation per item, as
+/// [`Packed`]; unlike it, a list is read and edited by position (LINDEX,
+/// LSET, LINSERT, a pop at either end), which the places answer at once.
+/// An item added goes at the arena's end and one removed leaves its bytes
+/// there: the arena lives for one command.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Sequence {
+    places: VecDeque<Range<usize>>,
+    arena: Vec<u8>,
+}
+
+impl Sequence {
+    /// Takes `count` items from `r` (the rest of a compact value after its
+    /// header), checking every length.
+    pub(crate) fn parse(r: &mut Reader<'_>, count: usize) -> Result<Sequence> {
+        let arena = r.rest().to_vec();
+        let mut at = Reader::over(&arena);
+        let mut places = VecDeque::with_capacity(count);
+        for _ in 0..count {
+            places.push_back(at.span()?);
+        }
+        at.finish()?;
+        Ok(Sequence { places, arena })
+    }
+
+    /// Items from byte strings, in the order given.
+    pub(crate) fn from_items<M: AsRef<[u8]>>(items: impl IntoIterator<Item = M>) -> Sequence {
+        let mut out = Sequence::default();
+        for item in items {
+            out.push_back(item.as_ref());
+        }
+        out
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.places.len()
+    }
+
+    /// The bytes of every item, without their lengths.
+    pub(crate) fn data_bytes(&self) -> usize {
+        self.places.iter().map(Range::len).sum()
+    }
+
+    /// Appends the compact form: header, then each item.
+    pub(crate) fn encode(&self, out: &mut Vec<u8>, tag: u8) {
+        codec::header(out, tag, self.len());
+        for item in self.iter() {
+            codec::put_bytes(out, item);
+        }
+    }
+
+    /// The items from the head, or from the tail with `.rev()`.
+    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = &[u8]> + ExactSizeIterator + '_ {
+        self.places.iter().map(|p| &self.arena[p.clone()])
+    }
+
+    /// The items at positions `range` (within the list).
+    pub(crate) fn range(&self, range: Range<usize>) -> impl Iterator<Item = &[u8]> + '_ {
+        self.places.range(range).map(|p| &self.arena[p.clone()])
+    }
+
+    pub(crate) fn get(&self, index: usize) -> Option<&[u8]> {
+        self.places.get(index).map(|p| &self.arena[p.clone()])
+    }
+
+    /// Copies `item` to the arena's end.
+    fn place(&mut self, item: &[u8]) -> Range<usize> {
+        let start = self.arena.len();
+        self.arena.extend_from_slice(item);
+        start..self.arena.len()
+    }
+
+    pub(crate) fn push_front(&mut self, item: &[u8]) {
+        let p = self.place(item);
+        self.places.push_front(p);
+    }
+
+    pub(crate) fn push_back(&mut self, item: &[u8]) {
+        let p = self.place(item);
+        self.places.push_back(p);
+    }
+
+    /// Inserts `item` at `index` (≤ len).
+    pub(crate) fn insert(&mut self, index: usize, item: &[u8]) {
+        let p = self.place(item);
+        self.places.insert(index, p);
+    }
+
+    /// Replaces the item at `index`; false when there is none.
+    pub(crate) fn set(&mut self, index: usize, item: &[u8]) -> bool {
+        if index >= self.len() {
+            return false;
+        }
+        let p = self.place(item);
+        self.places[index] = p;
+        true
+    }
+
+    pub(crate) fn remove(&mut self, index: usize) -> Option<Vec<u8>> {
+        self.places.remove(index).map(|p| self.arena[p].to_vec())
+    }
+
+    /// Keeps the items `keep` accepts, in order.
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
+        let arena = &self.arena;
+        self.places.retain(|p| keep(&arena[p.clone()]));
+    }
+
+    /// Keeps only the items at positions `start..end` (within the list).
+    pub(crate) fn keep_range(&mut self, start: usize, end: usize) {
+        self.places.truncate(end);
+        self.places.drain(..start);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -299,6 +416,46 @@ mod tests {
             m.retain(|x| x != member.as_slice());
             prop_assert!(!m.contains(&member));
             prop_assert!(!m.remove(&member));
+        }
+    }
+
+    proptest! {
+        /// A list's bytes: any bytes fail to parse or give items that
+        /// every edit handles, and the result round-trips.
+        #[test]
+        fn any_list_bytes_parse_or_fail_and_never_panic(
+            items in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..140), 0..12),
+            damage in proptest::option::of((any::<usize>(), any::<u8>())),
+            item in proptest::collection::vec(any::<u8>(), 0..3),
+            at in any::<usize>(),
+        ) {
+            let mut bytes = Vec::new();
+            Sequence::from_items(&items).encode(&mut bytes, TAG_ITEMS);
+            if let Some((at, byte)) = damage {
+                let at = at % bytes.len();
+                bytes[at] = byte;
+            }
+            let Ok((mut r, _, n)) = Reader::open(&bytes) else { return Ok(()) };
+            let Ok(mut s) = Sequence::parse(&mut r, n) else { return Ok(()) };
+            let at = at % (n + 1);
+            s.insert(at, &item);
+            prop_assert_eq!(s.get(at), Some(&item[..]));
+            s.push_front(b"h");
+            s.push_back(b"t");
+            prop_assert!(s.set(0, b"head"));
+            prop_assert!(!s.set(s.len(), b"x"));
+            let mut out = Vec::new();
+            s.encode(&mut out, TAG_ITEMS);
+            let (mut r, _, m) = Reader::open(&out).unwrap();
+            let again = Sequence::parse(&mut r, m).unwrap();
+            prop_assert_eq!(again.iter().collect::<Vec<_>>(), s.iter().collect::<Vec<_>>());
+            prop_assert_eq!(again.data_bytes(), s.data_bytes());
+            prop_assert_eq!(s.remove(0), Some(b"head".to_vec()));
+            s.retain(|x| x != item.as_slice());
+            prop_assert!(s.iter().all(|x| x != item.as_slice()));
+            let len = s.len();
+            s.keep_range(len / 3, len - len / 3);
+            prop_assert_eq!(s.len(), len - len / 3 - len / 3);
         }
     }
 
