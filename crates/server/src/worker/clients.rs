@@ -102,6 +102,10 @@ impl Worker {
     /// would make the buffers grow and evict again, a feedback loop
     /// Redis avoids by evicting only before commands too.
     pub(crate) fn account_client(&self, push: &Push) {
+        if push.evicted.get() {
+            // Its memory left the total when it was evicted.
+            return;
+        }
         let now = push.memory();
         let was = push.published.get();
         if now.abs_diff(was) < MEMORY_GRANULE && (now != 0 || was == 0) {
@@ -144,12 +148,8 @@ impl Worker {
         let mut candidates = Vec::new();
         for c in map.values() {
             let mem = c.push.published.get();
-            if c.push.evicted.get() {
-                // Closing already: its memory goes when its connection ends.
-                total = total.saturating_sub(mem);
-                continue;
-            }
-            let evictable = c.session.try_borrow().is_ok_and(|s| !s.no_evict);
+            let evictable =
+                !c.push.evicted.get() && c.session.try_borrow().is_ok_and(|s| !s.no_evict);
             if evictable && mem != 0 {
                 candidates.push((mem, c));
             }
@@ -162,6 +162,16 @@ impl Worker {
             c.push.evicted.set(true);
             c.kill.notify_one();
             total = total.saturating_sub(mem);
+            // Its memory leaves the total now, as Redis frees an evicted
+            // client at once: the connection ends only when its task next
+            // runs, and commands of other clients that run before it (key
+            // eviction checks before each) must not count what it holds.
+            c.push.published.set(0);
+            let _ = self.store.add_worker_counter(
+                self.slot,
+                WorkerCounter::ClientMemory,
+                -(mem as i64),
+            );
             let _ = self
                 .store
                 .add_worker_counter(self.slot, WorkerCounter::EvictedClients, 1);
