@@ -435,12 +435,29 @@ impl Handle {
     /// context's exclusive section: background work asks it between
     /// requests, and must not stall its worker behind a running script.
     pub fn any_expires(&self) -> Result<bool> {
-        for db in 0..crate::NUM_DBS as u8 {
-            if self.phys_count(H_DB_EXPIRES_BASE, C_DB_EXPIRES, db)? > 0 {
-                return Ok(true);
+        let counts = self.phys_counts(H_DB_EXPIRES_BASE, C_DB_EXPIRES)?;
+        Ok(counts.iter().any(|&n| n > 0))
+    }
+
+    /// Every physical db's counter, as [`phys_count`](Self::phys_count)
+    /// gives one, in one pass over the contexts: each context is a page of
+    /// its own, and a pass per db touched every context's page sixteen
+    /// times (the sweeper asks on every tick of every worker, and those
+    /// loads were most of an idle worker's CPU).
+    pub(crate) fn phys_counts(&self, base: u64, per_ctx: u64) -> Result<[u64; crate::NUM_DBS]> {
+        let r = self.ctx.region();
+        let geo = &self.ctx.sh.geo;
+        let mut sums = [0u64; crate::NUM_DBS];
+        for (db, sum) in (0u64..).zip(sums.iter_mut()) {
+            *sum = r.load64(base + 8 * db)?;
+        }
+        for i in 0..geo.ctx_count as u64 {
+            let at = geo.ctx_off + i * CTX_SIZE + per_ctx;
+            for (db, sum) in (0u64..).zip(sums.iter_mut()) {
+                *sum = sum.wrapping_add(r.load64(at + 8 * db)?);
             }
         }
-        Ok(false)
+        Ok(sums.map(|sum| (sum as i64).max(0) as u64))
     }
 
     fn logical_count(&mut self, base: u64, per_ctx: u64, db: u8) -> Result<u64> {
