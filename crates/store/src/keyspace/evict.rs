@@ -142,11 +142,12 @@ impl Handle {
             return Ok(Evicted::Nothing);
         }
         if policy.volatile_only() {
-            let mut volatile = 0;
-            // Physical counters: no db map resolution under a bucket lock (I11).
-            for db in 0..NUM_DBS as u8 {
-                volatile += self.phys_count(H_DB_EXPIRES_BASE, C_DB_EXPIRES, db)?;
-            }
+            // Physical counters: no db map resolution under a bucket lock
+            // (I11); every db's in one pass over the contexts.
+            let volatile: u64 = self
+                .phys_counts(H_DB_EXPIRES_BASE, C_DB_EXPIRES)?
+                .iter()
+                .sum();
             if volatile == 0 {
                 return Ok(Evicted::Nothing);
             }
